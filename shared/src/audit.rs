@@ -1,0 +1,496 @@
+//! Findings with stable codes (MS0001…), shared by `audit` and the webhook.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::host::{host_subset_of, hosts_overlap, NsSel};
+use crate::observe::Observations;
+use crate::recommend::observed_outside;
+use crate::scope::{Evaluator, ScopeSource};
+use crate::snapshot::{selector_matches, MeshSnapshot, SidecarId, WorkloadId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "info" => Some(Severity::Info),
+            "warning" => Some(Severity::Warning),
+            "error" => Some(Severity::Error),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The documentation of one code.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CodeDoc {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub fix: &'static str,
+}
+
+pub const CODES: &[CodeDoc] = &[
+    CodeDoc {
+        code: "MS0001",
+        severity: Severity::Warning,
+        title: "Unscoped injected workload",
+        description: "The workload runs an Envoy sidecar and no Sidecar applies to it: none selects it, its namespace has no default, and the root namespace has no mesh default. Its proxies receive the configuration of every service visible to the namespace, and every change anywhere in the mesh is pushed to them.",
+        fix: "Generate a Sidecar from observed traffic (kubectl meshscope recommend -n NS --workload NAME | kubectl apply -f -), or add a namespace or mesh default Sidecar.",
+    },
+    CodeDoc {
+        code: "MS0002",
+        severity: Severity::Warning,
+        title: "DNS ServiceEntry exported to the whole mesh",
+        description: "A ServiceEntry with resolution DNS or DNS_ROUND_ROBIN and no exportTo, while the mesh default exports services everywhere. Every sidecar that imports it resolves its hosts itself, and unscoped sidecars all do.",
+        fix: "Set spec.exportTo to the namespaces that call the hosts (for example [\".\"]).",
+    },
+    CodeDoc {
+        code: "MS0003",
+        severity: Severity::Warning,
+        title: "Sidecar selects nothing",
+        description: "The Sidecar's workloadSelector matches no pod and no workload template in its namespace, so it has no effect.",
+        fix: "Fix the selector labels, or delete the Sidecar.",
+    },
+    CodeDoc {
+        code: "MS0004",
+        severity: Severity::Error,
+        title: "Several Sidecars select one workload",
+        description: "More than one Sidecar with a workloadSelector selects the workload. istiod uses the oldest (then the first by name) and ignores the others; Istio calls this undefined behaviour.",
+        fix: "Merge the Sidecars into one, or narrow their selectors so that exactly one selects each workload.",
+    },
+    CodeDoc {
+        code: "MS0005",
+        severity: Severity::Error,
+        title: "Several namespace-wide Sidecars",
+        description: "More than one Sidecar without a workloadSelector in one namespace. istiod uses the oldest and ignores the others.",
+        fix: "Keep one selector-less Sidecar per namespace.",
+    },
+    CodeDoc {
+        code: "MS0006",
+        severity: Severity::Warning,
+        title: "Sidecar without egress",
+        description: "A Sidecar with no egress section imports the whole mesh (*/*). It does not inherit the namespace or mesh default, so a Sidecar written only for ingress or connection-pool settings widens its workloads.",
+        fix: "Add an egress section listing the hosts the workloads call.",
+    },
+    CodeDoc {
+        code: "MS0007",
+        severity: Severity::Warning,
+        title: "Egress host matches nothing",
+        description: "An egress host entry matches no service and no VirtualService visible to the Sidecar's namespace. Egress hosts do no short-name expansion: prod/reviews does not match reviews.prod.svc.cluster.local.",
+        fix: "Use <namespace>/<fully-qualified host> (or a wildcard), and check the service's exportTo.",
+    },
+    CodeDoc {
+        code: "MS0008",
+        severity: Severity::Warning,
+        title: "Root-namespace Sidecar with a selector",
+        description: "A Sidecar in the root namespace with a workloadSelector is not a mesh default: it applies only to pods in the root namespace.",
+        fix: "Remove the workloadSelector to make it the mesh default, or move it to the workload's namespace.",
+    },
+    CodeDoc {
+        code: "MS0009",
+        severity: Severity::Warning,
+        title: "Sidecar selects an ambient workload",
+        description: "The Sidecar selects pods enrolled in ambient mode. They have no Envoy sidecar, so the Sidecar has no effect on them.",
+        fix: "Delete the Sidecar or narrow its selector; ambient traffic is scoped by waypoints, not Sidecars.",
+    },
+    CodeDoc {
+        code: "MS0010",
+        severity: Severity::Warning,
+        title: "Sidecar imports everything",
+        description: "An egress entry */* imports every visible service: the Sidecar is scoped in name only.",
+        fix: "Replace */* with the hosts the workloads call (kubectl meshscope recommend).",
+    },
+    CodeDoc {
+        code: "MS0011",
+        severity: Severity::Error,
+        title: "Observed traffic outside the scope",
+        description: "The workload was seen calling a registered service that its scope does not import. That traffic leaves through PassthroughCluster without routing rules or mTLS, or is blocked under REGISTRY_ONLY.",
+        fix: "Add the host to the Sidecar's egress (kubectl meshscope recommend shows the full list).",
+    },
+];
+
+pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {
+    CODES.iter().find(|c| c.code.eq_ignore_ascii_case(code))
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub message: String,
+}
+
+fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: String) -> Finding {
+    let severity = code_doc(code).map_or(Severity::Warning, |d| d.severity);
+    Finding {
+        code,
+        severity,
+        kind: kind.to_string(),
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        message,
+    }
+}
+
+/// Which namespaces (and workloads) an audit covers.
+pub struct AuditScope<'a> {
+    pub namespaces: Option<&'a BTreeSet<String>>,
+    pub workloads: Option<&'a BTreeSet<WorkloadId>>,
+}
+
+impl AuditScope<'_> {
+    fn ns(&self, ns: &str) -> bool {
+        self.namespaces.is_none_or(|s| s.contains(ns))
+    }
+    fn workload(&self, w: WorkloadId) -> bool {
+        self.workloads.is_none_or(|s| s.contains(&w))
+    }
+}
+
+// === per-object rules (also used by the webhook) ===
+
+/// MS0001 for one workload, or `None` when it is scoped or has no sidecar.
+pub fn unscoped_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    if !wl.injection.sidecar {
+        return None;
+    }
+    let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+    if sel.source != ScopeSource::Implicit {
+        return None;
+    }
+    Some(finding(
+        "MS0001",
+        wl.kind.as_str(),
+        &wl.namespace,
+        &wl.name,
+        format!(
+            "{} {}/{} has no Sidecar scope ({}); run: kubectl meshscope recommend -n {} --workload {} | kubectl apply -f -",
+            wl.kind, wl.namespace, wl.name, wl.injection.reason, wl.namespace, wl.name
+        ),
+    ))
+}
+
+/// MS0002 for one ServiceEntry.
+pub fn dns_service_entry(
+    snap: &MeshSnapshot,
+    ns: &str,
+    name: &str,
+    resolution: &str,
+    export_to: Option<&[String]>,
+) -> Option<Finding> {
+    let dns = resolution == "DNS" || resolution == "DNS_ROUND_ROBIN";
+    let unset = export_to.is_none_or(|e| e.is_empty());
+    let default_public = snap.mesh.default_service_export_to.iter().any(|e| e == "*");
+    if dns && unset && default_public {
+        return Some(finding(
+            "MS0002",
+            "ServiceEntry",
+            ns,
+            name,
+            format!(
+                "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"])"
+            ),
+        ));
+    }
+    None
+}
+
+/// Findings about one Sidecar object by itself and against its namespace:
+/// MS0003, MS0005, MS0006, MS0007, MS0008, MS0009, MS0010.
+pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
+    let sc = &snap.sidecars[s];
+    let mut out = Vec::new();
+    let f = |code, msg| finding(code, "Sidecar", &sc.namespace, &sc.name, msg);
+    let root = &snap.mesh.root_namespace;
+    if let Some(sel) = &sc.selector {
+        let selected: Vec<WorkloadId> = snap
+            .workloads_in(&sc.namespace)
+            .iter()
+            .copied()
+            .filter(|w| selector_matches(sel, snap.workload_labels(*w)))
+            .collect();
+        if selected.is_empty() {
+            out.push(f(
+                "MS0003",
+                format!(
+                    "Sidecar {} selects no pod or workload in namespace {} (selector {}); fix the labels or delete it",
+                    sc.key(),
+                    sc.namespace,
+                    fmt_labels(sel)
+                ),
+            ));
+        }
+        let ambient: Vec<&str> = selected
+            .iter()
+            .filter(|w| snap.workloads[**w].injection.ambient)
+            .map(|w| snap.workloads[*w].name.as_str())
+            .collect();
+        if !ambient.is_empty() {
+            out.push(f(
+                "MS0009",
+                format!(
+                    "Sidecar {} selects ambient workloads ({}) that have no sidecar proxy; it has no effect on them",
+                    sc.key(),
+                    ambient.join(", ")
+                ),
+            ));
+        }
+        if &sc.namespace == root {
+            out.push(f(
+                "MS0008",
+                format!(
+                    "Sidecar {} is in root namespace {} but has a workloadSelector, so it is not a mesh default and applies only to pods in {}",
+                    sc.key(),
+                    root,
+                    root
+                ),
+            ));
+        }
+    } else {
+        let defaults: Vec<SidecarId> = snap
+            .sidecars_in(&sc.namespace)
+            .iter()
+            .copied()
+            .filter(|i| snap.sidecars[*i].selector.is_none())
+            .collect();
+        if defaults.len() > 1 && defaults.contains(&s) {
+            let winner = &snap.sidecars[defaults[0]];
+            out.push(f(
+                "MS0005",
+                format!(
+                    "namespace {} has {} Sidecars without a workloadSelector; istiod uses {} (the oldest) and ignores the others",
+                    sc.namespace,
+                    defaults.len(),
+                    winner.name
+                ),
+            ));
+        }
+    }
+    if !sc.has_egress() {
+        out.push(f(
+            "MS0006",
+            format!(
+                "Sidecar {} has no egress, so its workloads import the whole mesh (*/*); it does not inherit the namespace or mesh default",
+                sc.key()
+            ),
+        ));
+    }
+    for l in &sc.listeners {
+        for e in &l.hosts {
+            if e.is_everything() {
+                out.push(f(
+                    "MS0010",
+                    format!(
+                        "Sidecar {} imports */* (every visible service); list the hosts its workloads call instead",
+                        sc.key()
+                    ),
+                ));
+            } else if !e.exclude && !e.is_closed() && !entry_matches_anything(snap, s, e) {
+                out.push(f(
+                    "MS0007",
+                    format!(
+                        "egress host {e} of Sidecar {} matches no service or VirtualService visible to namespace {} (no short-name expansion: use <ns>/<fqdn>)",
+                        sc.key(),
+                        sc.namespace
+                    ),
+                ));
+            }
+        }
+    }
+    for err in &sc.invalid_hosts {
+        out.push(f(
+            "MS0007",
+            format!("Sidecar {}: {err}; istiod skips it", sc.key()),
+        ));
+    }
+    out
+}
+
+fn entry_matches_anything(snap: &MeshSnapshot, s: SidecarId, e: &crate::host::HostEntry) -> bool {
+    let sc = &snap.sidecars[s];
+    // The root default is evaluated in each proxy's namespace: `.` can mean any.
+    let is_root_default = snap.root_default() == Some(s);
+    let ns_ok = |obj_ns: &str| match &e.ns {
+        NsSel::Current if is_root_default => true,
+        other => other.matches(&sc.namespace, obj_ns),
+    };
+    let visible = |export: &crate::host::Export, obj_ns: &str| {
+        is_root_default || export.visible_to(&sc.namespace) || obj_ns == sc.namespace
+    };
+    let exact = !e.host.contains('*');
+    let svc_hit = if exact {
+        snap.services_named(&e.host).iter().any(|i| {
+            let svc = &snap.services[*i];
+            ns_ok(&svc.namespace) && visible(&svc.export, &svc.namespace)
+        })
+    } else {
+        snap.services.iter().any(|svc| {
+            ns_ok(&svc.namespace)
+                && visible(&svc.export, &svc.namespace)
+                && host_subset_of(&svc.hostname, &e.host)
+        })
+    };
+    svc_hit
+        || snap.virtual_services.iter().any(|vs| {
+            ns_ok(&vs.namespace)
+                && visible(&vs.export, &vs.namespace)
+                && vs.hosts.iter().any(|h| hosts_overlap(h, &e.host))
+        })
+}
+
+fn fmt_labels(l: &crate::snapshot::Labels) -> String {
+    l.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// MS0004 for one workload.
+pub fn conflicting_selectors(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    if !wl.injection.sidecar {
+        return None;
+    }
+    let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+    if sel.matching_selectors.len() < 2 {
+        return None;
+    }
+    let names: Vec<&str> = sel
+        .matching_selectors
+        .iter()
+        .map(|s| snap.sidecars[*s].name.as_str())
+        .collect();
+    Some(finding(
+        "MS0004",
+        wl.kind.as_str(),
+        &wl.namespace,
+        &wl.name,
+        format!(
+            "{} Sidecars select {} {}/{} ({}); istiod uses {} (the oldest) and ignores the others",
+            names.len(),
+            wl.kind,
+            wl.namespace,
+            wl.name,
+            names.join(", "),
+            names[0]
+        ),
+    ))
+}
+
+/// The whole audit.
+pub fn audit(
+    snap: &MeshSnapshot,
+    obs: Option<&Observations>,
+    scope: &AuditScope<'_>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut eval = Evaluator::new(snap);
+    for w in 0..snap.workloads.len() {
+        let wl = &snap.workloads[w];
+        if !scope.ns(&wl.namespace) || !scope.workload(w) {
+            continue;
+        }
+        out.extend(unscoped_workload(snap, w));
+        out.extend(conflicting_selectors(snap, w));
+        if let (Some(obs), true) = (obs, wl.injection.sidecar) {
+            if let Some(t) = obs.of(w) {
+                let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+                if sel.source == ScopeSource::Implicit {
+                    continue;
+                }
+                let vis = eval.visible_for(sel.source, &wl.namespace);
+                let outside = observed_outside(snap, &wl.namespace, t, &vis);
+                if !outside.is_empty() {
+                    out.push(finding(
+                        "MS0011",
+                        wl.kind.as_str(),
+                        &wl.namespace,
+                        &wl.name,
+                        format!(
+                            "{} {}/{} was seen calling {} outside its scope ({}); add them to its egress",
+                            wl.kind,
+                            wl.namespace,
+                            wl.name,
+                            outside.join(", "),
+                            sel.source.describe(snap)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if scope.workloads.is_none() {
+        for se in &snap.service_entries {
+            if !scope.ns(&se.namespace) {
+                continue;
+            }
+            out.extend(dns_service_entry(
+                snap,
+                &se.namespace,
+                &se.name,
+                &se.resolution,
+                se.export_to.as_deref(),
+            ));
+        }
+        for s in 0..snap.sidecars.len() {
+            if scope.ns(&snap.sidecars[s].namespace) {
+                out.extend(sidecar_findings(snap, s));
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.severity.cmp(&a.severity).then_with(|| {
+            (a.code, &a.namespace, &a.kind, &a.name).cmp(&(b.code, &b.namespace, &b.kind, &b.name))
+        })
+    });
+    out
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+    pub by_code: std::collections::BTreeMap<&'static str, usize>,
+}
+
+pub fn summarize(findings: &[Finding]) -> Summary {
+    let mut s = Summary::default();
+    for f in findings {
+        match f.severity {
+            Severity::Error => s.errors += 1,
+            Severity::Warning => s.warnings += 1,
+            Severity::Info => s.infos += 1,
+        }
+        *s.by_code.entry(f.code).or_default() += 1;
+    }
+    s
+}

@@ -1,0 +1,385 @@
+//! `explain` and `impact`: the facts behind a proxy's scope, and which
+//! proxies a config change is pushed to (semantics doc §4).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::observe::Observations;
+use crate::scope::{ConfigEstimate, Evaluator, ScopeSource, Visible};
+use crate::snapshot::{
+    selector_matches, DrId, Labels, Listener, MeshSnapshot, PodId, SvcId, SvcKind, VsId, WorkloadId,
+};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SidecarNote {
+    pub sidecar: String,
+    pub used: bool,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ObservedDestination {
+    pub destination: String,
+    pub requests: u64,
+    /// `in-scope`, `out-of-scope`, or `unregistered`.
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PushSources {
+    pub sidecar: Option<String>,
+    pub services: usize,
+    pub virtual_services: Vec<String>,
+    pub destination_rules: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Explanation {
+    pub pod: Option<String>,
+    pub namespace: String,
+    pub workload: String,
+    pub injected: bool,
+    pub ambient: bool,
+    pub injection_reason: String,
+    pub scope_source: &'static str,
+    pub sidecar: Option<String>,
+    pub scope_reason: String,
+    pub sidecars: Vec<SidecarNote>,
+    pub egress_hosts: Vec<String>,
+    pub visible_service_count: usize,
+    pub visible_services: Vec<String>,
+    pub estimate: ConfigEstimate,
+    pub unscoped_estimate: ConfigEstimate,
+    pub pushed_by: PushSources,
+    pub observed: Option<Vec<ObservedDestination>>,
+}
+
+fn source_kind(s: ScopeSource) -> &'static str {
+    match s {
+        ScopeSource::Workload(_) => "workload",
+        ScopeSource::Namespace(_) => "namespace",
+        ScopeSource::Root(_) => "root",
+        ScopeSource::Implicit => "none",
+    }
+}
+
+pub fn explain(
+    snap: &MeshSnapshot,
+    w: WorkloadId,
+    pod: Option<PodId>,
+    obs: Option<&Observations>,
+) -> Explanation {
+    let wl = &snap.workloads[w];
+    let ns = wl.namespace.as_str();
+    let (labels, injection): (&Labels, _) = match pod {
+        Some(p) => (&snap.pods[p].labels, &snap.pods[p].injection),
+        None => (snap.workload_labels(w), &wl.injection),
+    };
+    let sel = snap.select_sidecar(ns, labels);
+    let mut notes = Vec::new();
+    for &id in snap.sidecars_in(ns) {
+        let sc = &snap.sidecars[id];
+        let used = sel.source.sidecar() == Some(id);
+        let reason = match &sc.selector {
+            Some(s) if !selector_matches(s, labels) => format!(
+                "its workloadSelector {} does not match the pod's labels",
+                fmt(s)
+            ),
+            Some(_) if used => {
+                "its workloadSelector matches the pod's labels, and it is the oldest that does"
+                    .into()
+            }
+            Some(_) => format!(
+                "it also selects the pod, but {} is older (istiod uses the oldest)",
+                sel.matching_selectors
+                    .first()
+                    .map_or("another", |s| snap.sidecars[*s].name.as_str())
+            ),
+            None if used => {
+                "the namespace-wide default (no selector Sidecar selects the pod)".into()
+            }
+            None if !sel.matching_selectors.is_empty() => {
+                "a selector Sidecar selects the pod, and selector Sidecars always win".into()
+            }
+            None => format!(
+                "another namespace-wide Sidecar, {}, is older",
+                sel.namespace_defaults
+                    .first()
+                    .map_or("?", |s| snap.sidecars[*s].name.as_str())
+            ),
+        };
+        notes.push(SidecarNote {
+            sidecar: sc.key(),
+            used,
+            reason,
+        });
+    }
+    if let Some(root) = snap.root_default() {
+        if snap.sidecars[root].namespace != ns {
+            let used = sel.source == ScopeSource::Root(root);
+            notes.push(SidecarNote {
+                sidecar: snap.sidecars[root].key(),
+                used,
+                reason: if used {
+                    "the mesh default: nothing in the pod's namespace applies".into()
+                } else {
+                    "the mesh default, used only when nothing in the pod's namespace applies".into()
+                },
+            });
+        }
+    }
+    let mut eval = Evaluator::new(snap);
+    let vis = eval.visible_for(sel.source, ns);
+    let unscoped = eval.unscoped(ns);
+    let mut visible_services: Vec<String> = vis
+        .services
+        .iter()
+        .map(|(id, ports)| {
+            let s = &snap.services[*id];
+            let ports: Vec<String> = ports.iter().map(u32::to_string).collect();
+            format!("{}/{}:{}", s.namespace, s.hostname, ports.join(","))
+        })
+        .collect();
+    visible_services.sort();
+    let egress_hosts: Vec<String> = match sel.source.sidecar() {
+        Some(s) if snap.sidecars[s].has_egress() => {
+            snap.sidecars[s].egress_hosts().map(String::from).collect()
+        }
+        _ => vec!["*/*".into()],
+    };
+    let observed = obs.map(|o| observed_for(snap, o, w, &vis));
+    Explanation {
+        pod: pod.map(|p| snap.pods[p].name.clone()),
+        namespace: ns.to_string(),
+        workload: format!("{}/{}", wl.kind, wl.name),
+        injected: injection.sidecar,
+        ambient: injection.ambient,
+        injection_reason: injection.reason.clone(),
+        scope_source: source_kind(sel.source),
+        sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),
+        scope_reason: sel.source.describe(snap),
+        sidecars: notes,
+        egress_hosts,
+        visible_service_count: vis.services.len(),
+        visible_services,
+        estimate: snap.estimate(&vis, wl.container_ports),
+        unscoped_estimate: snap.estimate(&unscoped, wl.container_ports),
+        pushed_by: PushSources {
+            sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),
+            services: vis.services.len(),
+            virtual_services: vis
+                .virtual_services
+                .iter()
+                .map(|v| {
+                    let v = &snap.virtual_services[*v];
+                    format!("{}/{}", v.namespace, v.name)
+                })
+                .collect(),
+            destination_rules: vis
+                .destination_rules
+                .iter()
+                .map(|d| {
+                    let d = &snap.destination_rules[*d];
+                    format!("{}/{}", d.namespace, d.name)
+                })
+                .collect(),
+        },
+        observed,
+    }
+}
+
+fn observed_for(
+    snap: &MeshSnapshot,
+    obs: &Observations,
+    w: WorkloadId,
+    vis: &Visible,
+) -> Vec<ObservedDestination> {
+    let mut out = Vec::new();
+    if let Some(t) = obs.of(w) {
+        for ((host, port), e) in &t.outbound {
+            let imported = snap
+                .services_named(host)
+                .iter()
+                .any(|s| vis.imports_service(*s));
+            out.push(ObservedDestination {
+                destination: format!("{host}:{port}"),
+                requests: e.requests,
+                status: if imported { "in-scope" } else { "out-of-scope" },
+            });
+        }
+    }
+    for u in obs.unregistered.iter().filter(|u| u.workload == w) {
+        out.push(ObservedDestination {
+            destination: u.address.clone(),
+            requests: u.requests,
+            status: "unregistered",
+        });
+    }
+    out
+}
+
+fn fmt(l: &Labels) -> String {
+    l.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+// === impact ===
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Service { namespace: String, name: String },
+    ServiceEntry { namespace: String, name: String },
+    VirtualService { namespace: String, name: String },
+    DestinationRule { namespace: String, name: String },
+}
+
+impl Target {
+    /// Parses `service/NAME` (also `svc/`, `serviceentry/`, `se/`,
+    /// `virtualservice/`, `vs/`, `destinationrule/`, `dr/`).
+    pub fn parse(s: &str, namespace: &str) -> Option<Self> {
+        let (kind, name) = s.split_once('/')?;
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        Some(match kind.to_ascii_lowercase().as_str() {
+            "service" | "services" | "svc" => Target::Service { namespace, name },
+            "serviceentry" | "serviceentries" | "se" => Target::ServiceEntry { namespace, name },
+            "virtualservice" | "virtualservices" | "vs" => {
+                Target::VirtualService { namespace, name }
+            }
+            "destinationrule" | "destinationrules" | "dr" => {
+                Target::DestinationRule { namespace, name }
+            }
+            _ => return None,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Service { namespace, name } => format!("service/{name} -n {namespace}"),
+            Target::ServiceEntry { namespace, name } => {
+                format!("serviceentry/{name} -n {namespace}")
+            }
+            Target::VirtualService { namespace, name } => {
+                format!("virtualservice/{name} -n {namespace}")
+            }
+            Target::DestinationRule { namespace, name } => {
+                format!("destinationrule/{name} -n {namespace}")
+            }
+        }
+    }
+}
+
+enum Keys {
+    Services(Vec<SvcId>),
+    Vs(VsId),
+    Dr(DrId),
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ImpactSide {
+    pub proxies: usize,
+    pub bytes: u64,
+    /// `kind/ns/name` -> proxies
+    pub workloads: BTreeMap<String, usize>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Impact {
+    pub target: String,
+    pub total_proxies: usize,
+    pub now: ImpactSide,
+    pub after: ImpactSide,
+}
+
+/// Which proxies a change to `target` is pushed to now, and under the
+/// `proposed` egress listeners (per workload; others keep their scope).
+pub fn impact(
+    snap: &MeshSnapshot,
+    target: &Target,
+    proposed: &HashMap<WorkloadId, Vec<Listener>>,
+) -> Result<Impact, Error> {
+    let not_found = |kind: &str, ns: &str, name: &str| Error::Object {
+        kind: kind.into(),
+        name: format!("{ns}/{name}"),
+        reason: "not found in the snapshot".into(),
+    };
+    let keys = match target {
+        Target::Service { namespace, name } | Target::ServiceEntry { namespace, name } => {
+            let kind = if matches!(target, Target::Service { .. }) {
+                SvcKind::Kube
+            } else {
+                SvcKind::Entry
+            };
+            let ids: Vec<SvcId> = (0..snap.services.len())
+                .filter(|i| {
+                    let s = &snap.services[*i];
+                    s.kind == kind && &s.namespace == namespace && &s.name == name
+                })
+                .collect();
+            if ids.is_empty() {
+                let k = if kind == SvcKind::Kube {
+                    "Service"
+                } else {
+                    "ServiceEntry"
+                };
+                return Err(not_found(k, namespace, name));
+            }
+            Keys::Services(ids)
+        }
+        Target::VirtualService { namespace, name } => Keys::Vs(
+            snap.vss_in(namespace)
+                .iter()
+                .copied()
+                .find(|v| &snap.virtual_services[*v].name == name)
+                .ok_or_else(|| not_found("VirtualService", namespace, name))?,
+        ),
+        Target::DestinationRule { namespace, name } => Keys::Dr(
+            snap.drs_in(namespace)
+                .iter()
+                .copied()
+                .find(|d| &snap.destination_rules[*d].name == name)
+                .ok_or_else(|| not_found("DestinationRule", namespace, name))?,
+        ),
+    };
+    let depends = |v: &Visible| match &keys {
+        Keys::Services(ids) => ids.iter().any(|i| v.imports_service(*i)),
+        Keys::Vs(id) => v.virtual_services.contains(id),
+        Keys::Dr(id) => v.destination_rules.contains(id),
+    };
+    let mut eval = Evaluator::new(snap);
+    let mut out = Impact {
+        target: target.describe(),
+        total_proxies: 0,
+        now: ImpactSide::default(),
+        after: ImpactSide::default(),
+    };
+    for w in snap.sidecar_workloads() {
+        let wl = &snap.workloads[w];
+        let n = wl.proxies();
+        out.total_proxies += n;
+        let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+        let now = eval.visible_for(sel.source, &wl.namespace);
+        if depends(&now) {
+            out.now.proxies += n;
+            out.now.bytes += snap.estimate(&now, wl.container_ports).bytes * n as u64;
+            out.now.workloads.insert(wl.key(), n);
+        }
+        let after_vis;
+        let after: &Visible = match proposed.get(&w) {
+            Some(listeners) => {
+                after_vis = snap.visible(&wl.namespace, listeners);
+                &after_vis
+            }
+            None => &now,
+        };
+        if depends(after) {
+            out.after.proxies += n;
+            out.after.bytes += snap.estimate(after, wl.container_ports).bytes * n as u64;
+            out.after.workloads.insert(wl.key(), n);
+        }
+    }
+    Ok(out)
+}

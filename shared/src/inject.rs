@@ -1,0 +1,318 @@
+//! Which pods run an Envoy sidecar (semantics doc §6).
+//!
+//! Mirrors the default-revision injector's webhook selectors and the
+//! in-webhook checks, then the ambient enrolment rules.
+
+use crate::mesh::Options;
+use crate::snapshot::{Labels, NamespaceInfo};
+
+pub const INJECTION_LABEL: &str = "istio-injection";
+pub const REV_LABEL: &str = "istio.io/rev";
+pub const INJECT_LABEL: &str = "sidecar.istio.io/inject";
+pub const STATUS_ANNOTATION: &str = "sidecar.istio.io/status";
+pub const DATAPLANE_LABEL: &str = "istio.io/dataplane-mode";
+pub const AMBIENT_REDIRECTION_ANNOTATION: &str = "ambient.istio.io/redirection";
+
+/// Namespaces the injector never touches.
+pub const NEVER_INJECTED: &[&str] = &[
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "local-path-storage",
+];
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Injection {
+    /// The pod runs an Envoy sidecar.
+    pub sidecar: bool,
+    /// The pod is enrolled in ambient mode (no sidecar; Sidecars do not apply).
+    pub ambient: bool,
+    /// Why, in one phrase.
+    pub reason: String,
+}
+
+pub struct PodFacts<'a> {
+    pub namespace: &'a str,
+    pub labels: &'a Labels,
+    pub annotations: &'a Labels,
+    pub has_proxy: bool,
+    pub host_network: bool,
+}
+
+fn sidecar(reason: impl Into<String>) -> Injection {
+    Injection {
+        sidecar: true,
+        ambient: false,
+        reason: reason.into(),
+    }
+}
+
+fn none(reason: impl Into<String>) -> Injection {
+    Injection {
+        sidecar: false,
+        ambient: false,
+        reason: reason.into(),
+    }
+}
+
+pub fn evaluate(pod: &PodFacts<'_>, ns: &NamespaceInfo, options: &Options) -> Injection {
+    let decided = sidecar_decision(pod, ns, options);
+    if decided.sidecar {
+        return decided;
+    }
+    // Ambient enrolment: never for pods with a sidecar or on the host network.
+    if !pod.host_network {
+        if pod
+            .annotations
+            .get(AMBIENT_REDIRECTION_ANNOTATION)
+            .map(String::as_str)
+            == Some("enabled")
+        {
+            return Injection {
+                sidecar: false,
+                ambient: true,
+                reason: format!("annotation {AMBIENT_REDIRECTION_ANNOTATION}=enabled (ambient)"),
+            };
+        }
+        match pod.labels.get(DATAPLANE_LABEL).map(String::as_str) {
+            Some("ambient") => {
+                return Injection {
+                    sidecar: false,
+                    ambient: true,
+                    reason: format!("pod label {DATAPLANE_LABEL}=ambient"),
+                }
+            }
+            Some("none") => {}
+            _ => {
+                if ns.labels.get(DATAPLANE_LABEL).map(String::as_str) == Some("ambient") {
+                    return Injection {
+                        sidecar: false,
+                        ambient: true,
+                        reason: format!(
+                            "namespace {} has label {DATAPLANE_LABEL}=ambient",
+                            pod.namespace
+                        ),
+                    };
+                }
+            }
+        }
+    }
+    decided
+}
+
+fn sidecar_decision(pod: &PodFacts<'_>, ns: &NamespaceInfo, options: &Options) -> Injection {
+    if pod.has_proxy {
+        return sidecar("has an istio-proxy container");
+    }
+    if pod.annotations.contains_key(STATUS_ANNOTATION) {
+        return sidecar(format!("has the {STATUS_ANNOTATION} annotation"));
+    }
+    if NEVER_INJECTED.contains(&pod.namespace) {
+        return none(format!("namespace {} is never injected", pod.namespace));
+    }
+    if pod.host_network {
+        return none("hostNetwork pods are never injected");
+    }
+    let pod_label = pod.labels.get(INJECT_LABEL).map(String::as_str);
+    let pod_rev = pod.labels.get(REV_LABEL);
+    // Inside the injector the label beats the deprecated annotation; only
+    // `true` and `false` are honoured.
+    let policy = pod_label
+        .or_else(|| pod.annotations.get(INJECT_LABEL).map(String::as_str))
+        .filter(|v| *v == "true" || *v == "false");
+    let opted_out = policy == Some("false");
+    let ns_injection = ns.labels.get(INJECTION_LABEL).map(String::as_str);
+    let ns_rev = ns.labels.get(REV_LABEL);
+    match (ns_injection, ns_rev) {
+        (Some("enabled"), _) if opted_out => none(format!(
+            "namespace has {INJECTION_LABEL}=enabled but the pod sets {INJECT_LABEL}=false"
+        )),
+        (Some("enabled"), _) => sidecar(format!(
+            "namespace {} has label {INJECTION_LABEL}=enabled",
+            pod.namespace
+        )),
+        (Some("disabled"), _) => none(format!(
+            "namespace {} has label {INJECTION_LABEL}=disabled",
+            pod.namespace
+        )),
+        (Some(other), _) => none(format!(
+            "namespace label {INJECTION_LABEL}={other} matches no injector webhook"
+        )),
+        (None, Some(rev)) if opted_out => none(format!(
+            "namespace has {REV_LABEL}={rev} but the pod sets {INJECT_LABEL}=false"
+        )),
+        (None, Some(rev)) => sidecar(format!(
+            "namespace {} has label {REV_LABEL}={rev}",
+            pod.namespace
+        )),
+        (None, None) => {
+            if let Some(rev) = pod_rev {
+                if opted_out {
+                    none(format!(
+                        "pod label {REV_LABEL}={rev} but {INJECT_LABEL}=false"
+                    ))
+                } else {
+                    sidecar(format!("pod label {REV_LABEL}={rev}"))
+                }
+            } else if pod_label == Some("true") {
+                sidecar(format!("pod label {INJECT_LABEL}=true"))
+            } else if options.inject_by_default && !opted_out {
+                sidecar("injection is enabled for unlabeled namespaces (enableNamespacesByDefault)")
+            } else if pod.annotations.get(INJECT_LABEL).map(String::as_str) == Some("true") {
+                none(format!(
+                    "only the annotation {INJECT_LABEL}=true is set; the injector is called for the label, not the annotation"
+                ))
+            } else {
+                none(format!(
+                    "namespace {} has no {INJECTION_LABEL} or {REV_LABEL} label and the pod does not opt in",
+                    pod.namespace
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn eval(
+        ns: &str,
+        ns_labels: &[(&str, &str)],
+        labels: &[(&str, &str)],
+        ann: &[(&str, &str)],
+    ) -> Injection {
+        evaluate(
+            &PodFacts {
+                namespace: ns,
+                labels: &l(labels),
+                annotations: &l(ann),
+                has_proxy: false,
+                host_network: false,
+            },
+            &NamespaceInfo {
+                labels: l(ns_labels),
+            },
+            &Options::default(),
+        )
+    }
+
+    #[test]
+    fn namespace_label_enables_unless_pod_label_says_false() {
+        assert!(eval("a", &[("istio-injection", "enabled")], &[], &[]).sidecar);
+        assert!(
+            !eval(
+                "a",
+                &[("istio-injection", "enabled")],
+                &[("sidecar.istio.io/inject", "false")],
+                &[]
+            )
+            .sidecar
+        );
+    }
+
+    #[test]
+    fn annotation_alone_can_only_disable() {
+        assert!(!eval("a", &[], &[], &[("sidecar.istio.io/inject", "true")]).sidecar);
+        assert!(
+            !eval(
+                "a",
+                &[("istio-injection", "enabled")],
+                &[],
+                &[("sidecar.istio.io/inject", "false")]
+            )
+            .sidecar
+        );
+        // the label beats the annotation
+        assert!(
+            eval(
+                "a",
+                &[("istio-injection", "enabled")],
+                &[("sidecar.istio.io/inject", "true")],
+                &[("sidecar.istio.io/inject", "false")]
+            )
+            .sidecar
+        );
+    }
+
+    #[test]
+    fn revision_labels_inject_and_istio_injection_wins() {
+        assert!(eval("a", &[("istio.io/rev", "canary")], &[], &[]).sidecar);
+        assert!(
+            !eval(
+                "a",
+                &[("istio-injection", "disabled"), ("istio.io/rev", "canary")],
+                &[],
+                &[]
+            )
+            .sidecar
+        );
+        assert!(eval("a", &[], &[("istio.io/rev", "default")], &[]).sidecar);
+        assert!(eval("a", &[], &[("sidecar.istio.io/inject", "true")], &[]).sidecar);
+    }
+
+    #[test]
+    fn system_namespaces_and_host_network_are_never_injected() {
+        assert!(!eval("kube-system", &[("istio-injection", "enabled")], &[], &[]).sidecar);
+        let i = evaluate(
+            &PodFacts {
+                namespace: "a",
+                labels: &Labels::new(),
+                annotations: &Labels::new(),
+                has_proxy: false,
+                host_network: true,
+            },
+            &NamespaceInfo {
+                labels: l(&[("istio-injection", "enabled")]),
+            },
+            &Options::default(),
+        );
+        assert!(!i.sidecar);
+    }
+
+    #[test]
+    fn an_istio_proxy_container_means_injected_whatever_the_labels() {
+        let i = evaluate(
+            &PodFacts {
+                namespace: "kube-system",
+                labels: &l(&[("sidecar.istio.io/inject", "false")]),
+                annotations: &Labels::new(),
+                has_proxy: true,
+                host_network: false,
+            },
+            &NamespaceInfo::default(),
+            &Options::default(),
+        );
+        assert!(i.sidecar);
+    }
+
+    #[test]
+    fn ambient_namespaces_have_no_sidecar_unless_injection_is_also_on() {
+        let i = eval("a", &[("istio.io/dataplane-mode", "ambient")], &[], &[]);
+        assert!(i.ambient && !i.sidecar);
+        let i = eval(
+            "a",
+            &[("istio.io/dataplane-mode", "ambient")],
+            &[("istio.io/dataplane-mode", "none")],
+            &[],
+        );
+        assert!(!i.ambient && !i.sidecar);
+        let i = eval(
+            "a",
+            &[
+                ("istio.io/dataplane-mode", "ambient"),
+                ("istio-injection", "enabled"),
+            ],
+            &[],
+            &[],
+        );
+        assert!(i.sidecar && !i.ambient);
+    }
+}

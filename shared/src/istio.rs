@@ -1,0 +1,213 @@
+//! Serde types for the Istio resources meshscope reads and writes.
+//!
+//! Only the fields that scoping depends on are typed; everything else in a
+//! spec is kept in `extra` so that a round trip through these types loses
+//! nothing the user wrote.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const NETWORKING_GROUP: &str = "networking.istio.io";
+
+/// `networking.istio.io/v1` Sidecar.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Sidecar {
+    #[serde(default = "sidecar_api_version")]
+    pub api_version: String,
+    #[serde(default = "sidecar_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: SidecarSpec,
+}
+
+fn sidecar_api_version() -> String {
+    "networking.istio.io/v1".into()
+}
+fn sidecar_kind() -> String {
+    "Sidecar".into()
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_selector: Option<WorkloadSelector>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<EgressListener>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct WorkloadSelector {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressListener {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<ListenerPort>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_mode: Option<String>,
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct ListenerPort {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `networking.istio.io` ServiceEntry.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct ServiceEntry {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: ServiceEntrySpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceEntrySpec {
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default)]
+    pub ports: Vec<ServiceEntryPort>,
+    #[serde(default)]
+    pub location: Option<String>,
+    #[serde(default)]
+    pub resolution: Option<String>,
+    #[serde(default)]
+    pub endpoints: Vec<Value>,
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+    #[serde(default)]
+    pub export_to: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceEntryPort {
+    #[serde(default)]
+    pub number: u32,
+    #[serde(default)]
+    pub protocol: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub target_port: Option<u32>,
+}
+
+/// `networking.istio.io` VirtualService (the parts that decide imports).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct VirtualService {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: VirtualServiceSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualServiceSpec {
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    #[serde(default)]
+    pub http: Vec<HttpRoute>,
+    #[serde(default)]
+    pub tcp: Vec<L4Route>,
+    #[serde(default)]
+    pub tls: Vec<L4Route>,
+    #[serde(default)]
+    pub export_to: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRoute {
+    #[serde(default, rename = "match")]
+    pub matches: Vec<HttpMatch>,
+    #[serde(default)]
+    pub route: Vec<RouteDestination>,
+    #[serde(default)]
+    pub mirror: Option<Destination>,
+    #[serde(default)]
+    pub mirrors: Vec<RouteDestination>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpMatch {
+    #[serde(default)]
+    pub source_namespace: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct L4Route {
+    #[serde(default)]
+    pub route: Vec<RouteDestination>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct RouteDestination {
+    #[serde(default)]
+    pub destination: Option<Destination>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Destination {
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub subset: Option<String>,
+    #[serde(default)]
+    pub port: Option<PortSelector>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct PortSelector {
+    #[serde(default)]
+    pub number: Option<u32>,
+}
+
+/// `networking.istio.io` DestinationRule (the parts that decide lookup and size).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct DestinationRule {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: DestinationRuleSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DestinationRuleSpec {
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub subsets: Vec<Value>,
+    #[serde(default)]
+    pub export_to: Option<Vec<String>>,
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+}

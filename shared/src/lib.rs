@@ -1,0 +1,34 @@
+//! meshscope's scope engine: pure Istio scoping logic, shared by the
+//! `kubectl-meshscope` plugin and the `meshscope-webhook` admission server
+//! so that the two can never disagree.
+//!
+//! ```text
+//!  Kubernetes objects ──► Inputs ──► MeshSnapshot ──► select_sidecar / visible / estimate
+//!  access-log lines  ──► accesslog ──► Observations ─┬► recommend (Sidecars)
+//!                                                    ├► audit (MS codes)
+//!                                                    └► explain / impact
+//! ```
+//!
+//! No I/O happens here: no files, no environment, no network, no async.
+
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod accesslog;
+pub mod audit;
+pub mod error;
+pub mod explain;
+pub mod host;
+pub mod inject;
+pub mod inputs;
+pub mod istio;
+pub mod mesh;
+pub mod observe;
+pub mod recommend;
+pub mod scope;
+pub mod snapshot;
+
+pub use error::Error;
+pub use inputs::Inputs;
+pub use mesh::{IstioVersion, MeshConfig, Options};
+pub use snapshot::MeshSnapshot;

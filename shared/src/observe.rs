@@ -1,0 +1,409 @@
+//! Observed traffic: access-log lines (or metric rows) folded into edges per
+//! source workload. Memory grows with distinct (workload, destination) pairs,
+//! never with the number of lines.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use crate::accesslog::{
+    classify_cluster, parse_line, split_host_port, AccessRecord, Cluster, Line,
+};
+use crate::snapshot::{MeshSnapshot, SvcId, WorkloadId};
+
+/// A dependency of one workload on `hostname:port`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Edge {
+    pub requests: u64,
+    /// The request left the proxy through PassthroughCluster/BlackHoleCluster:
+    /// the destination is outside the current scope.
+    pub outside_scope: u64,
+    pub sources: BTreeSet<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadTraffic {
+    /// (service hostname, port) -> edge. Port 0 means "any port" (metrics
+    /// without a port label).
+    pub outbound: BTreeMap<(String, u32), Edge>,
+    /// Names the workload dialled (authority hosts) that differ from the
+    /// cluster host: VirtualService hosts.
+    pub dialled: BTreeSet<String>,
+    pub inbound: u64,
+    pub sources: BTreeSet<String>,
+}
+
+impl WorkloadTraffic {
+    pub fn requests(&self) -> u64 {
+        self.inbound + self.outbound.values().map(|e| e.requests).sum::<u64>()
+    }
+}
+
+/// Traffic to an address no Service or ServiceEntry claims.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Unregistered {
+    pub workload: WorkloadId,
+    pub address: String,
+    pub authority: Option<String>,
+    pub requests: u64,
+    pub blocked: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IngestStats {
+    pub lines: u64,
+    pub access_lines: u64,
+    pub not_access_log: u64,
+    pub malformed: u64,
+    pub unattributed: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Observations {
+    pub traffic: BTreeMap<WorkloadId, WorkloadTraffic>,
+    pub unregistered: Vec<Unregistered>,
+    pub stats: IngestStats,
+    /// Addresses that matched no pod, with counts (first few only).
+    pub unattributed_samples: BTreeMap<String, u64>,
+    pub window: Option<(String, String)>,
+    pub sources: BTreeSet<String>,
+}
+
+impl Observations {
+    pub fn of(&self, w: WorkloadId) -> Option<&WorkloadTraffic> {
+        self.traffic.get(&w)
+    }
+
+    /// Adds one edge from another source (Prometheus, say).
+    pub fn add_edge(
+        &mut self,
+        w: WorkloadId,
+        hostname: &str,
+        port: u32,
+        requests: u64,
+        source: &str,
+    ) {
+        let t = self.traffic.entry(w).or_default();
+        let e = t.outbound.entry((hostname.to_string(), port)).or_default();
+        e.requests += requests;
+        e.sources.insert(source.to_string());
+        t.sources.insert(source.to_string());
+        self.sources.insert(source.to_string());
+    }
+
+    /// Records that a workload served traffic (it is alive).
+    pub fn add_inbound(&mut self, w: WorkloadId, requests: u64, source: &str) {
+        let t = self.traffic.entry(w).or_default();
+        t.inbound += requests;
+        t.sources.insert(source.to_string());
+        self.sources.insert(source.to_string());
+    }
+
+    pub fn add_unregistered(&mut self, u: Unregistered) {
+        if let Some(cur) = self
+            .unregistered
+            .iter_mut()
+            .find(|c| c.workload == u.workload && c.address == u.address)
+        {
+            cur.requests += u.requests;
+        } else {
+            self.unregistered.push(u);
+        }
+    }
+
+    pub fn merge(&mut self, other: Observations) {
+        for (w, t) in other.traffic {
+            let mine = self.traffic.entry(w).or_default();
+            for (k, e) in t.outbound {
+                let m = mine.outbound.entry(k).or_default();
+                m.requests += e.requests;
+                m.outside_scope += e.outside_scope;
+                m.sources.extend(e.sources);
+            }
+            mine.dialled.extend(t.dialled);
+            mine.inbound += t.inbound;
+            mine.sources.extend(t.sources);
+        }
+        for u in other.unregistered {
+            self.add_unregistered(u);
+        }
+        let s = &mut self.stats;
+        s.lines += other.stats.lines;
+        s.access_lines += other.stats.access_lines;
+        s.not_access_log += other.stats.not_access_log;
+        s.malformed += other.stats.malformed;
+        s.unattributed += other.stats.unattributed;
+        for (k, v) in other.unattributed_samples {
+            if self.unattributed_samples.len() < 20 || self.unattributed_samples.contains_key(&k) {
+                *self.unattributed_samples.entry(k).or_default() += v;
+            }
+        }
+        self.window = match (self.window.take(), other.window) {
+            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+            (x, y) => x.or(y),
+        };
+        self.sources.extend(other.sources);
+    }
+}
+
+#[derive(Default)]
+struct Agg {
+    requests: u64,
+    outside: u64,
+}
+
+#[derive(Default)]
+struct Raw {
+    /// cluster host -> port -> counts
+    outbound: HashMap<Box<str>, HashMap<u32, Agg>>,
+    dialled: HashMap<Box<str>, ()>,
+    /// original destination -> (authority, count, blocked)
+    passthrough: HashMap<Box<str>, (Option<Box<str>>, u64, bool)>,
+    inbound: u64,
+}
+
+/// Streaming access-log ingestion against a snapshot.
+pub struct LogIngest<'s> {
+    snap: &'s MeshSnapshot,
+    source: String,
+    raw: HashMap<WorkloadId, Raw>,
+    stats: IngestStats,
+    unattributed: BTreeMap<String, u64>,
+    window: Option<(String, String)>,
+}
+
+/// What happened to one line, for callers that report malformed lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineOutcome {
+    Counted,
+    NotAccessLog,
+    Malformed(&'static str),
+    Unattributed,
+}
+
+impl<'s> LogIngest<'s> {
+    pub fn new(snap: &'s MeshSnapshot, source: impl Into<String>) -> Self {
+        Self {
+            snap,
+            source: source.into(),
+            raw: HashMap::new(),
+            stats: IngestStats::default(),
+            unattributed: BTreeMap::new(),
+            window: None,
+        }
+    }
+
+    pub fn line(&mut self, line: &str) -> LineOutcome {
+        self.stats.lines += 1;
+        match parse_line(line) {
+            Line::NotAccessLog => {
+                self.stats.not_access_log += 1;
+                LineOutcome::NotAccessLog
+            }
+            Line::Malformed(why) => {
+                self.stats.malformed += 1;
+                LineOutcome::Malformed(why)
+            }
+            Line::Access(rec) => {
+                self.stats.access_lines += 1;
+                self.record(&rec)
+            }
+        }
+    }
+
+    fn attribute(&mut self, rec: &AccessRecord<'_>, inbound: bool) -> Option<WorkloadId> {
+        let snap = self.snap;
+        if let Some(pod) = rec.origin.pod.as_deref() {
+            let ids = snap.pods_named(pod);
+            let ns = rec.origin.namespace.as_deref();
+            let mut hits = ids
+                .iter()
+                .filter(|p| ns.is_none_or(|n| snap.pods[**p].namespace == n));
+            let first = hits.next();
+            return match (first, hits.next()) {
+                (Some(p), None) => Some(snap.pods[*p].workload),
+                _ => {
+                    self.note_unattributed(format!("pod/{pod}"));
+                    None
+                }
+            };
+        }
+        let addr = if inbound {
+            rec.downstream_local.as_deref()
+        } else {
+            rec.downstream_remote.as_deref()
+        };
+        let ip: Option<IpAddr> = addr
+            .and_then(split_host_port)
+            .and_then(|(h, _)| h.parse().ok());
+        let Some(ip) = ip else {
+            self.note_unattributed(addr.unwrap_or("-").to_string());
+            return None;
+        };
+        let pods = snap.pods_at(&ip);
+        let mut workloads = pods.iter().map(|p| snap.pods[*p].workload);
+        match (workloads.next(), pods.len()) {
+            (Some(w), 1) => Some(w),
+            (Some(w), _) if pods.iter().all(|p| snap.pods[*p].workload == w) => Some(w),
+            _ => {
+                self.note_unattributed(ip.to_string());
+                None
+            }
+        }
+    }
+
+    fn note_unattributed(&mut self, key: String) {
+        self.stats.unattributed += 1;
+        if self.unattributed.len() < 20 || self.unattributed.contains_key(&key) {
+            *self.unattributed.entry(key).or_default() += 1;
+        }
+    }
+
+    fn record(&mut self, rec: &AccessRecord<'_>) -> LineOutcome {
+        let cluster = classify_cluster(&rec.upstream_cluster);
+        let inbound = matches!(cluster, Cluster::Inbound | Cluster::InboundPassthrough);
+        let Some(w) = self.attribute(rec, inbound) else {
+            return LineOutcome::Unattributed;
+        };
+        if let Some(t) = rec.start_time.as_deref() {
+            match &mut self.window {
+                None => self.window = Some((t.to_string(), t.to_string())),
+                Some((lo, hi)) => {
+                    if t < lo.as_str() {
+                        *lo = t.to_string();
+                    }
+                    if t > hi.as_str() {
+                        *hi = t.to_string();
+                    }
+                }
+            }
+        }
+        let raw = self.raw.entry(w).or_default();
+        match cluster {
+            Cluster::Outbound { port, host } => {
+                let by_port = match raw.outbound.get_mut(host) {
+                    Some(m) => m,
+                    None => raw.outbound.entry(host.into()).or_default(),
+                };
+                by_port.entry(port).or_default().requests += 1;
+                if let Some(auth) = rec.authority.as_deref() {
+                    let name = split_host_port(auth).map_or(auth, |(h, _)| h);
+                    if name != host
+                        && name.parse::<IpAddr>().is_err()
+                        && !raw.dialled.contains_key(name)
+                    {
+                        raw.dialled.insert(name.into(), ());
+                    }
+                }
+            }
+            Cluster::Passthrough | Cluster::BlackHole => {
+                let blocked = cluster == Cluster::BlackHole;
+                let dst = rec
+                    .upstream_host
+                    .as_deref()
+                    .or(rec.downstream_local.as_deref())
+                    .unwrap_or("-");
+                match raw.passthrough.get_mut(dst) {
+                    Some(e) => e.1 += 1,
+                    None => {
+                        let auth = rec.authority.as_deref().map(Box::from);
+                        raw.passthrough.insert(dst.into(), (auth, 1, blocked));
+                    }
+                }
+            }
+            Cluster::Inbound | Cluster::InboundPassthrough | Cluster::Other => raw.inbound += 1,
+        }
+        LineOutcome::Counted
+    }
+
+    /// Resolves passthrough destinations to services and returns the edges.
+    pub fn finish(self) -> Observations {
+        let snap = self.snap;
+        let mut obs = Observations {
+            stats: self.stats,
+            unattributed_samples: self.unattributed,
+            window: self.window,
+            ..Default::default()
+        };
+        obs.sources.insert(self.source.clone());
+        for (w, raw) in self.raw {
+            let t = obs.traffic.entry(w).or_default();
+            t.sources.insert(self.source.clone());
+            t.inbound += raw.inbound;
+            t.dialled.extend(raw.dialled.into_keys().map(String::from));
+            for (host, ports) in raw.outbound {
+                for (port, agg) in ports {
+                    let e = t.outbound.entry((host.to_string(), port)).or_default();
+                    e.requests += agg.requests;
+                    e.outside_scope += agg.outside;
+                    e.sources.insert(self.source.clone());
+                }
+            }
+            for (dst, (auth, count, blocked)) in raw.passthrough {
+                match resolve_passthrough(snap, w, &dst, auth.as_deref()) {
+                    Some((svc, port)) => {
+                        let s = &snap.services[svc];
+                        let e = t.outbound.entry((s.hostname.clone(), port)).or_default();
+                        e.requests += count;
+                        e.outside_scope += count;
+                        e.sources.insert(self.source.clone());
+                    }
+                    None => {
+                        let u = Unregistered {
+                            workload: w,
+                            address: dst.to_string(),
+                            authority: auth.map(String::from),
+                            requests: count,
+                            blocked,
+                        };
+                        // `t` borrows obs.traffic; push after.
+                        obs.unregistered.push(u);
+                    }
+                }
+            }
+        }
+        obs.unregistered
+            .sort_by(|a, b| b.requests.cmp(&a.requests).then(a.address.cmp(&b.address)));
+        obs
+    }
+}
+
+/// Maps a passthrough destination to a registered service: by ClusterIP or
+/// ServiceEntry address (and port), then by the HTTP authority.
+fn resolve_passthrough(
+    snap: &MeshSnapshot,
+    w: WorkloadId,
+    dst: &str,
+    authority: Option<&str>,
+) -> Option<(SvcId, u32)> {
+    let ns = &snap.workloads[w].namespace;
+    if let Some((ip, port)) = split_host_port(dst) {
+        if let Ok(ip) = ip.parse::<IpAddr>() {
+            for &svc in snap.services_at(&ip) {
+                let s = &snap.services[svc];
+                match port {
+                    Some(p) if s.ports.iter().any(|sp| sp.number == p) => return Some((svc, p)),
+                    None => return Some((svc, s.ports.first().map_or(0, |p| p.number))),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let auth = authority?;
+    let (host, port) = split_host_port(auth)?;
+    let candidates = [
+        host.to_string(),
+        format!("{host}.{ns}.svc.{}", snap.options.cluster_domain),
+        format!("{host}.svc.{}", snap.options.cluster_domain),
+    ];
+    for c in &candidates {
+        if let Some(svc) = snap.destination_service(c, ns) {
+            let s = &snap.services[svc];
+            let port = port
+                .filter(|p| s.ports.iter().any(|sp| sp.number == *p))
+                .or_else(|| s.ports.first().map(|p| p.number))
+                .unwrap_or(0);
+            return Some((svc, port));
+        }
+    }
+    None
+}
