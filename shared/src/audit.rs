@@ -275,6 +275,20 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
             ));
         }
     } else {
+        let ws = snap.workloads_in(&sc.namespace);
+        if &sc.namespace != root
+            && !ws.is_empty()
+            && ws.iter().all(|w| snap.workloads[*w].injection.ambient)
+        {
+            out.push(f(
+                "MS0009",
+                format!(
+                    "Sidecar {} applies to namespace {}, whose workloads are all ambient and have no sidecar proxy; it has no effect",
+                    sc.key(),
+                    sc.namespace
+                ),
+            ));
+        }
         let defaults: Vec<SidecarId> = snap
             .sidecars_in(&sc.namespace)
             .iter()
@@ -376,9 +390,6 @@ fn fmt_labels(l: &crate::snapshot::Labels) -> String {
 /// MS0004 for one workload.
 pub fn conflicting_selectors(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
     let wl = &snap.workloads[w];
-    if !wl.injection.sidecar {
-        return None;
-    }
     let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
     if sel.matching_selectors.len() < 2 {
         return None;

@@ -16,6 +16,8 @@ use crate::snapshot::{
 pub struct SidecarNote {
     pub sidecar: String,
     pub used: bool,
+    /// It could apply to the pod (a matching selector, or no selector).
+    pub selects: bool,
     pub reason: String,
 }
 
@@ -110,9 +112,14 @@ pub fn explain(
                     .map_or("?", |s| snap.sidecars[*s].name.as_str())
             ),
         };
+        let selects = sc
+            .selector
+            .as_ref()
+            .is_none_or(|s| selector_matches(s, labels));
         notes.push(SidecarNote {
             sidecar: sc.key(),
             used,
+            selects,
             reason,
         });
     }
@@ -122,6 +129,7 @@ pub fn explain(
             notes.push(SidecarNote {
                 sidecar: snap.sidecars[root].key(),
                 used,
+                selects: true,
                 reason: if used {
                     "the mesh default: nothing in the pod's namespace applies".into()
                 } else {

@@ -99,12 +99,10 @@ impl Inputs {
             ("Job", false) => self.jobs.push(decode(&kind, v)?),
             ("CronJob", false) => self.cronjobs.push(decode(&kind, v)?),
             ("Service", false) => self.services.push(decode(&kind, v)?),
-            ("ConfigMap", false) => {
-                if v.pointer("/metadata/name").and_then(Value::as_str) == Some("istio") {
-                    self.mesh_config_maps.push(decode(&kind, v)?)
-                } else {
-                    return Ok(Added::Ignored);
-                }
+            ("ConfigMap", false)
+                if v.pointer("/metadata/name").and_then(Value::as_str) == Some("istio") =>
+            {
+                self.mesh_config_maps.push(decode(&kind, v)?)
             }
             ("ServiceEntry", true) => self.service_entries.push(decode(&kind, v)?),
             ("Sidecar", true) => self.sidecars.push(decode(&kind, v)?),

@@ -151,13 +151,19 @@ struct Agg {
     outside: u64,
 }
 
+struct Passthrough {
+    authority: Option<Box<str>>,
+    requests: u64,
+    blocked: bool,
+}
+
 #[derive(Default)]
 struct Raw {
     /// cluster host -> port -> counts
     outbound: HashMap<Box<str>, HashMap<u32, Agg>>,
     dialled: HashMap<Box<str>, ()>,
-    /// original destination -> (authority, count, blocked)
-    passthrough: HashMap<Box<str>, (Option<Box<str>>, u64, bool)>,
+    /// original destination -> what was seen going there
+    passthrough: HashMap<Box<str>, Passthrough>,
     inbound: u64,
 }
 
@@ -303,10 +309,14 @@ impl<'s> LogIngest<'s> {
                     .or(rec.downstream_local.as_deref())
                     .unwrap_or("-");
                 match raw.passthrough.get_mut(dst) {
-                    Some(e) => e.1 += 1,
+                    Some(p) => p.requests += 1,
                     None => {
-                        let auth = rec.authority.as_deref().map(Box::from);
-                        raw.passthrough.insert(dst.into(), (auth, 1, blocked));
+                        let p = Passthrough {
+                            authority: rec.authority.as_deref().map(Box::from),
+                            requests: 1,
+                            blocked,
+                        };
+                        raw.passthrough.insert(dst.into(), p);
                     }
                 }
             }
@@ -338,7 +348,8 @@ impl<'s> LogIngest<'s> {
                     e.sources.insert(self.source.clone());
                 }
             }
-            for (dst, (auth, count, blocked)) in raw.passthrough {
+            for (dst, p) in raw.passthrough {
+                let (auth, count, blocked) = (p.authority, p.requests, p.blocked);
                 match resolve_passthrough(snap, w, &dst, auth.as_deref()) {
                     Some((svc, port)) => {
                         let s = &snap.services[svc];

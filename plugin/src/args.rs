@@ -1,0 +1,180 @@
+//! Command-line arguments. Doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl meshscope",
+    bin_name = "kubectl meshscope",
+    version,
+    about = "Right-size Istio sidecar scopes: recommend, apply, explain and audit Sidecar resources",
+    long_about = "Right-size Istio sidecar scopes.\n\nBy default istiod sends every sidecar the configuration of every service in the mesh. kubectl meshscope recommends a Sidecar per workload from observed traffic, explains which scope a pod has and why, shows which proxies a change is pushed to, and audits namespaces for unscoped workloads and risky ServiceEntries.\n\nInputs are offline files (--manifests, --access-log) or, without --manifests, the current kubeconfig context.",
+    after_help = "Examples:\n  kubectl meshscope audit -A --manifests cluster-dump.yaml\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/logs | kubectl apply -f -\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-9stvs -n bookinfo --manifests examples/bookinfo\n  kubectl meshscope codes MS0001"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Recommend a Sidecar per workload from observed traffic
+    Recommend(RecommendArgs),
+    /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
+    Audit(AuditArgs),
+    /// Explain which Sidecar scope a pod or workload has, and why
+    Explain(ExplainArgs),
+    /// Show which proxies a change to a service or routing object is pushed to
+    Impact(ImpactArgs),
+    /// Document the finding codes (MS0001...)
+    Codes(CodesArgs),
+    /// Print the version
+    Version,
+    /// Print a shell completion script
+    Completion(CompletionArgs),
+}
+
+/// Where the mesh comes from and what part of it to look at.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Common {
+    /// Namespace to look at (default: all namespaces in --manifests; the context's namespace live)
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// Look at all namespaces
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// Only workloads whose pod-template labels match this selector (k=v,k!=v,k,!k)
+    #[arg(short = 'l', long, global = true)]
+    pub selector: Option<String>,
+    /// The kubeconfig context to use (live mode)
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Path to the kubeconfig file (live mode; default: KUBECONFIG or ~/.kube/config)
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Read the mesh from these YAML/JSON files or directories instead of a cluster (repeatable; `kubectl get -A -o yaml` dumps work)
+    #[arg(long = "manifests", global = true, value_name = "PATH")]
+    pub manifests: Vec<PathBuf>,
+    /// Envoy access logs: files, directories, .gz files, or - for stdin (repeatable)
+    #[arg(long = "access-log", global = true, value_name = "PATH")]
+    pub access_logs: Vec<PathBuf>,
+    /// A mesh config file (the `mesh` key of ConfigMap istio); overrides the one in --manifests
+    #[arg(long, global = true, value_name = "FILE")]
+    pub mesh_config: Option<PathBuf>,
+    /// Istio version whose semantics to apply (the meaning of ~ changed in 1.31)
+    #[arg(long, global = true, default_value = "1.30", value_name = "VERSION")]
+    pub istio_version: String,
+    /// Kubernetes cluster DNS domain
+    #[arg(long, global = true, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// Treat unlabeled namespaces as injected (sidecarInjectorWebhook.enableNamespacesByDefault)
+    #[arg(long, global = true)]
+    pub inject_by_default: bool,
+    /// Make malformed access-log lines fatal
+    #[arg(long, global = true)]
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecommendOutput {
+    Yaml,
+    Json,
+    Table,
+}
+
+#[derive(Debug, Args)]
+pub struct RecommendArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), or table
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    pub output: RecommendOutput,
+    /// Only this workload (NAME or KIND/NAME)
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+    /// Add this egress host (ns/host) to every recommendation (repeatable)
+    #[arg(long, value_name = "HOST")]
+    pub include: Vec<String>,
+    /// Give workloads with no observed traffic a closed scope instead of skipping them
+    #[arg(long)]
+    pub allow_idle: bool,
+    /// Drop hosts of managed Sidecars that were not seen in the observed window
+    #[arg(long)]
+    pub prune: bool,
+    /// Emit one selector-less Sidecar per namespace instead of one per workload
+    #[arg(long)]
+    pub per_namespace: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Error,
+    Warning,
+    Info,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportOutput {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Output format
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: ReportOutput,
+    /// Exit with code 1 when a finding at or above this severity is found
+    #[arg(long, value_enum, default_value = "error")]
+    pub fail_on: FailOn,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// What to explain: `pod` or `workload`
+    #[arg(value_name = "TYPE")]
+    pub what: String,
+    /// The pod name, or the workload as KIND/NAME (e.g. deployment/reviews-v1)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Output format (wide lists every visible service)
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: ReportOutput,
+}
+
+#[derive(Debug, Args)]
+pub struct ImpactArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME
+    #[arg(value_name = "KIND/NAME")]
+    pub target: String,
+    /// Output format (wide lists the proxies' workloads)
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: ReportOutput,
+}
+
+#[derive(Debug, Args)]
+pub struct CodesArgs {
+    /// Show one code (e.g. MS0001)
+    pub code: Option<String>,
+    /// Output format
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: ReportOutput,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
