@@ -192,8 +192,8 @@ pub fn unscoped_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> 
         &wl.namespace,
         &wl.name,
         format!(
-            "{} {}/{} has no Sidecar scope ({}); run: kubectl meshscope recommend -n {} --workload {} | kubectl apply -f -",
-            wl.kind, wl.namespace, wl.name, wl.injection.reason, wl.namespace, wl.name
+            "{} {}/{} has no Sidecar scope; run: kubectl meshscope recommend -n {} --workload {} | kubectl apply -f -",
+            wl.kind, wl.namespace, wl.name, wl.namespace, wl.name
         ),
     ))
 }

@@ -1,0 +1,148 @@
+//! The built binary: help text, exit codes, stdout/stderr discipline.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-meshscope"))
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/bookinfo")
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn help_speaks_of_kubectl_meshscope() {
+    let o = run(&["--help"]);
+    assert!(o.status.success());
+    let out = text(&o.stdout);
+    assert!(out.contains("Usage: kubectl meshscope"), "{out}");
+    for sub in [
+        "recommend",
+        "audit",
+        "explain",
+        "impact",
+        "codes",
+        "version",
+        "completion",
+    ] {
+        assert!(out.contains(sub), "{sub} missing from help");
+    }
+    let o = run(&["audit", "--help"]);
+    assert!(text(&o.stdout).contains("--fail-on"));
+}
+
+#[test]
+fn usage_errors_and_runtime_errors_exit_2_with_one_line_on_stderr() {
+    let o = run(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["audit", "--manifests", "/nonexistent/dir"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with("error: cannot read /nonexistent/dir"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    let o = run(&[
+        "audit",
+        "--manifests",
+        examples().to_str().unwrap(),
+        "--istio-version",
+        "banana",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--istio-version"));
+}
+
+#[test]
+fn audit_exit_code_follows_fail_on() {
+    let m = examples();
+    let m = m.to_str().unwrap();
+    // The example has warnings (MS0001, MS0002) and no errors.
+    assert_eq!(run(&["audit", "--manifests", m]).status.code(), Some(0));
+    assert_eq!(
+        run(&["audit", "--manifests", m, "--fail-on", "warning"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        run(&["audit", "--manifests", m, "--fail-on", "none"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let o = run(&["audit", "--manifests", m, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is only JSON");
+    let f = &v["findings"][0];
+    for key in ["code", "severity", "kind", "namespace", "name", "message"] {
+        assert!(f.get(key).is_some(), "{key} missing in {f}");
+    }
+    assert!(v["summary"]["warnings"].as_u64().unwrap() >= 7);
+    assert!(
+        text(&o.stderr).contains("findings:"),
+        "summary goes to stderr"
+    );
+}
+
+#[test]
+fn the_example_run_from_the_readme_works() {
+    let m = examples();
+    let log = m.join("access.log");
+    let o = run(&[
+        "recommend",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert_eq!(out.matches("kind: Sidecar").count(), 6);
+    assert!(out.contains("- bookinfo/ratings.bookinfo.svc.cluster.local"));
+    assert!(text(&o.stderr).contains("unregistered destination: 203.0.113.7:443"));
+    let o = run(&[
+        "explain",
+        "pod",
+        "productpage-v1-6b746f74dc-x7k2p",
+        "-n",
+        "bookinfo",
+        "--manifests",
+        m.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("Scope:            none"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn codes_are_documented() {
+    let o = run(&["codes"]);
+    let out = text(&o.stdout);
+    for i in 1..=11 {
+        assert!(out.contains(&format!("MS{i:04}")), "MS{i:04}");
+    }
+    let o = run(&["codes", "ms0006"]);
+    assert!(text(&o.stdout).contains("does not inherit"));
+    assert_eq!(run(&["codes", "MS9999"]).status.code(), Some(2));
+}
+
+#[test]
+fn version_and_completion() {
+    assert!(text(&run(&["version"]).stdout).starts_with("kubectl-meshscope "));
+    let o = run(&["completion", "bash"]);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains("kubectl-meshscope"));
+}

@@ -1,0 +1,283 @@
+//! The offline CLI on the reference scenario (200 httpbins, 20 sleeps),
+//! run in-process through the plugin's `run`, for every log form.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use clap::Parser;
+use kubectl_meshscope::{args::Cli, run, Outcome};
+use meshscope_e2e::{LogForm, Scenario};
+
+struct Run {
+    outcome: anyhow::Result<Outcome>,
+    stdout: String,
+    stderr: String,
+}
+
+fn meshscope(args: &[&str]) -> Run {
+    let mut argv = vec!["kubectl-meshscope"];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv).expect("arguments parse");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let outcome = run(cli, &mut out, &mut err);
+    Run {
+        outcome,
+        stdout: String::from_utf8(out).unwrap(),
+        stderr: String::from_utf8(err).unwrap(),
+    }
+}
+
+fn write_scenario(dir: &Path, s: &Scenario) {
+    std::fs::write(dir.join("manifests.yaml"), s.manifests()).unwrap();
+    for form in LogForm::ALL {
+        std::fs::write(dir.join(form.file_name()), s.logs(form)).unwrap();
+    }
+}
+
+/// name -> egress hosts, from a multi-document Sidecar YAML stream.
+fn sidecars(yaml: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v.is_null() {
+            continue;
+        }
+        assert_eq!(v["apiVersion"], "networking.istio.io/v1");
+        assert_eq!(v["kind"], "Sidecar");
+        assert_eq!(
+            v["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "kubectl-meshscope"
+        );
+        let hosts = v["spec"]["egress"][0]["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap().to_string())
+            .collect();
+        out.insert(v["metadata"]["name"].as_str().unwrap().to_string(), hosts);
+    }
+    out
+}
+
+fn ms0001(summary_json: &str) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(summary_json).unwrap();
+    v["summary"]["by_code"]["MS0001"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn reference_scenario_recommends_exact_hosts_and_clears_ms0001_for_every_log_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scenario::reference();
+    write_scenario(dir.path(), &s);
+    let manifests = dir.path().join("manifests.yaml");
+    let m = manifests.to_str().unwrap();
+
+    let before = meshscope(&["audit", "--manifests", m, "-o", "json"]);
+    assert_eq!(
+        before.outcome.unwrap(),
+        Outcome::Ok,
+        "warnings do not fail by default"
+    );
+    assert_eq!(ms0001(&before.stdout), 220);
+
+    for form in LogForm::ALL {
+        let log = dir.path().join(form.file_name());
+        let rec = meshscope(&[
+            "recommend",
+            "--manifests",
+            m,
+            "--access-log",
+            log.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            rec.outcome.unwrap(),
+            Outcome::Ok,
+            "{form:?}: {}",
+            rec.stderr
+        );
+        assert!(
+            rec.stderr.contains("0 malformed, 0 unattributed"),
+            "{form:?}: {}",
+            rec.stderr
+        );
+        let got = sidecars(&rec.stdout);
+        assert_eq!(got.len(), 220, "{form:?}");
+        for i in 0..s.sleeps {
+            assert_eq!(
+                got[&format!("sleep-{i}-deployment-meshscope")],
+                s.hosts_of_sleep(i),
+                "{form:?} sleep-{i}"
+            );
+            assert_eq!(s.hosts_of_sleep(i).len(), 10);
+        }
+        for j in 0..s.httpbins {
+            assert_eq!(
+                got[&format!("httpbin-{j}-deployment-meshscope")],
+                vec!["~/*"],
+                "{form:?} httpbin-{j}"
+            );
+        }
+        let sidecar_file = dir.path().join(format!("sidecars-{form:?}.yaml"));
+        std::fs::write(&sidecar_file, &rec.stdout).unwrap();
+        let after = meshscope(&[
+            "audit",
+            "--manifests",
+            m,
+            "--manifests",
+            sidecar_file.to_str().unwrap(),
+            "--access-log",
+            log.to_str().unwrap(),
+            "-o",
+            "json",
+            "--fail-on",
+            "warning",
+        ]);
+        assert_eq!(ms0001(&after.stdout), 0, "{form:?}: {}", after.stdout);
+        assert_eq!(
+            after.outcome.unwrap(),
+            Outcome::Ok,
+            "{form:?}: no finding at all: {}",
+            after.stdout
+        );
+    }
+}
+
+#[test]
+fn json_output_is_a_v1_list_of_the_same_sidecars() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scenario {
+        httpbins: 20,
+        sleeps: 2,
+        ..Scenario::reference()
+    };
+    write_scenario(dir.path(), &s);
+    let m = dir.path().join("manifests.yaml");
+    let log = dir.path().join("text.log");
+    let args = [
+        "recommend",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+    ];
+    let yaml = meshscope(&args);
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let json = meshscope(&json_args);
+    let list: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(list["kind"], "List");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let from_yaml = sidecars(&yaml.stdout);
+    assert_eq!(names.len(), from_yaml.len());
+    assert!(names.iter().all(|n| from_yaml.contains_key(*n)));
+}
+
+#[test]
+fn impact_of_one_httpbin_drops_from_every_proxy_to_its_one_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    write_scenario(dir.path(), &Scenario::reference());
+    let m = dir.path().join("manifests.yaml");
+    let log = dir.path().join("json.log");
+    let r = meshscope(&[
+        "impact",
+        "service/httpbin-0",
+        "-n",
+        "default",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    r.outcome.unwrap();
+    assert!(
+        r.stdout
+            .starts_with("httpbin-0: 420 proxies now, 1 after (sleep-0)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn malformed_lines_are_counted_and_shown_and_strict_makes_them_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scenario {
+        httpbins: 10,
+        sleeps: 1,
+        ..Scenario::reference()
+    };
+    write_scenario(dir.path(), &s);
+    let log = dir.path().join("mixed.log");
+    let mut text = s.logs(LogForm::Text);
+    text.push_str(
+        "[2026-11-21T10:00:00Z] \"GET / HTTP/1.1\" 200 truncated\n{\"upstream_cluster\": \n",
+    );
+    std::fs::write(&log, text).unwrap();
+    let m = dir.path().join("manifests.yaml");
+    let args = [
+        "recommend",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+    ];
+    let r = meshscope(&args);
+    r.outcome.unwrap();
+    assert!(r.stderr.contains("2 malformed"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("mixed.log:"),
+        "file:line is shown: {}",
+        r.stderr
+    );
+    assert_eq!(
+        sidecars(&r.stdout)["sleep-0-deployment-meshscope"].len(),
+        10,
+        "nothing lost"
+    );
+    let mut strict = args.to_vec();
+    strict.push("--strict");
+    let e = meshscope(&strict).outcome.unwrap_err().to_string();
+    assert!(e.contains("malformed access-log line"), "{e}");
+}
+
+#[test]
+fn gzip_directories_and_unattributed_lines() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Scenario {
+        httpbins: 10,
+        sleeps: 1,
+        ..Scenario::reference()
+    };
+    write_scenario(dir.path(), &s);
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(logs.join("a.log.gz")).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(s.logs(LogForm::Json).as_bytes()).unwrap();
+    gz.finish().unwrap();
+    // A line from an IP no pod has: counted as unattributed, never guessed.
+    std::fs::write(logs.join("b.log"), "[2026-11-21T10:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"httpbin-1:8000\" \"10.1.0.12:80\" outbound|8000||httpbin-1.default.svc.cluster.local 10.250.0.1:1 10.96.0.11:8000 10.250.0.1:2 - default\n").unwrap();
+    let m = dir.path().join("manifests.yaml");
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        logs.to_str().unwrap(),
+    ]);
+    r.outcome.unwrap();
+    assert!(r.stderr.contains("1 unattributed"), "{}", r.stderr);
+    assert!(r.stderr.contains("10.250.0.1"), "{}", r.stderr);
+    assert_eq!(
+        sidecars(&r.stdout)["sleep-0-deployment-meshscope"],
+        s.hosts_of_sleep(0)
+    );
+}
