@@ -1,0 +1,245 @@
+//! Recommendation rules: selectors, ownership of existing Sidecars, prune,
+//! per-namespace mode, includes, passthrough mapping, and audit codes that
+//! need traffic.
+
+use meshscope_shared::audit::{self, AuditScope};
+use meshscope_shared::observe::{LogIngest, Observations};
+use meshscope_shared::recommend::{self, minimal_selector, Outcome, RecommendOptions};
+use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
+use meshscope_shared::{Inputs, Options};
+
+fn snap(yaml: &str) -> MeshSnapshot {
+    let mut inputs = Inputs::default();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if !v.is_null() {
+            inputs.add(v).unwrap();
+        }
+    }
+    MeshSnapshot::build(&inputs, Options::default()).unwrap()
+}
+
+fn deploy(name: &str, labels: &str, ip: &str) -> String {
+    let pod_labels = labels.replace('}', ", pod-template-hash: abc12}");
+    format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {labels}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {pod_labels}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
+    )
+}
+
+fn service(name: &str, ip: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  clusterIP: {ip}\n  selector: {{app: {name}}}\n  ports:\n  - {{name: http, port: 80}}\n")
+}
+
+fn base() -> String {
+    "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n".to_string()
+        + &deploy("web", "{app: web, tier: front}", "10.0.0.1")
+        + &deploy("web-canary", "{app: web, track: canary}", "10.0.0.2")
+        + &deploy("cart", "{app: cart}", "10.0.0.3")
+        + &deploy("idle", "{app: idle}", "10.0.0.4")
+        + &service("cart", "10.96.0.3")
+        + &service("web", "10.96.0.1")
+}
+
+fn line(src: &str, cluster: &str, dst: &str) -> String {
+    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"a\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
+}
+
+fn observe(s: &MeshSnapshot, logs: &str) -> Observations {
+    let mut ing = LogIngest::new(s, "access-log");
+    for l in logs.lines() {
+        ing.line(l);
+    }
+    ing.finish()
+}
+
+fn w(s: &MeshSnapshot, name: &str) -> WorkloadId {
+    s.find_workload(&WorkloadKind::Deployment, "shop", name)
+        .unwrap()
+}
+
+fn hosts(r: &recommend::Recommendation) -> Vec<String> {
+    r.sidecar().expect("a Sidecar").spec.egress[0].hosts.clone()
+}
+
+#[test]
+fn minimal_selector_needs_two_labels_when_one_is_shared() {
+    let s = snap(&base());
+    let sel = minimal_selector(&s, w(&s, "web")).unwrap();
+    // `app: web` also selects web-canary's pod; `tier: front` alone is unique.
+    assert_eq!(sel.len(), 1);
+    assert_eq!(sel.get("tier").map(String::as_str), Some("front"));
+    let sel = minimal_selector(&s, w(&s, "web-canary")).unwrap();
+    assert_eq!(sel.get("track").map(String::as_str), Some("canary"));
+}
+
+#[test]
+fn no_label_subset_means_the_workload_is_skipped() {
+    let yaml = base() + &deploy("web-twin", "{app: web, tier: front}", "10.0.0.9");
+    let s = snap(&yaml);
+    assert_eq!(minimal_selector(&s, w(&s, "web")), None);
+    let obs = observe(
+        &s,
+        &line(
+            "10.0.0.1",
+            "outbound|80||cart.shop.svc.cluster.local",
+            "10.96.0.3:80",
+        ),
+    );
+    let r = recommend::recommend(&s, &obs, &[w(&s, "web")], &RecommendOptions::default());
+    assert!(matches!(&r[0].outcome, Outcome::Skipped(m) if m.contains("no subset")));
+}
+
+#[test]
+fn idle_workloads_are_skipped_unless_allow_idle() {
+    let s = snap(&base());
+    let obs = Observations::default();
+    let r = recommend::recommend(&s, &obs, &[w(&s, "idle")], &RecommendOptions::default());
+    assert!(matches!(&r[0].outcome, Outcome::Skipped(m) if m.starts_with("no evidence")));
+    let opts = RecommendOptions {
+        allow_idle: true,
+        ..Default::default()
+    };
+    let r = recommend::recommend(&s, &obs, &[w(&s, "idle")], &opts);
+    assert_eq!(hosts(&r[0]), vec!["~/*"]);
+}
+
+#[test]
+fn user_owned_sidecars_are_never_replaced_and_missing_hosts_are_reported() {
+    let yaml = base() + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: shop\nspec:\n  workloadSelector:\n    labels: {tier: front}\n  egress:\n  - hosts: [\"istio-system/*\"]\n";
+    let s = snap(&yaml);
+    let obs = observe(
+        &s,
+        &line(
+            "10.0.0.1",
+            "outbound|80||cart.shop.svc.cluster.local",
+            "10.96.0.3:80",
+        ),
+    );
+    let r = recommend::recommend(&s, &obs, &[w(&s, "web")], &RecommendOptions::default());
+    match &r[0].outcome {
+        Outcome::UserOwned { sidecar, missing } => {
+            assert_eq!(s.sidecars[*sidecar].name, "mine");
+            assert_eq!(
+                missing,
+                &vec!["shop/cart.shop.svc.cluster.local".to_string()]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // And audit says the traffic leaves the scope.
+    let f = audit::audit(
+        &s,
+        Some(&obs),
+        &AuditScope {
+            namespaces: None,
+            workloads: None,
+        },
+    );
+    assert!(
+        f.iter().any(|f| f.code == "MS0011" && f.name == "web"),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn managed_sidecars_gain_hosts_and_prune_drops_unseen_ones() {
+    let yaml = base() + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: generated\n  namespace: shop\n  labels: {app.kubernetes.io/managed-by: kubectl-meshscope}\nspec:\n  workloadSelector:\n    labels: {tier: front}\n  egress:\n  - hosts: [\"shop/old.shop.svc.cluster.local\"]\n";
+    let s = snap(&yaml);
+    let obs = observe(
+        &s,
+        &line(
+            "10.0.0.1",
+            "outbound|80||cart.shop.svc.cluster.local",
+            "10.96.0.3:80",
+        ),
+    );
+    let r = recommend::recommend(&s, &obs, &[w(&s, "web")], &RecommendOptions::default());
+    assert_eq!(
+        r[0].sidecar().unwrap().metadata.name.as_deref(),
+        Some("generated")
+    );
+    assert_eq!(
+        hosts(&r[0]),
+        vec![
+            "shop/cart.shop.svc.cluster.local",
+            "shop/old.shop.svc.cluster.local"
+        ]
+    );
+    let opts = RecommendOptions {
+        prune: true,
+        ..Default::default()
+    };
+    let r = recommend::recommend(&s, &obs, &[w(&s, "web")], &opts);
+    assert_eq!(hosts(&r[0]), vec!["shop/cart.shop.svc.cluster.local"]);
+}
+
+#[test]
+fn per_namespace_mode_unions_hosts_into_one_selectorless_sidecar() {
+    let s = snap(&base());
+    let logs = line(
+        "10.0.0.1",
+        "outbound|80||cart.shop.svc.cluster.local",
+        "10.96.0.3:80",
+    ) + &line(
+        "10.0.0.3",
+        "outbound|80||web.shop.svc.cluster.local",
+        "10.96.0.1:80",
+    );
+    let obs = observe(&s, &logs);
+    let ws: Vec<WorkloadId> = s.sidecar_workloads().collect();
+    let opts = RecommendOptions {
+        per_namespace: true,
+        include: vec!["istio-system/*".into()],
+        ..Default::default()
+    };
+    let r = recommend::recommend(&s, &obs, &ws, &opts);
+    assert_eq!(r.len(), 1);
+    let sc = r[0].sidecar().unwrap();
+    assert!(sc.spec.workload_selector.is_none());
+    assert_eq!(
+        hosts(&r[0]),
+        vec![
+            "istio-system/*",
+            "shop/cart.shop.svc.cluster.local",
+            "shop/web.shop.svc.cluster.local"
+        ]
+    );
+}
+
+#[test]
+fn passthrough_to_a_cluster_ip_is_a_dependency_and_unknown_ips_are_unregistered() {
+    let s = snap(&base());
+    let logs = line("10.0.0.3", "PassthroughCluster", "10.96.0.1:80")
+        + &line("10.0.0.3", "PassthroughCluster", "192.0.2.50:5432")
+        + &line("10.0.0.3", "BlackHoleCluster", "192.0.2.51:443");
+    let obs = observe(&s, &logs);
+    let r = recommend::recommend(&s, &obs, &[w(&s, "cart")], &RecommendOptions::default());
+    assert_eq!(hosts(&r[0]), vec!["shop/web.shop.svc.cluster.local"]);
+    let un: Vec<(&str, bool)> = obs
+        .unregistered
+        .iter()
+        .map(|u| (u.address.as_str(), u.blocked))
+        .collect();
+    assert_eq!(un.len(), 2);
+    assert!(un.contains(&("192.0.2.50:5432", false)) && un.contains(&("192.0.2.51:443", true)));
+}
+
+#[test]
+fn everything_and_empty_egress_sidecars_are_reported() {
+    let yaml = base()
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: all\n  namespace: shop\nspec:\n  workloadSelector:\n    labels: {app: cart}\n  egress:\n  - hosts: [\"*/*\"]\n"
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: ingress-only\n  namespace: shop\nspec:\n  workloadSelector:\n    labels: {app: idle}\n  ingress:\n  - port: {number: 80, protocol: HTTP}\n    defaultEndpoint: 127.0.0.1:8080\n";
+    let s = snap(&yaml);
+    let f = audit::audit(
+        &s,
+        None,
+        &AuditScope {
+            namespaces: None,
+            workloads: None,
+        },
+    );
+    let codes: Vec<(&str, &str)> = f.iter().map(|f| (f.code, f.name.as_str())).collect();
+    assert!(codes.contains(&("MS0010", "all")), "{codes:?}");
+    assert!(codes.contains(&("MS0006", "ingress-only")), "{codes:?}");
+    assert!(!codes.contains(&("MS0001", "cart")) && codes.contains(&("MS0001", "web")));
+}
