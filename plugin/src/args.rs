@@ -22,6 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Recommend a Sidecar per workload from observed traffic
     Recommend(RecommendArgs),
+    /// Apply the recommended Sidecars to the cluster with server-side apply
+    Apply(ApplyArgs),
     /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
     Audit(AuditArgs),
     /// Explain which Sidecar scope a pod or workload has, and why
@@ -75,6 +77,18 @@ pub struct Common {
     /// Make malformed access-log lines fatal
     #[arg(long, global = true)]
     pub strict: bool,
+    /// Live: read each injected pod's istio-proxy log through the API (pods/log)
+    #[arg(long, global = true)]
+    pub from_pod_logs: bool,
+    /// Live: read edges from Istio's metrics in this Prometheus (e.g. http://prometheus.istio-system:9090)
+    #[arg(long, global = true, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// How far back to look: pod logs (default 24h) and Prometheus (default 7d); e.g. 30m, 24h, 7d
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Live: seconds to wait for each API request
+    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
+    pub request_timeout: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -91,6 +105,46 @@ pub struct RecommendArgs {
     /// Output format: yaml (for kubectl apply -f -), json (a v1 List), or table
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: RecommendOutput,
+    #[command(flatten)]
+    pub rec: RecommendFlags,
+    /// Drop hosts of managed Sidecars that were not seen in the observed window
+    #[arg(long)]
+    pub prune: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    None,
+    Server,
+    Client,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub rec: RecommendFlags,
+    /// Do not persist: `server` asks the API server (server-side dry run), `client` only compares
+    #[arg(long, value_enum, default_value = "none", default_missing_value = "client", num_args = 0..=1, require_equals = true)]
+    pub dry_run: DryRun,
+    /// Show a unified diff of each Sidecar against the live object
+    #[arg(long)]
+    pub diff: bool,
+    /// Take over fields another field manager owns on meshscope's Sidecars
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Delete managed Sidecars whose workload no longer exists (and only those)
+    #[arg(long)]
+    pub prune: bool,
+    /// Drop hosts of managed Sidecars that were not seen in the observed window
+    #[arg(long)]
+    pub prune_hosts: bool,
+}
+
+/// Flags shared by `recommend` and `apply`.
+#[derive(Debug, Args, Clone)]
+pub struct RecommendFlags {
     /// Only this workload (NAME or KIND/NAME)
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
@@ -100,9 +154,6 @@ pub struct RecommendArgs {
     /// Give workloads with no observed traffic a closed scope instead of skipping them
     #[arg(long)]
     pub allow_idle: bool,
-    /// Drop hosts of managed Sidecars that were not seen in the observed window
-    #[arg(long)]
-    pub prune: bool,
     /// Emit one selector-less Sidecar per namespace instead of one per workload
     #[arg(long)]
     pub per_namespace: bool,

@@ -4,9 +4,12 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod apply;
 pub mod args;
 pub mod input;
+pub mod live;
 pub mod output;
+pub mod prometheus;
 pub mod selector;
 
 use std::collections::{BTreeSet, HashMap};
@@ -40,6 +43,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
     match cli.command {
         Command::Recommend(a) => cmd_recommend(a, out, err),
+        Command::Apply(a) => apply::cmd_apply(a, out, err),
         Command::Audit(a) => cmd_audit(a, out, err),
         Command::Explain(a) => cmd_explain(a, out, err),
         Command::Impact(a) => cmd_impact(a, out, err),
@@ -63,24 +67,36 @@ pub struct World {
     /// `None` means every namespace.
     pub namespaces: Option<BTreeSet<String>>,
     pub selector: Option<Selector>,
+    /// The cluster connection, in live mode.
+    pub live: Option<LiveCtx>,
+}
+
+pub struct LiveCtx {
+    pub rt: tokio::runtime::Runtime,
+    pub live: live::Live,
+}
+
+fn options(c: &Common) -> Result<Options> {
+    let istio: IstioVersion = c
+        .istio_version
+        .parse()
+        .map_err(|e: scope::Error| anyhow!("--istio-version: {e}"))?;
+    Ok(Options {
+        istio,
+        cluster_domain: c.cluster_domain.clone(),
+        inject_by_default: c.inject_by_default,
+    })
 }
 
 impl World {
     pub fn load(c: &Common, err: &mut dyn Write) -> Result<World> {
         if c.manifests.is_empty() {
-            bail!(
-                "no input: pass --manifests PATH (files or directories of YAML/JSON, such as `kubectl get -A -o yaml` dumps); live cluster mode is not available in this build"
-            );
+            return Self::load_live(c, err);
         }
-        let istio: IstioVersion = c
-            .istio_version
-            .parse()
-            .map_err(|e: scope::Error| anyhow!("--istio-version: {e}"))?;
-        let options = Options {
-            istio,
-            cluster_domain: c.cluster_domain.clone(),
-            inject_by_default: c.inject_by_default,
-        };
+        if c.from_pod_logs || c.prometheus.is_some() {
+            bail!("--from-pod-logs and --prometheus read from a cluster; they cannot be combined with --manifests");
+        }
+        let options = options(c)?;
         let inputs = input::load_manifests(&c.manifests)?;
         if inputs.is_empty() {
             bail!("--manifests: no Kubernetes or Istio objects found in the given paths");
@@ -119,6 +135,80 @@ impl World {
             obs,
             namespaces,
             selector,
+            live: None,
+        })
+    }
+
+    fn load_live(c: &Common, err: &mut dyn Write) -> Result<World> {
+        let options = options(c)?;
+        let selector = c.selector.as_deref().map(Selector::parse).transpose()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let live = rt.block_on(live::Live::connect(c))?;
+        let namespaces = if c.all_namespaces {
+            None
+        } else {
+            Some(BTreeSet::from([c
+                .namespace
+                .clone()
+                .unwrap_or_else(|| live.default_namespace.clone())]))
+        };
+        let inputs = rt.block_on(live.inputs(namespaces.as_ref()))?;
+        let snap = match &c.mesh_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read --mesh-config {}", path.display()))?;
+                MeshSnapshot::build_with_mesh(&inputs, options, mesh_from_file(&text)?)
+            }
+            None => MeshSnapshot::build(&inputs, options)?,
+        };
+        let mut obs: Option<Observations> = None;
+        let mut add = |o: Observations| match &mut obs {
+            Some(cur) => cur.merge(o),
+            None => obs = Some(o),
+        };
+        if !c.access_logs.is_empty() {
+            add(input::read_access_logs(
+                &snap,
+                &c.access_logs,
+                c.strict,
+                err,
+            )?);
+        }
+        if c.from_pod_logs {
+            let since = live::parse_duration(c.since.as_deref().unwrap_or("24h"))?;
+            let pods: Vec<usize> = (0..snap.pods.len())
+                .filter(|p| {
+                    let pod = &snap.pods[*p];
+                    pod.injection.sidecar
+                        && namespaces
+                            .as_ref()
+                            .is_none_or(|n| n.contains(&pod.namespace))
+                })
+                .collect();
+            let (o, failed) = rt.block_on(live.pod_logs(&snap, &pods, since, &inputs.pods, err));
+            for (pod, why) in &failed {
+                writeln!(
+                    err,
+                    "warning: cannot read the istio-proxy log of {pod}: {why}"
+                )?;
+            }
+            add(o);
+        }
+        if let Some(url) = &c.prometheus {
+            let since = live::parse_duration(c.since.as_deref().unwrap_or("7d"))?;
+            let o = prometheus::observe(&snap, url, since)?;
+            add(o);
+        }
+        Ok(World {
+            snap,
+            obs,
+            namespaces,
+            selector,
+            live: Some(LiveCtx { rt, live }),
         })
     }
 
@@ -218,27 +308,36 @@ fn recommendations(
     recommend::recommend(&world.snap, obs, workloads, opts)
 }
 
-fn cmd_recommend(
-    a: args::RecommendArgs,
-    out: &mut dyn Write,
+/// Loads the world and computes the recommendations `recommend` and
+/// `apply` share.
+pub fn recommend_world(
+    common: &Common,
+    flags: &args::RecommendFlags,
+    prune_hosts: bool,
     err: &mut dyn Write,
-) -> Result<Outcome> {
-    for h in &a.include {
-        scope::host::HostEntry::parse(h, a.common.istio_version.parse().unwrap_or_default())
-            .map_err(|e| anyhow!("--include: {e}"))?;
+) -> Result<(World, Vec<recommend::Recommendation>)> {
+    let version: IstioVersion = common.istio_version.parse().unwrap_or_default();
+    for h in &flags.include {
+        scope::host::HostEntry::parse(h, version).map_err(|e| anyhow!("--include: {e}"))?;
     }
-    let world = World::load(&a.common, err)?;
+    let world = World::load(common, err)?;
     world.report_ingest(err)?;
     if world.obs.is_none() {
         writeln!(
             err,
-            "warning: no traffic source given (--access-log); every workload is \"no evidence\" unless --allow-idle closes it"
+            "warning: no traffic source given (--access-log, --from-pod-logs or --prometheus); every workload is \"no evidence\" unless --allow-idle closes it"
         )?;
     }
     let snap = &world.snap;
     let mut targets: Vec<WorkloadId> = Vec::new();
-    if let Some(spec) = &a.workload {
-        let w = find_workload(snap, spec, a.common.namespace.as_deref())?;
+    if let Some(spec) = &flags.workload {
+        let ns = common.namespace.clone().or_else(|| {
+            world
+                .live
+                .as_ref()
+                .map(|l| l.live.default_namespace.clone())
+        });
+        let w = find_workload(snap, spec, ns.as_deref())?;
         let wl = &snap.workloads[w];
         if !wl.injection.sidecar {
             bail!(
@@ -252,12 +351,22 @@ fn cmd_recommend(
         targets.extend(snap.sidecar_workloads().filter(|w| world.in_scope(*w)));
     }
     let opts = RecommendOptions {
-        include: a.include.clone(),
-        allow_idle: a.allow_idle,
-        prune: a.prune,
-        per_namespace: a.per_namespace,
+        include: flags.include.clone(),
+        allow_idle: flags.allow_idle,
+        prune: prune_hosts,
+        per_namespace: flags.per_namespace,
     };
     let recs = recommendations(&world, &targets, &opts);
+    Ok((world, recs))
+}
+
+fn cmd_recommend(
+    a: args::RecommendArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome> {
+    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune, err)?;
+    let snap = &world.snap;
     let objects: Vec<&scope::istio::Sidecar> = recs.iter().filter_map(|r| r.sidecar()).collect();
     match a.output {
         RecommendOutput::Yaml => {
@@ -282,7 +391,7 @@ fn cmd_recommend(
             ]);
             for r in &recs {
                 let wl = &snap.workloads[r.workloads[0]];
-                let who = if a.per_namespace {
+                let who = if a.rec.per_namespace {
                     format!("({} workloads)", r.workloads.len())
                 } else {
                     format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name)
@@ -348,14 +457,24 @@ fn cmd_recommend(
             t.write(out)?;
         }
     }
-    // Summary on stderr.
+    summarize_recommendations(&world, &recs, err)?;
+    Ok(Outcome::Ok)
+}
+
+/// The recommendation summary, on stderr.
+pub fn summarize_recommendations(
+    world: &World,
+    recs: &[recommend::Recommendation],
+    err: &mut dyn Write,
+) -> Result<()> {
+    let snap = &world.snap;
     let mut created = 0;
     let mut updated = 0;
     let mut unchanged = 0;
     let mut user_owned = 0;
     let mut no_evidence = 0;
     let mut other_skips = Vec::new();
-    for r in &recs {
+    for r in recs {
         match &r.outcome {
             RecOutcome::Sidecar { action, .. } => match action {
                 Action::Create => created += 1,
@@ -405,7 +524,7 @@ fn cmd_recommend(
         no_evidence + user_owned + other_skips.len(),
         other_skips.len()
     )?;
-    Ok(Outcome::Ok)
+    Ok(())
 }
 
 // === audit ===
@@ -481,7 +600,11 @@ fn cmd_audit(a: args::AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
 fn cmd_explain(a: args::ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
     let world = World::load(&a.common, err)?;
     let snap = &world.snap;
-    let ns = a.common.namespace.as_deref();
+    let live_ns = world
+        .live
+        .as_ref()
+        .map(|l| l.live.default_namespace.clone());
+    let ns = a.common.namespace.as_deref().or(live_ns.as_deref());
     let (w, pod) = match a.what.to_ascii_lowercase().as_str() {
         "pod" | "pods" | "po" => {
             let hits: Vec<usize> = snap

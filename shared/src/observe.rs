@@ -175,6 +175,8 @@ pub struct LogIngest<'s> {
     stats: IngestStats,
     unattributed: BTreeMap<String, u64>,
     window: Option<(String, String)>,
+    /// Lines read from one pod's own proxy log belong to that pod.
+    default_pod: Option<crate::snapshot::PodId>,
 }
 
 /// What happened to one line, for callers that report malformed lines.
@@ -195,7 +197,15 @@ impl<'s> LogIngest<'s> {
             stats: IngestStats::default(),
             unattributed: BTreeMap::new(),
             window: None,
+            default_pod: None,
         }
+    }
+
+    /// Attributes every line without its own origin to `pod` (for logs read
+    /// from that pod's istio-proxy container).
+    pub fn for_pod(mut self, pod: crate::snapshot::PodId) -> Self {
+        self.default_pod = Some(pod);
+        self
     }
 
     pub fn line(&mut self, line: &str) -> LineOutcome {
@@ -218,6 +228,9 @@ impl<'s> LogIngest<'s> {
 
     fn attribute(&mut self, rec: &AccessRecord<'_>, inbound: bool) -> Option<WorkloadId> {
         let snap = self.snap;
+        if let (None, Some(p)) = (&rec.origin.pod, self.default_pod) {
+            return Some(snap.pods[p].workload);
+        }
         if let Some(pod) = rec.origin.pod.as_deref() {
             let ids = snap.pods_named(pod);
             let ns = rec.origin.namespace.as_deref();

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
 
+pub mod cluster;
+
 /// The forms an access log can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogForm {
@@ -110,10 +112,10 @@ impl Scenario {
     fn sleep_pod(&self, i: usize) -> String {
         format!("sleep-{i}-{}-{}", hash(i, 1), suffix(0))
     }
-    fn httpbin_ip(&self, j: usize, r: usize) -> Ipv4Addr {
+    pub fn httpbin_ip(&self, j: usize, r: usize) -> Ipv4Addr {
         ip(10, 1, (j * self.httpbin_replicas + r) as u32 + 10)
     }
-    fn sleep_ip(&self, i: usize) -> Ipv4Addr {
+    pub fn sleep_ip(&self, i: usize) -> Ipv4Addr {
         ip(10, 2, i as u32 + 10)
     }
     fn service_ip(&self, j: usize) -> Ipv4Addr {
@@ -180,6 +182,65 @@ impl Scenario {
         self.write_manifests(&mut v)
             .expect("writing to a Vec cannot fail");
         String::from_utf8(v).expect("manifests are UTF-8")
+    }
+
+    /// For a live cluster: only what a user applies (Namespace, Deployments,
+    /// Services); the controllers make the ReplicaSets and Pods.
+    pub fn live_manifests(&self) -> String {
+        let all = self.manifests();
+        all.split("\n---\n")
+            .filter(|d| d.contains("\nkind: Deployment\n") || d.contains("\nkind: Service\n"))
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+
+    /// (app label, replica IPs) for every Deployment, in replica order.
+    pub fn pod_ips(&self) -> Vec<(String, Vec<Ipv4Addr>)> {
+        let mut out = Vec::new();
+        for j in 0..self.httpbins {
+            out.push((
+                format!("httpbin-{j}"),
+                (0..self.httpbin_replicas)
+                    .map(|r| self.httpbin_ip(j, r))
+                    .collect(),
+            ));
+        }
+        for i in 0..self.sleeps {
+            out.push((format!("sleep-{i}"), vec![self.sleep_ip(i)]));
+        }
+        out
+    }
+
+    /// The same traffic as Istio's standard metrics, in OpenMetrics text
+    /// for `promtool tsdb create-blocks-from openmetrics`: each series has
+    /// 13 samples 5 minutes apart, the last 2 minutes before `now` (seconds).
+    pub fn openmetrics(&self, now: u64) -> String {
+        let ns = &self.namespace;
+        let mut out = String::new();
+        {
+            let metric = "istio_requests_total";
+            let _ = writeln!(out, "# TYPE istio_requests counter");
+            for c in self.calls() {
+                for reporter in ["source", "destination"] {
+                    let labels = format!(
+                        "reporter=\"{reporter}\",source_workload=\"sleep-{i}\",source_workload_namespace=\"{ns}\",destination_service=\"{host}\",destination_service_name=\"httpbin-{j}\",destination_service_namespace=\"{ns}\",destination_workload=\"httpbin-{j}\",destination_workload_namespace=\"{ns}\",response_code=\"200\"",
+                        i = c.sleep,
+                        j = c.httpbin,
+                        host = self.httpbin_host(c.httpbin)
+                    );
+                    for k in 0..13u64 {
+                        let t = now - 120 - (12 - k) * 300;
+                        let _ = writeln!(
+                            out,
+                            "{metric}{{{labels}}} {} {t}",
+                            (k + 1) * self.requests_per_edge as u64
+                        );
+                    }
+                }
+            }
+        }
+        out.push_str("# EOF\n");
+        out
     }
 
     /// The traffic as access-log lines in one form: for each call, the

@@ -1,0 +1,475 @@
+//! Live mode: the only module that talks to the API server. It lists what
+//! the scope engine needs (paginated, concurrently, with bounded
+//! parallelism) and turns every failure into one line naming the cause and
+//! the fix.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, LogParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use meshscope_shared::observe::{LogIngest, Observations};
+use meshscope_shared::snapshot::PodId;
+use meshscope_shared::{Inputs, MeshSnapshot};
+
+use crate::args::Common;
+
+/// Items per page when listing.
+pub const PAGE_SIZE: u32 = 500;
+/// Lists (and log streams) in flight at once.
+pub const PARALLELISM: usize = 6;
+
+/// An API failure, with what we were doing.
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub verb: &'static str,
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub server: String,
+    pub kind: FailureKind,
+}
+
+#[derive(Debug)]
+pub enum FailureKind {
+    Forbidden(String),
+    NotFound(String),
+    Unreachable(String),
+    Timeout,
+    Other(String),
+}
+
+impl ApiFailure {
+    pub fn from_kube(
+        e: kube::Error,
+        verb: &'static str,
+        resource: &str,
+        namespace: Option<&str>,
+        server: &str,
+    ) -> Self {
+        let kind = match e {
+            kube::Error::Api(s) if s.code == 403 => FailureKind::Forbidden(s.message.clone()),
+            kube::Error::Api(s) if s.code == 404 => FailureKind::NotFound(s.message.clone()),
+            kube::Error::Api(s) if s.code == 504 || s.reason == "Timeout" => FailureKind::Timeout,
+            kube::Error::Api(s) => FailureKind::Other(format!("{} ({})", s.message, s.code)),
+            other => {
+                let text = format!("{other}");
+                let chain = error_chain(&other);
+                if chain.contains("timed out")
+                    || chain.contains("Elapsed")
+                    || chain.contains("deadline")
+                {
+                    FailureKind::Timeout
+                } else if chain.contains("onnect")
+                    || chain.contains("dns")
+                    || chain.contains("refused")
+                {
+                    FailureKind::Unreachable(chain)
+                } else {
+                    FailureKind::Other(if chain.is_empty() { text } else { chain })
+                }
+            }
+        };
+        Self {
+            verb,
+            resource: resource.to_string(),
+            namespace: namespace.map(str::to_string),
+            server: server.to_string(),
+            kind,
+        }
+    }
+
+    fn where_(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("in namespace {ns:?}"),
+            None => "in all namespaces".to_string(),
+        }
+    }
+
+    /// The minimal Role (or ClusterRole) that would allow the failed call.
+    pub fn minimal_role(&self) -> String {
+        let (group, plural) = match self.resource.split_once('.') {
+            Some((p, g)) => (g.to_string(), p.to_string()),
+            None => (String::new(), self.resource.clone()),
+        };
+        let (kind, ns_line) = match &self.namespace {
+            Some(ns) => ("Role", format!("\n  namespace: {ns}")),
+            None => ("ClusterRole", String::new()),
+        };
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: meshscope-{verb}-{plural}{ns_line}\nrules:\n- apiGroups: [\"{group}\"]\n  resources: [\"{plural}\"]\n  verbs: [\"{verb}\"]",
+            verb = self.verb,
+        )
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !parts.contains(&t) {
+            parts.push(t);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+impl fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            FailureKind::Forbidden(msg) => write!(
+                f,
+                "RBAC forbids {} on {} {} ({msg}); grant deploy/rbac/meshscope-reader.yaml (or -apply.yaml), or at least:\n{}",
+                self.verb,
+                self.resource,
+                self.where_(),
+                self.minimal_role()
+            ),
+            FailureKind::NotFound(_) if self.resource.ends_with("networking.istio.io") => write!(
+                f,
+                "Istio CRDs are not installed: the API server at {} does not serve {}; install Istio (or its CRDs) first, or read manifests with --manifests",
+                self.server, self.resource
+            ),
+            FailureKind::NotFound(msg) => write!(f, "{} {} {}: not found ({msg})", self.verb, self.resource, self.where_()),
+            FailureKind::Unreachable(cause) => write!(
+                f,
+                "cannot reach the API server at {} ({cause}); check that the cluster is up and that --context/--kubeconfig point at it",
+                self.server
+            ),
+            FailureKind::Timeout => write!(
+                f,
+                "the API server at {} did not answer in time ({} {} {}); retry, or raise --request-timeout",
+                self.server,
+                self.verb,
+                self.resource,
+                self.where_()
+            ),
+            FailureKind::Other(msg) => write!(f, "{} {} {} failed: {msg}", self.verb, self.resource, self.where_()),
+        }
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+pub struct Live {
+    pub client: Client,
+    pub server: String,
+    pub default_namespace: String,
+}
+
+impl Live {
+    /// Connects like kubectl: --kubeconfig, else KUBECONFIG, else
+    /// ~/.kube/config, else the in-cluster service account.
+    pub async fn connect(c: &Common) -> anyhow::Result<Live> {
+        let opts = KubeConfigOptions {
+            context: c.context.clone(),
+            cluster: None,
+            user: None,
+        };
+        let kubeconfig =
+            match &c.kubeconfig {
+                Some(p) => Some(Kubeconfig::read_from(p).map_err(|e| {
+                    anyhow::anyhow!("cannot read --kubeconfig {}: {e}", p.display())
+                })?),
+                None => match Kubeconfig::read() {
+                    Ok(k) => Some(k),
+                    Err(e) => {
+                        if std::env::var_os("KUBECONFIG").is_some() {
+                            anyhow::bail!("cannot read KUBECONFIG: {e}");
+                        }
+                        None
+                    }
+                },
+            };
+        let mut config = match kubeconfig {
+            Some(k) => Config::from_custom_kubeconfig(k, &opts).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "invalid kubeconfig{}: {e}",
+                    c.context.as_deref().map(|x| format!(" (context {x:?})")).unwrap_or_default()
+                )
+            })?,
+            None => Config::incluster().map_err(|_| {
+                anyhow::anyhow!(
+                    "no kubeconfig found: pass --kubeconfig or set KUBECONFIG (or read files with --manifests)"
+                )
+            })?,
+        };
+        let timeout = Duration::from_secs(c.request_timeout.max(1));
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        let default_namespace = config.default_namespace.clone();
+        let client = Client::try_from(config)
+            .map_err(|e| anyhow::anyhow!("cannot create a client for {server}: {e}"))?;
+        Ok(Live {
+            client,
+            server,
+            default_namespace,
+        })
+    }
+
+    fn fail(
+        &self,
+        e: kube::Error,
+        verb: &'static str,
+        ar: &ApiResource,
+        ns: Option<&str>,
+    ) -> ApiFailure {
+        let resource = if ar.group.is_empty() {
+            ar.plural.clone()
+        } else {
+            format!("{}.{}", ar.plural, ar.group)
+        };
+        ApiFailure::from_kube(e, verb, &resource, ns, &self.server)
+    }
+
+    /// Lists one resource, page by page, as JSON objects with kind and
+    /// apiVersion set.
+    pub async fn list(
+        &self,
+        ar: &ApiResource,
+        ns: Option<&str>,
+    ) -> Result<Vec<serde_json::Value>, ApiFailure> {
+        let api: Api<DynamicObject> = match ns {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        };
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(PAGE_SIZE);
+            if let Some(t) = &token {
+                lp = lp.continue_token(t);
+            }
+            let page = api
+                .list(&lp)
+                .await
+                .map_err(|e| self.fail(e, "list", ar, ns))?;
+            for item in page.items {
+                let mut v = serde_json::to_value(&item).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("apiVersion".into(), ar.api_version.clone().into());
+                    m.insert("kind".into(), ar.kind.clone().into());
+                }
+                out.push(v);
+            }
+            match page.metadata.continue_ {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Everything the scope engine reads. Workloads and pods come from
+    /// `namespaces` (all when `None`); services, routing and Sidecars from
+    /// every namespace, since visibility crosses namespaces.
+    pub async fn inputs(
+        &self,
+        namespaces: Option<&BTreeSet<String>>,
+    ) -> Result<Inputs, ApiFailure> {
+        let workload_kinds = [
+            ApiResource::erase::<Pod>(&()),
+            ApiResource::erase::<Deployment>(&()),
+            ApiResource::erase::<ReplicaSet>(&()),
+            ApiResource::erase::<StatefulSet>(&()),
+            ApiResource::erase::<DaemonSet>(&()),
+            ApiResource::erase::<Job>(&()),
+            ApiResource::erase::<CronJob>(&()),
+        ];
+        let mesh_kinds = [
+            ApiResource::erase::<Namespace>(&()),
+            ApiResource::erase::<Service>(&()),
+            istio("Sidecar", "sidecars"),
+            istio("ServiceEntry", "serviceentries"),
+            istio("VirtualService", "virtualservices"),
+            istio("DestinationRule", "destinationrules"),
+        ];
+        let mut jobs: Vec<(ApiResource, Option<String>)> = Vec::new();
+        for ar in &mesh_kinds {
+            jobs.push((ar.clone(), None));
+        }
+        for ar in &workload_kinds {
+            match namespaces {
+                None => jobs.push((ar.clone(), None)),
+                Some(set) => {
+                    for ns in set {
+                        jobs.push((ar.clone(), Some(ns.clone())));
+                    }
+                }
+            }
+        }
+        let results: Vec<Result<Vec<serde_json::Value>, ApiFailure>> = futures::stream::iter(jobs)
+            .map(|(ar, ns)| async move { self.list(&ar, ns.as_deref()).await })
+            .buffer_unordered(PARALLELISM)
+            .collect()
+            .await;
+        let mut inputs = Inputs::default();
+        for r in results {
+            for v in r? {
+                // Objects the API server returned are well-formed; a decode
+                // failure here would be a bug in our types.
+                inputs.add(v).map_err(|e| ApiFailure {
+                    verb: "decode",
+                    resource: "object".into(),
+                    namespace: None,
+                    server: self.server.clone(),
+                    kind: FailureKind::Other(e.to_string()),
+                })?;
+            }
+        }
+        // The mesh config: ConfigMap istio in istio-system; missing means defaults.
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), "istio-system");
+        match cms.get_opt("istio").await {
+            Ok(Some(cm)) => {
+                let mut v = serde_json::to_value(&cm).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("apiVersion".into(), "v1".into());
+                    m.insert("kind".into(), "ConfigMap".into());
+                }
+                let _ = inputs.add(v);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let ar = ApiResource::erase::<ConfigMap>(&());
+                let f = self.fail(e, "get", &ar, Some("istio-system"));
+                if !matches!(f.kind, FailureKind::Forbidden(_) | FailureKind::NotFound(_)) {
+                    return Err(f);
+                }
+            }
+        }
+        Ok(inputs)
+    }
+
+    /// Reads the istio-proxy log of each pod (and the previous container's
+    /// after a restart), with bounded concurrency. Pods whose logs cannot
+    /// be read are returned, not fatal.
+    pub async fn pod_logs(
+        &self,
+        snap: &MeshSnapshot,
+        pods: &[PodId],
+        since: Duration,
+        live_pods: &[Pod],
+        err: &mut dyn Write,
+    ) -> (Observations, Vec<(String, String)>) {
+        let tty = std::io::stderr().is_terminal();
+        let total = pods.len();
+        let mut done = 0usize;
+        let mut failed = Vec::new();
+        let mut obs = Observations::default();
+        let restarted = |name: &str, ns: &str| -> bool {
+            live_pods.iter().any(|p| {
+                p.metadata.name.as_deref() == Some(name)
+                    && p.metadata.namespace.as_deref() == Some(ns)
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c.name == "istio-proxy" && c.restart_count > 0)
+                        })
+            })
+        };
+        let jobs: Vec<(PodId, bool)> = pods
+            .iter()
+            .flat_map(|p| {
+                let pod = &snap.pods[*p];
+                let prev = restarted(&pod.name, &pod.namespace);
+                std::iter::once((*p, false)).chain(prev.then_some((*p, true)))
+            })
+            .collect();
+        let mut stream = futures::stream::iter(jobs)
+            .map(|(p, previous)| async move {
+                let pod = &snap.pods[p];
+                let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+                let lp = LogParams {
+                    container: Some("istio-proxy".into()),
+                    since_seconds: Some(since.as_secs().max(1) as i64),
+                    previous,
+                    ..Default::default()
+                };
+                let mut ingest = LogIngest::new(snap, "pod-logs").for_pod(p);
+                let res: Result<(), String> = async {
+                    let reader = api.log_stream(&pod.name, &lp).await.map_err(|e| {
+                        ApiFailure::from_kube(
+                            e,
+                            "get",
+                            "pods/log",
+                            Some(&pod.namespace),
+                            &self.server,
+                        )
+                        .to_string()
+                    })?;
+                    let mut lines = reader.lines();
+                    while let Some(line) = lines.try_next().await.map_err(|e| e.to_string())? {
+                        ingest.line(&line);
+                    }
+                    Ok(())
+                }
+                .await;
+                (p, previous, res, ingest.finish())
+            })
+            .buffer_unordered(PARALLELISM);
+        while let Some((p, previous, res, o)) = stream.next().await {
+            done += 1;
+            if tty {
+                let _ = write!(err, "\rreading istio-proxy logs: {done}/{}", total);
+            }
+            match res {
+                Ok(()) => obs.merge(o),
+                Err(e) if previous => {
+                    // A previous container that is gone is not a failure.
+                    let _ = e;
+                }
+                Err(e) => {
+                    let pod = &snap.pods[p];
+                    failed.push((format!("{}/{}", pod.namespace, pod.name), e));
+                }
+            }
+        }
+        if tty {
+            let _ = writeln!(err);
+        }
+        (obs, failed)
+    }
+}
+
+pub fn istio(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: meshscope_shared::istio::NETWORKING_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{}/v1", meshscope_shared::istio::NETWORKING_GROUP),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Parses durations like `90s`, `30m`, `24h`, `7d`.
+pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("invalid duration {s:?} (expected e.g. 30m, 24h, 7d)"))?;
+    let secs = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        "w" => n * 7 * 86400,
+        _ => anyhow::bail!("invalid duration unit in {s:?} (use s, m, h, d or w)"),
+    };
+    Ok(Duration::from_secs(secs))
+}

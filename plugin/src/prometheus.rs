@@ -1,0 +1,161 @@
+//! Edges from Istio's standard metrics in Prometheus (semantics doc §8).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use meshscope_shared::observe::{Observations, Unregistered};
+use meshscope_shared::MeshSnapshot;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    data: Option<Data>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(default)]
+    result: Vec<Sample>,
+}
+
+#[derive(Deserialize)]
+struct Sample {
+    metric: std::collections::BTreeMap<String, String>,
+    value: (f64, String),
+}
+
+/// The PromQL for client-side edges over `window` from one reporter.
+pub fn edge_query(reporter: &str, window: &str) -> String {
+    let by = "source_workload_namespace, source_workload, destination_service_namespace, destination_service_name, destination_service";
+    format!(
+        "sum by ({by}) (increase(istio_requests_total{{reporter=\"{reporter}\"}}[{window}])) > 0 or sum by ({by}) (increase(istio_tcp_connections_opened_total{{reporter=\"{reporter}\"}}[{window}])) > 0"
+    )
+}
+
+/// The PromQL for workloads that served traffic (they are alive).
+pub fn inbound_query(window: &str) -> String {
+    let by = "destination_workload_namespace, destination_workload";
+    format!(
+        "sum by ({by}) (increase(istio_requests_total[{window}])) > 0 or sum by ({by}) (increase(istio_tcp_connections_opened_total[{window}])) > 0"
+    )
+}
+
+fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
+    let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
+    let mut resp = agent
+        .get(&url)
+        .query("query", q)
+        .call()
+        .map_err(|e| anyhow!("cannot query Prometheus at {base}: {e}; check --prometheus"))?;
+    let body: Response = resp
+        .body_mut()
+        .read_json()
+        .with_context(|| format!("Prometheus at {base} did not answer with a query result"))?;
+    if body.status != "success" {
+        bail!(
+            "Prometheus at {base} rejected the query: {}",
+            body.error.unwrap_or_default()
+        );
+    }
+    Ok(body.data.map(|d| d.result).unwrap_or_default())
+}
+
+fn window(d: Duration) -> String {
+    let s = d.as_secs().max(60);
+    if s % 86400 == 0 {
+        format!("{}d", s / 86400)
+    } else if s % 3600 == 0 {
+        format!("{}h", s / 3600)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Reads edges for `snap`'s workloads. Source-reported edges win; edges only
+/// the destination proxy reported (a client without a sidecar's metrics)
+/// are added.
+pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Observations> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let w = window(since);
+    let mut obs = Observations::default();
+    obs.sources.insert("prometheus".into());
+    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for reporter in ["source", "destination"] {
+        for s in query(&agent, base, &edge_query(reporter, &w))? {
+            let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
+            let (src_ns, src, dst) = (
+                get("source_workload_namespace"),
+                get("source_workload"),
+                get("destination_service"),
+            );
+            let key = (src_ns.to_string(), src.to_string(), dst.to_string());
+            if reporter == "destination" && seen.contains(&key) {
+                continue;
+            }
+            seen.insert(key);
+            let count = s.value.1.parse::<f64>().unwrap_or(0.0).round().max(1.0) as u64;
+            obs.stats.access_lines += 1;
+            let Some(wid) = find(snap, src_ns, src) else {
+                obs.stats.unattributed += 1;
+                *obs.unattributed_samples
+                    .entry(format!("{src_ns}/{src}"))
+                    .or_default() += 1;
+                continue;
+            };
+            match get("destination_service_name") {
+                "PassthroughCluster" | "BlackHoleCluster" => obs.add_unregistered(Unregistered {
+                    workload: wid,
+                    address: dst.to_string(),
+                    authority: None,
+                    requests: count,
+                    blocked: get("destination_service_name") == "BlackHoleCluster",
+                }),
+                _ if dst.is_empty() || dst == "unknown" => {}
+                _ => obs.add_edge(wid, dst, 0, count, "prometheus"),
+            }
+        }
+    }
+    for s in query(&agent, base, &inbound_query(&w))? {
+        let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
+        if let Some(wid) = find(
+            snap,
+            get("destination_workload_namespace"),
+            get("destination_workload"),
+        ) {
+            let count = s.value.1.parse::<f64>().unwrap_or(0.0).round().max(1.0) as u64;
+            obs.add_inbound(wid, count, "prometheus");
+        }
+    }
+    Ok(obs)
+}
+
+/// Istio's `source_workload` is the workload's name (a Deployment's name,
+/// or the pod's for a bare pod).
+fn find(snap: &MeshSnapshot, ns: &str, name: &str) -> Option<usize> {
+    snap.workloads_in(ns)
+        .iter()
+        .copied()
+        .find(|w| snap.workloads[*w].name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_use_the_window_and_reporter() {
+        let q = edge_query("source", "7d");
+        assert!(q.contains("istio_requests_total{reporter=\"source\"}[7d]"));
+        assert!(q.contains("istio_tcp_connections_opened_total{reporter=\"source\"}[7d]"));
+        assert_eq!(window(Duration::from_secs(7 * 86400)), "7d");
+        assert_eq!(window(Duration::from_secs(7200)), "2h");
+    }
+}

@@ -1,0 +1,258 @@
+//! The real control plane for end-to-end tests: etcd, kube-apiserver and
+//! kube-controller-manager, built from Go modules and started on loopback by
+//! `tests/cluster/up` (once per test binary; `up` is idempotent). Each test
+//! works in namespaces of its own.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The directory holding the workspace's built binaries (kubectl-meshscope).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> -> target/<profile>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+pub fn plugin_binary() -> PathBuf {
+    let p = bin_dir().join("kubectl-meshscope");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (scripts/setup, or cargo build --workspace)",
+        p.display()
+    );
+    p
+}
+
+pub struct Cluster {
+    pub kubeconfig: PathBuf,
+}
+
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+impl Cluster {
+    /// Starts (or reuses) the test control plane.
+    pub fn shared() -> &'static Cluster {
+        SHARED.get_or_init(|| {
+            let up = repo_root().join("tests/cluster/up");
+            let out = Command::new(&up)
+                .stderr(Stdio::inherit())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", up.display()));
+            assert!(out.status.success(), "tests/cluster/up failed");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let path = stdout
+                .lines()
+                .last()
+                .expect("up prints the kubeconfig path")
+                .trim();
+            Cluster {
+                kubeconfig: PathBuf::from(path),
+            }
+        })
+    }
+
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("kubectl runs");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("piped")
+                .write_all(input.as_bytes())
+                .expect("write to kubectl");
+        }
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    /// Runs kubectl and fails with its stderr when it fails.
+    pub fn kubectl_ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let o = self.kubectl(args, stdin);
+        assert!(
+            o.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn apply(&self, yaml: &str) {
+        self.kubectl_ok(&["apply", "-f", "-"], Some(yaml));
+    }
+
+    /// A fresh namespace name for one test.
+    pub fn unique_ns(prefix: &str) -> String {
+        format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        )
+    }
+
+    /// Creates a namespace with labels.
+    pub fn namespace(&self, prefix: &str, labels: &[(&str, &str)]) -> String {
+        let ns = Self::unique_ns(prefix);
+        let labels: String = labels
+            .iter()
+            .map(|(k, v)| format!("\n    {k}: \"{v}\""))
+            .collect();
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:{labels}\n"
+        ));
+        ns
+    }
+
+    /// Waits until `count` pods with label `app=<app>` exist in `ns`, and
+    /// returns their names (sorted).
+    pub fn wait_pods(&self, ns: &str, app: &str, count: usize) -> Result<Vec<String>> {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let out = self.kubectl_ok(
+                &[
+                    "get",
+                    "pods",
+                    "-n",
+                    ns,
+                    "-l",
+                    &format!("app={app}"),
+                    "-o",
+                    "jsonpath={.items[*].metadata.name}",
+                ],
+                None,
+            );
+            let mut names: Vec<String> = out.split_whitespace().map(String::from).collect();
+            if names.len() >= count {
+                names.sort();
+                names.truncate(count);
+                return Ok(names);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "timed out waiting for {count} pods app={app} in {ns} (have {})",
+                    names.len()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Sets a pod's phase and IP through the status subresource (there is
+    /// no kubelet).
+    pub fn set_pod_ip(&self, ns: &str, pod: &str, ip: &str) -> Result<()> {
+        let patch = format!(
+            "{{\"status\":{{\"phase\":\"Running\",\"podIP\":\"{ip}\",\"podIPs\":[{{\"ip\":\"{ip}\"}}]}}}}"
+        );
+        let o = self.kubectl(
+            &[
+                "patch",
+                "pod",
+                pod,
+                "-n",
+                ns,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+            None,
+        );
+        if !o.status.success() {
+            bail!(
+                "patch status of {ns}/{pod}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// A kubeconfig that impersonates `user` (in no group but
+    /// system:authenticated), for RBAC tests.
+    pub fn impersonating(&self, user: &str, dir: &Path) -> Result<PathBuf> {
+        let text = std::fs::read_to_string(&self.kubeconfig).context("read admin kubeconfig")?;
+        let mut v: serde_yaml::Value = serde_yaml::from_str(&text)?;
+        let users = v
+            .get_mut("users")
+            .and_then(|u| u.as_sequence_mut())
+            .context("kubeconfig has users")?;
+        for u in users {
+            if let Some(m) = u.get_mut("user").and_then(|u| u.as_mapping_mut()) {
+                m.insert("as".into(), user.into());
+            }
+        }
+        let path = dir.join(format!("{user}.kubeconfig"));
+        std::fs::write(&path, serde_yaml::to_string(&v)?)?;
+        Ok(path)
+    }
+}
+
+/// A real Prometheus loaded with backfilled samples, on loopback, stopped on
+/// drop. Installed from Debian's package by `tests/prometheus/install`.
+pub struct Prometheus {
+    pub url: String,
+    dir: PathBuf,
+}
+
+impl Prometheus {
+    pub fn start(openmetrics: &str) -> Result<Prometheus> {
+        let root = repo_root().join("tests/prometheus");
+        let st = Command::new(root.join("install"))
+            .stdout(Stdio::null())
+            .status()?;
+        if !st.success() {
+            bail!("tests/prometheus/install failed");
+        }
+        let data = tempfile::Builder::new().suffix(".om").tempfile()?;
+        std::fs::write(data.path(), openmetrics)?;
+        let out = Command::new(root.join("up"))
+            .arg(data.path())
+            .stderr(Stdio::inherit())
+            .output()?;
+        if !out.status.success() {
+            bail!("tests/prometheus/up failed");
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut lines = stdout.lines().rev();
+        let url = lines
+            .next()
+            .context("up prints the URL")?
+            .trim()
+            .to_string();
+        let dir = PathBuf::from(lines.next().context("up prints the state dir")?.trim());
+        Ok(Prometheus { url, dir })
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("tests/prometheus/down"))
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}

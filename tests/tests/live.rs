@@ -1,0 +1,460 @@
+//! The plugin against a real kube-apiserver + etcd + kube-controller-manager
+//! (built and started by tests/cluster/up) and a real Prometheus. Each test
+//! works in namespaces of its own.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use clap::Parser;
+use kubectl_meshscope::{args::Cli, run, Outcome};
+use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster, Prometheus};
+use meshscope_e2e::{LogForm, Scenario};
+
+struct Run {
+    outcome: anyhow::Result<Outcome>,
+    stdout: String,
+    stderr: String,
+}
+
+fn meshscope(kubeconfig: &Path, args: &[&str]) -> Run {
+    let mut argv = vec!["kubectl-meshscope"];
+    argv.extend_from_slice(args);
+    argv.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let cli = Cli::try_parse_from(argv).expect("arguments parse");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let outcome = run(cli, &mut out, &mut err);
+    Run {
+        outcome,
+        stdout: String::from_utf8(out).unwrap(),
+        stderr: String::from_utf8(err).unwrap(),
+    }
+}
+
+fn codes(json: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap().to_string(),
+                f["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// name -> egress hosts.
+fn sidecars(yaml: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v.is_null() {
+            continue;
+        }
+        let hosts = v["spec"]["egress"][0]["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap().to_string())
+            .collect();
+        out.insert(v["metadata"]["name"].as_str().unwrap().to_string(), hosts);
+    }
+    out
+}
+
+/// Creates the scenario's Deployments and Services in a fresh injected
+/// namespace and gives the pods the controllers create the scenario's IPs.
+fn deploy_scenario(c: &Cluster, prefix: &str) -> Scenario {
+    let ns = c.namespace(prefix, &[("istio-injection", "enabled")]);
+    let s = Scenario {
+        namespace: ns.clone(),
+        httpbins: 4,
+        sleeps: 2,
+        fanout: 2,
+        requests_per_edge: 2,
+        ..Scenario::reference()
+    };
+    c.apply(&s.live_manifests());
+    for (app, ips) in s.pod_ips() {
+        let pods = c.wait_pods(&ns, &app, ips.len()).unwrap();
+        for (pod, ip) in pods.iter().zip(ips) {
+            c.set_pod_ip(&ns, pod, &ip.to_string()).unwrap();
+        }
+    }
+    s
+}
+
+fn resource_version(c: &Cluster, ns: &str, name: &str) -> String {
+    c.kubectl_ok(
+        &[
+            "get",
+            "sidecars.networking.istio.io",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ],
+        None,
+    )
+}
+
+#[test]
+fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
+    let c = Cluster::shared();
+    let ns = c.namespace("audit", &[("istio-injection", "enabled")]);
+    c.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: worker\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: worker}}\n  template:\n    metadata:\n      labels: {{app: worker}}\n    spec:\n      containers: [{{name: c, image: example/worker:1}}]\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: payments-api\n  namespace: {ns}\nspec:\n  hosts: [api.payments.example]\n  ports: [{{number: 443, name: tls, protocol: TLS}}]\n  resolution: DNS\n  location: MESH_EXTERNAL\n"
+    ));
+    let r = meshscope(
+        &c.kubeconfig,
+        &["audit", "-n", &ns, "-o", "json", "--fail-on", "warning"],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Findings, "{}", r.stderr);
+    let found = codes(&r.stdout);
+    assert!(
+        found.contains(&("MS0001".into(), "worker".into())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("MS0002".into(), "payments-api".into())),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
+    let c = Cluster::shared();
+    let s = deploy_scenario(c, "flow");
+    let ns = s.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, s.logs(LogForm::Text)).unwrap();
+    let log = log.to_str().unwrap();
+
+    // Recommend from access-log files, live snapshot.
+    let r = meshscope(
+        &c.kubeconfig,
+        &["recommend", "-n", &ns, "--access-log", log],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    let from_logs = sidecars(&r.stdout);
+    for i in 0..s.sleeps {
+        assert_eq!(
+            from_logs[&format!("sleep-{i}-deployment-meshscope")],
+            s.hosts_of_sleep(i)
+        );
+    }
+    for j in 0..s.httpbins {
+        assert_eq!(
+            from_logs[&format!("httpbin-{j}-deployment-meshscope")],
+            vec!["~/*"]
+        );
+    }
+
+    // Recommend from a real Prometheus with the same traffic backfilled.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let prom = Prometheus::start(&s.openmetrics(now)).unwrap();
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "recommend",
+            "-n",
+            &ns,
+            "--prometheus",
+            &prom.url,
+            "--since",
+            "7d",
+        ],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    let from_prom = sidecars(&r.stdout);
+    assert_eq!(from_prom, from_logs, "{}", r.stderr);
+    assert!(r.stdout.contains("meshscope.io/sources: prometheus"));
+    drop(prom);
+
+    // A user-owned Sidecar for sleep-0: never replaced.
+    c.apply(&format!(
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels: {{app: sleep-0}}\n  egress:\n  - hosts: [\"./*\"]\n"
+    ));
+    let mine_before = resource_version(c, &ns, "mine");
+
+    // Apply: everything but sleep-0 is created.
+    let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--access-log", log]);
+    assert_eq!(
+        r.outcome.unwrap(),
+        Outcome::Ok,
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(
+        r.stdout.matches(" created ").count(),
+        s.httpbins + s.sleeps - 1,
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("user-owned Sidecar"), "{}", r.stderr);
+    assert_eq!(
+        resource_version(c, &ns, "mine"),
+        mine_before,
+        "user-owned Sidecar untouched"
+    );
+    let managed_by = c.kubectl_ok(
+        &[
+            "get",
+            "sidecars.networking.istio.io",
+            "sleep-1-deployment-meshscope",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ],
+        None,
+    );
+    assert!(managed_by.contains("kubectl-meshscope"), "{managed_by}");
+
+    // Audit: no unscoped workload left.
+    let r = meshscope(&c.kubeconfig, &["audit", "-n", &ns, "-o", "json"]);
+    let found = codes(&r.stdout);
+    assert!(found.iter().all(|(code, _)| code != "MS0001"), "{found:?}");
+
+    // A second apply changes nothing.
+    let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--access-log", log]);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert_eq!(
+        r.stdout.matches(" unchanged ").count(),
+        s.httpbins + s.sleeps - 1,
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains(" created ") && !r.stdout.contains(" configured "),
+        "{}",
+        r.stdout
+    );
+
+    // Explain names the Sidecar istiod would pick, through kubectl's plugin discovery.
+    let pod = c.wait_pods(&ns, "sleep-1", 1).unwrap().remove(0);
+    let _ = plugin_binary();
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("kubectl")
+        .args(["meshscope", "explain", "pod", &pod, "-n", &ns])
+        .env("PATH", path)
+        .env("KUBECONFIG", &c.kubeconfig)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "Scope:            Sidecar {ns}/sleep-1-deployment-meshscope"
+        )),
+        "{text}"
+    );
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "explain",
+            "pod",
+            &c.wait_pods(&ns, "sleep-0", 1).unwrap()[0],
+            "-n",
+            &ns,
+            "-o",
+            "json",
+        ],
+    );
+    let e: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(e["sidecar"], format!("{ns}/mine"));
+
+    // --prune deletes the managed Sidecar of a deleted workload, and only it.
+    c.kubectl_ok(
+        &[
+            "delete",
+            "deployment",
+            "httpbin-3",
+            "-n",
+            &ns,
+            "--cascade=foreground",
+            "--wait=true",
+        ],
+        None,
+    );
+    let r = meshscope(
+        &c.kubeconfig,
+        &["apply", "-n", &ns, "--access-log", log, "--prune"],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert_eq!(r.stdout.matches(" pruned ").count(), 1, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("sidecar.networking.istio.io/httpbin-3-deployment-meshscope pruned"),
+        "{}",
+        r.stdout
+    );
+    let left = c.kubectl_ok(
+        &[
+            "get",
+            "sidecars.networking.istio.io",
+            "-n",
+            &ns,
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(
+        !left.contains("httpbin-3-deployment-meshscope") && left.contains("/mine"),
+        "{left}"
+    );
+}
+
+#[test]
+fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing() {
+    let c = Cluster::shared();
+    let ns = c.namespace("owner", &[("istio-injection", "enabled")]);
+    c.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers: [{{name: c, image: example/web:1}}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: api}}\n  template:\n    metadata:\n      labels: {{app: api}}\n    spec:\n      containers: [{{name: c, image: example/api:1}}]\n---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: web-deployment-meshscope\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels: {{app: somebody-else}}\n  egress:\n  - hosts: [\"./*\"]\n"
+    ));
+    let before = resource_version(c, &ns, "web-deployment-meshscope");
+    // Dry runs create nothing.
+    for dry in ["--dry-run=server", "--dry-run=client"] {
+        let r = meshscope(
+            &c.kubeconfig,
+            &["apply", "-n", &ns, "--allow-idle", dry, "--diff"],
+        );
+        assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+        assert!(
+            r.stdout
+                .contains("sidecar.networking.istio.io/api-deployment-meshscope created"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("+++ meshscope/"),
+            "--diff shows a diff: {}",
+            r.stdout
+        );
+    }
+    let listed = c.kubectl_ok(
+        &[
+            "get",
+            "sidecars.networking.istio.io",
+            "-n",
+            &ns,
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(!listed.contains("api-deployment-meshscope"), "{listed}");
+    let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--allow-idle"]);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("web-deployment-meshscope skipped"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .contains("not labelled app.kubernetes.io/managed-by=kubectl-meshscope"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(resource_version(c, &ns, "web-deployment-meshscope"), before);
+}
+
+#[test]
+fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suffices() {
+    let c = Cluster::shared();
+    let ns = c.namespace("rbac", &[("istio-injection", "enabled")]);
+    let dir = tempfile::tempdir().unwrap();
+    let nobody = c.impersonating("meshscope-nobody", dir.path()).unwrap();
+    let r = meshscope(&nobody, &["audit", "-n", &ns]);
+    let e = format!("{:#}", r.outcome.unwrap_err());
+    assert!(e.contains("RBAC forbids list on"), "{e}");
+    assert!(
+        e.contains("kind: ClusterRole") || e.contains("kind: Role"),
+        "{e}"
+    );
+    assert!(!e.contains('\u{1b}'));
+
+    // The shipped read-only ClusterRole is enough for audit.
+    let reader = repo_root().join("deploy/rbac/meshscope-reader.yaml");
+    c.kubectl_ok(&["apply", "-f", reader.to_str().unwrap()], None);
+    let user = format!("meshscope-reader-{ns}");
+    c.kubectl_ok(
+        &[
+            "create",
+            "clusterrolebinding",
+            &user,
+            "--clusterrole=meshscope-reader",
+            &format!("--user={user}"),
+        ],
+        None,
+    );
+    let reader_kc = c.impersonating(&user, dir.path()).unwrap();
+    let r = meshscope(&reader_kc, &["audit", "-n", &ns]);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    // ...but not for apply.
+    c.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers: [{{name: c, image: example/web:1}}]\n"
+    ));
+    let r = meshscope(&reader_kc, &["apply", "-n", &ns, "--allow-idle"]);
+    assert_eq!(
+        r.outcome.unwrap(),
+        Outcome::Findings,
+        "a failed object exits 1"
+    );
+    assert!(
+        r.stderr
+            .contains("RBAC forbids patch on sidecars.networking.istio.io"),
+        "{}",
+        r.stderr
+    );
+    c.kubectl_ok(&["delete", "clusterrolebinding", &user], None);
+}
+
+#[test]
+fn an_unreachable_api_server_is_one_line_naming_the_url() {
+    let c = Cluster::shared();
+    let text = std::fs::read_to_string(&c.kubeconfig).unwrap();
+    let mut v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    for cl in v["clusters"].as_sequence_mut().unwrap() {
+        cl["cluster"]["server"] = "https://127.0.0.1:1".into();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("dead.kubeconfig");
+    std::fs::write(&kc, serde_yaml::to_string(&v).unwrap()).unwrap();
+    let out = Command::new(plugin_binary())
+        .args([
+            "audit",
+            "-n",
+            "default",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot reach the API server at https://127.0.0.1:1"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
