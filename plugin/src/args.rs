@@ -86,6 +86,9 @@ pub struct Common {
     /// How far back to look: pod logs (default 24h) and Prometheus (default 7d); e.g. 30m, 24h, 7d
     #[arg(long, global = true, value_name = "DURATION")]
     pub since: Option<String>,
+    /// Live: list in pages of this many objects (as kubectl's --chunk-size)
+    #[arg(long, global = true, default_value_t = 500, value_name = "N")]
+    pub chunk_size: u32,
     /// Live: seconds to wait for each API request
     #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
     pub request_timeout: u64,

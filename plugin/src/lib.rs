@@ -483,14 +483,17 @@ pub fn summarize_recommendations(
             },
             RecOutcome::UserOwned { sidecar, missing } => {
                 user_owned += 1;
-                if !missing.is_empty() {
-                    writeln!(
-                        err,
-                        "note: user-owned Sidecar {} is kept; observed hosts it lacks: {}",
-                        snap.sidecars[*sidecar].key(),
-                        missing.join(", ")
-                    )?;
-                }
+                writeln!(
+                    err,
+                    "note: {} is scoped by user-owned Sidecar {}, which is kept{}",
+                    snap.workloads[r.workloads[0]].key(),
+                    snap.sidecars[*sidecar].key(),
+                    if missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; observed hosts it lacks: {}", missing.join(", "))
+                    }
+                )?;
             }
             RecOutcome::Skipped(why) if why.starts_with("no evidence") => no_evidence += 1,
             RecOutcome::Skipped(why) => {

@@ -21,8 +21,6 @@ use meshscope_shared::{Inputs, MeshSnapshot};
 
 use crate::args::Common;
 
-/// Items per page when listing.
-pub const PAGE_SIZE: u32 = 500;
 /// Lists (and log streams) in flight at once.
 pub const PARALLELISM: usize = 6;
 
@@ -163,6 +161,8 @@ pub struct Live {
     pub client: Client,
     pub server: String,
     pub default_namespace: String,
+    /// Items per page when listing.
+    pub page_size: u32,
 }
 
 impl Live {
@@ -217,6 +217,7 @@ impl Live {
             client,
             server,
             default_namespace,
+            page_size: c.chunk_size.max(1),
         })
     }
 
@@ -249,7 +250,7 @@ impl Live {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
-            let mut lp = ListParams::default().limit(PAGE_SIZE);
+            let mut lp = ListParams::default().limit(self.page_size);
             if let Some(t) = &token {
                 lp = lp.continue_token(t);
             }
@@ -472,4 +473,75 @@ pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
         _ => anyhow::bail!("invalid duration unit in {s:?} (use s, m, h, d or w)"),
     };
     Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(kind: FailureKind, resource: &str, ns: Option<&str>) -> ApiFailure {
+        ApiFailure {
+            verb: "list",
+            resource: resource.into(),
+            namespace: ns.map(String::from),
+            server: "https://10.0.0.1:6443".into(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn missing_istio_crds_name_the_cause_and_the_fix() {
+        let f = failure(
+            FailureKind::NotFound("the server could not find the requested resource".into()),
+            "sidecars.networking.istio.io",
+            None,
+        );
+        let m = f.to_string();
+        assert!(m.starts_with("Istio CRDs are not installed"), "{m}");
+        assert!(
+            m.contains("https://10.0.0.1:6443") && m.contains("--manifests"),
+            "{m}"
+        );
+        assert_eq!(m.lines().count(), 1);
+    }
+
+    #[test]
+    fn forbidden_prints_the_minimal_role() {
+        let f = failure(
+            FailureKind::Forbidden("User \"bob\" cannot list resource".into()),
+            "deployments.apps",
+            Some("shop"),
+        );
+        let m = f.to_string();
+        assert!(
+            m.starts_with("RBAC forbids list on deployments.apps in namespace \"shop\""),
+            "{m}"
+        );
+        assert!(
+            m.contains("kind: Role\n")
+                && m.contains("namespace: shop")
+                && m.contains("apiGroups: [\"apps\"]"),
+            "{m}"
+        );
+        let f = failure(FailureKind::Forbidden("no".into()), "namespaces", None);
+        assert!(
+            f.minimal_role().contains("kind: ClusterRole")
+                && f.minimal_role().contains("apiGroups: [\"\"]")
+        );
+    }
+
+    #[test]
+    fn timeouts_and_durations() {
+        let m = failure(FailureKind::Timeout, "pods", Some("a")).to_string();
+        assert!(
+            m.contains("did not answer in time") && m.contains("--request-timeout"),
+            "{m}"
+        );
+        assert_eq!(
+            parse_duration("7d").unwrap(),
+            Duration::from_secs(7 * 86400)
+        );
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert!(parse_duration("soon").is_err());
+    }
 }

@@ -192,6 +192,11 @@ impl Scenario {
             .filter(|d| d.contains("\nkind: Deployment\n") || d.contains("\nkind: Service\n"))
             .collect::<Vec<_>>()
             .join("\n---\n")
+            .lines()
+            // ClusterIPs are allocated by the API server, cluster-wide.
+            .filter(|l| !l.trim_start().starts_with("clusterIP:"))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// (app label, replica IPs) for every Deployment, in replica order.

@@ -200,7 +200,11 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         "{}",
         r.stdout
     );
-    assert!(r.stderr.contains("user-owned Sidecar"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is scoped by user-owned Sidecar"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         resource_version(c, &ns, "mine"),
         mine_before,
