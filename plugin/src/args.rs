@@ -36,6 +36,8 @@ pub enum Command {
     Version,
     /// Print a shell completion script
     Completion(CompletionArgs),
+    /// Admission webhook helpers
+    Webhook(crate::webhook_cmd::WebhookArgs),
 }
 
 /// Where the mesh comes from and what part of it to look at.

@@ -11,6 +11,7 @@ pub mod live;
 pub mod output;
 pub mod prometheus;
 pub mod selector;
+pub mod webhook_cmd;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -52,6 +53,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome
             writeln!(out, "kubectl-meshscope {VERSION}")?;
             Ok(Outcome::Ok)
         }
+        Command::Webhook(a) => webhook_cmd::cmd_webhook(a, out),
         Command::Completion(a) => {
             let mut cmd = Cli::command();
             clap_complete::generate(a.shell, &mut cmd, "kubectl-meshscope", out);

@@ -67,9 +67,9 @@ fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
 
 fn window(d: Duration) -> String {
     let s = d.as_secs().max(60);
-    if s % 86400 == 0 {
+    if s.is_multiple_of(86400) {
         format!("{}d", s / 86400)
-    } else if s % 3600 == 0 {
+    } else if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
     } else {
         format!("{s}s")

@@ -36,8 +36,9 @@ pub struct AccessRecord<'a> {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // one per line on a hot path: no box
 pub enum Line<'a> {
-    Access(Box<AccessRecord<'a>>),
+    Access(AccessRecord<'a>),
     /// istio-proxy's own output (`info`, `warning`, Envoy's `[..][..][warning]`),
     /// blank lines.
     NotAccessLog,
@@ -120,7 +121,7 @@ fn parse_text(line: &str) -> Line<'_> {
     if open <= close {
         return Line::Malformed("no upstream host field");
     }
-    Line::Access(Box::new(AccessRecord {
+    Line::Access(AccessRecord {
         origin: Origin::default(),
         start_time: value(Cow::Borrowed(start_time)),
         authority: value(Cow::Borrowed(authority)),
@@ -128,7 +129,7 @@ fn parse_text(line: &str) -> Line<'_> {
         upstream_cluster: Cow::Borrowed(cluster.trim_end_matches(';')),
         downstream_local: value(Cow::Borrowed(down_local)),
         downstream_remote: value(Cow::Borrowed(down_remote)),
-    }))
+    })
 }
 
 #[derive(Deserialize)]
@@ -186,7 +187,7 @@ fn parse_json(line: &str) -> Line<'_> {
             Cow::Borrowed(c) => Cow::Borrowed(c.trim_end_matches(';')),
             Cow::Owned(c) => Cow::Owned(c.trim_end_matches(';').to_string()),
         };
-        return Line::Access(Box::new(AccessRecord {
+        return Line::Access(AccessRecord {
             origin,
             start_time: j.start_time.and_then(value),
             authority: j.authority.and_then(value),
@@ -194,20 +195,20 @@ fn parse_json(line: &str) -> Line<'_> {
             upstream_cluster: cluster,
             downstream_local: j.downstream_local_address.and_then(value),
             downstream_remote: j.downstream_remote_address.and_then(value),
-        }));
+        });
     }
     // A shipper record wrapping the raw line.
     if let Some(inner) = j.log.or(j.message) {
         return match parse_line(&inner) {
             Line::Access(rec) => {
-                let mut rec = into_owned(*rec);
+                let mut rec = into_owned(rec);
                 if origin.pod.is_some() {
                     rec.origin.pod = origin.pod.map(|c| Cow::Owned(c.into_owned()));
                 }
                 if origin.namespace.is_some() {
                     rec.origin.namespace = origin.namespace.map(|c| Cow::Owned(c.into_owned()));
                 }
-                Line::Access(Box::new(rec))
+                Line::Access(rec)
             }
             other => other.into_static(),
         };
@@ -240,7 +241,7 @@ fn into_owned(r: AccessRecord<'_>) -> AccessRecord<'static> {
 impl Line<'_> {
     fn into_static(self) -> Line<'static> {
         match self {
-            Line::Access(r) => Line::Access(Box::new(into_owned(*r))),
+            Line::Access(r) => Line::Access(into_owned(r)),
             Line::NotAccessLog => Line::NotAccessLog,
             Line::Malformed(m) => Line::Malformed(m),
         }
@@ -314,7 +315,7 @@ mod tests {
 
     fn access(line: &str) -> AccessRecord<'_> {
         match parse_line(line) {
-            Line::Access(r) => *r,
+            Line::Access(r) => r,
             other => panic!("not an access line: {other:?}"),
         }
     }

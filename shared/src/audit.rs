@@ -6,10 +6,11 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::host::{host_subset_of, hosts_overlap, NsSel};
+use crate::inject::Injection;
 use crate::observe::Observations;
 use crate::recommend::observed_outside;
 use crate::scope::{Evaluator, ScopeSource};
-use crate::snapshot::{selector_matches, MeshSnapshot, SidecarId, WorkloadId};
+use crate::snapshot::{selector_matches, Labels, MeshSnapshot, SidecarId, WorkloadId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -176,26 +177,51 @@ impl AuditScope<'_> {
 
 // === per-object rules (also used by the webhook) ===
 
-/// MS0001 for one workload, or `None` when it is scoped or has no sidecar.
-pub fn unscoped_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
-    let wl = &snap.workloads[w];
-    if !wl.injection.sidecar {
+/// The MS0001 message: the one text both `audit` and the webhook show.
+pub fn unscoped_message(kind: &str, ns: &str, name: &str) -> String {
+    format!(
+        "{kind} {ns}/{name} has no Sidecar scope; run: kubectl meshscope recommend -n {ns} --workload {name} | kubectl apply -f -"
+    )
+}
+
+/// MS0001 for a workload described by its kind, pod-template labels and
+/// injection verdict, or `None` when it is scoped or has no sidecar. The
+/// audit calls it for the workloads in a snapshot, the webhook for the
+/// object being admitted.
+pub fn unscoped(
+    snap: &MeshSnapshot,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    injection: &Injection,
+    labels: &Labels,
+) -> Option<Finding> {
+    if !injection.sidecar {
         return None;
     }
-    let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
-    if sel.source != ScopeSource::Implicit {
+    if snap.select_sidecar(ns, labels).source != ScopeSource::Implicit {
         return None;
     }
     Some(finding(
         "MS0001",
+        kind,
+        ns,
+        name,
+        unscoped_message(kind, ns, name),
+    ))
+}
+
+/// MS0001 for one workload, or `None` when it is scoped or has no sidecar.
+pub fn unscoped_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    unscoped(
+        snap,
         wl.kind.as_str(),
         &wl.namespace,
         &wl.name,
-        format!(
-            "{} {}/{} has no Sidecar scope; run: kubectl meshscope recommend -n {} --workload {} | kubectl apply -f -",
-            wl.kind, wl.namespace, wl.name, wl.namespace, wl.name
-        ),
-    ))
+        &wl.injection,
+        snap.workload_labels(w),
+    )
 }
 
 /// MS0002 for one ServiceEntry.

@@ -15,6 +15,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod accesslog;
+pub mod admission;
 pub mod audit;
 pub mod error;
 pub mod explain;
@@ -29,6 +30,10 @@ pub mod scope;
 pub mod snapshot;
 
 pub use error::Error;
+
+/// Hash maps keyed by our own strings and ids: FxHash, not SipHash (no
+/// untrusted keys reach them in a way that matters, and lookups are hot).
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 pub use inputs::Inputs;
 pub use mesh::{IstioVersion, MeshConfig, Options};
 pub use snapshot::MeshSnapshot;

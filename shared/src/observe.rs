@@ -2,7 +2,9 @@
 //! source workload. Memory grows with distinct (workload, destination) pairs,
 //! never with the number of lines.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::HashMap;
 use std::net::IpAddr;
 
 use crate::accesslog::{
@@ -193,7 +195,7 @@ impl<'s> LogIngest<'s> {
         Self {
             snap,
             source: source.into(),
-            raw: HashMap::new(),
+            raw: HashMap::default(),
             stats: IngestStats::default(),
             unattributed: BTreeMap::new(),
             window: None,
@@ -287,11 +289,14 @@ impl<'s> LogIngest<'s> {
             match &mut self.window {
                 None => self.window = Some((t.to_string(), t.to_string())),
                 Some((lo, hi)) => {
+                    // Reuse the buffers: timestamps usually only grow.
                     if t < lo.as_str() {
-                        *lo = t.to_string();
+                        lo.clear();
+                        lo.push_str(t);
                     }
                     if t > hi.as_str() {
-                        *hi = t.to_string();
+                        hi.clear();
+                        hi.push_str(t);
                     }
                 }
             }
@@ -306,10 +311,12 @@ impl<'s> LogIngest<'s> {
                 by_port.entry(port).or_default().requests += 1;
                 if let Some(auth) = rec.authority.as_deref() {
                     let name = split_host_port(auth).map_or(auth, |(h, _)| h);
-                    if name != host
-                        && name.parse::<IpAddr>().is_err()
-                        && !raw.dialled.contains_key(name)
-                    {
+                    // `svc`, `svc.ns` and the FQDN all name the cluster host;
+                    // only other names (VirtualService hosts) are kept.
+                    let same = host
+                        .strip_prefix(name)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+                    if !same && name.parse::<IpAddr>().is_err() && !raw.dialled.contains_key(name) {
                         raw.dialled.insert(name.into(), ());
                     }
                 }

@@ -358,8 +358,7 @@ fn recommend_workload(
     let ns = wl.namespace.as_str();
     let labels = snap.workload_labels(w);
     let selection = snap.select_sidecar(ns, labels);
-    let current = eval.visible_for(selection.source, ns);
-    let before = snap.estimate(&current, wl.container_ports);
+    let before = eval.estimate_for(selection.source, ns, wl.container_ports);
     let mut rec = Recommendation {
         workloads: vec![w],
         namespace: ns.to_string(),
@@ -469,8 +468,7 @@ fn recommend_namespace(
         .copied()
         .filter(|s| snap.sidecars[*s].selector.is_none())
         .collect();
-    let unscoped = eval.unscoped(ns);
-    let before = snap.estimate(&unscoped, 0);
+    let before = eval.estimate_for(crate::scope::ScopeSource::Implicit, ns, 0);
     let mut rec = Recommendation {
         workloads: ws.to_vec(),
         namespace: ns.to_string(),

@@ -1,7 +1,9 @@
 //! Which Sidecar a proxy gets, and what that scope imports (semantics doc
 //! §1–§3), plus an estimate of the xDS config it produces (§5).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::HashMap;
 use std::rc::Rc;
 
 use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
@@ -102,11 +104,37 @@ impl MeshSnapshot {
     }
 }
 
+/// The ports of one imported service: a small sorted set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortSet(Vec<u32>);
+
+impl PortSet {
+    pub fn insert(&mut self, p: u32) {
+        if let Err(i) = self.0.binary_search(&p) {
+            self.0.insert(i, p);
+        }
+    }
+    pub fn contains(&self, p: &u32) -> bool {
+        self.0.binary_search(p).is_ok()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &u32> {
+        self.0.iter()
+    }
+}
+
+impl Extend<u32> for PortSet {
+    fn extend<I: IntoIterator<Item = u32>>(&mut self, iter: I) {
+        for p in iter {
+            self.insert(p);
+        }
+    }
+}
+
 /// What one scope imports, in one namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Visible {
     /// Imported services with the ports kept for each.
-    pub services: BTreeMap<SvcId, BTreeSet<u32>>,
+    pub services: BTreeMap<SvcId, PortSet>,
     pub virtual_services: BTreeSet<VsId>,
     /// The DestinationRule chosen for each imported service.
     pub destination_rules: BTreeSet<DrId>,
@@ -134,20 +162,34 @@ impl MeshSnapshot {
                 l.hosts.iter().partition(|e| !e.exclude);
             // Candidate services: exact entries go through the host index;
             // wildcard entries scan.
-            let mut candidates: BTreeSet<SvcId> = BTreeSet::new();
-            let mut scan_all = false;
-            for e in &includes {
-                if e.host.contains('*') {
-                    scan_all = true;
-                    break;
+            // Candidates from the indexes: exact hosts by name, wildcards
+            // by namespace; only `*/<wildcard>` scans everything.
+            let scan_all = includes
+                .iter()
+                .any(|e| e.host.contains('*') && e.ns == NsSel::Any);
+            let candidates: Vec<SvcId> = if scan_all {
+                (0..self.services.len()).collect()
+            } else {
+                let mut c: Vec<SvcId> = Vec::new();
+                for e in &includes {
+                    if !e.host.contains('*') {
+                        c.extend(self.services_named(&e.host).iter().copied());
+                    } else {
+                        let ns = match &e.ns {
+                            NsSel::Current => scope_ns,
+                            NsSel::Named(n) => n.as_str(),
+                            NsSel::Any => unreachable!("handled by scan_all"),
+                        };
+                        c.extend(self.services_in(ns).iter().copied());
+                    }
                 }
-                candidates.extend(self.services_named(&e.host));
-            }
-            if scan_all {
-                candidates = (0..self.services.len()).collect();
-            }
+                c.sort_unstable();
+                c.dedup();
+                c
+            };
             // hostname -> the one copy kept for this listener
-            let mut chosen: HashMap<&str, SvcId> = HashMap::new();
+            let mut chosen: HashMap<&str, SvcId> = HashMap::default();
+            chosen.reserve(candidates.len());
             for id in candidates {
                 let s = &self.services[id];
                 if !s.export.visible_to(scope_ns) {
@@ -477,14 +519,39 @@ impl MeshSnapshot {
 pub struct Evaluator<'a> {
     pub snap: &'a MeshSnapshot,
     cache: HashMap<(Option<SidecarId>, String), Rc<Visible>>,
+    estimates: HashMap<(Option<SidecarId>, String, u32), ConfigEstimate>,
 }
 
 impl<'a> Evaluator<'a> {
     pub fn new(snap: &'a MeshSnapshot) -> Self {
         Self {
             snap,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
+            estimates: HashMap::default(),
         }
+    }
+
+    /// The config estimate of a scope, computed once per (scope, namespace,
+    /// inbound ports) without keeping the (possibly mesh-sized) import set.
+    pub fn estimate_for(
+        &mut self,
+        source: ScopeSource,
+        proxy_ns: &str,
+        inbound_ports: u32,
+    ) -> ConfigEstimate {
+        let key = (source.sidecar(), proxy_ns.to_string(), inbound_ports);
+        if let Some(e) = self.estimates.get(&key) {
+            return *e;
+        }
+        let e = match self.cache.get(&(key.0, key.1.clone())) {
+            Some(v) => self.snap.estimate(v, inbound_ports),
+            None => {
+                let v = self.snap.visible(proxy_ns, &self.snap.listeners_of(source));
+                self.snap.estimate(&v, inbound_ports)
+            }
+        };
+        self.estimates.insert(key, e);
+        e
     }
 
     pub fn visible_for(&mut self, source: ScopeSource, proxy_ns: &str) -> Rc<Visible> {

@@ -1,7 +1,9 @@
 //! `MeshSnapshot`: the mesh as the scope engine sees it, with the indexes
 //! every question (which Sidecar, which services, which proxies) needs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -322,6 +324,7 @@ pub struct MeshSnapshot {
     pub(crate) sidecars_by_ns: HashMap<String, Vec<SidecarId>>,
     pub(crate) root_default: Option<SidecarId>,
     pub(crate) services_by_host: HashMap<String, Vec<SvcId>>,
+    pub(crate) services_by_ns: HashMap<String, Vec<SvcId>>,
     pub(crate) services_by_addr: HashMap<IpAddr, Vec<SvcId>>,
     pub(crate) pods_by_ip: HashMap<IpAddr, Vec<PodId>>,
     pub(crate) pods_by_name: HashMap<String, Vec<PodId>>,
@@ -440,7 +443,7 @@ impl MeshSnapshot {
         // === workloads ===
         let mut wb = WorkloadBuilder {
             workloads: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: HashMap::default(),
         };
         for d in &inputs.deployments {
             if let Some(s) = &d.spec {
@@ -478,7 +481,7 @@ impl MeshSnapshot {
             }
         }
         // ReplicaSets and Jobs map to their controller when it is known.
-        let mut rs_owner: HashMap<(String, String), WorkloadId> = HashMap::new();
+        let mut rs_owner: HashMap<(String, String), WorkloadId> = HashMap::default();
         for rs in &inputs.replicasets {
             let ns = ns_of(&rs.metadata);
             let tpl = rs.spec.as_ref().and_then(|s| s.template.as_ref());
@@ -513,7 +516,7 @@ impl MeshSnapshot {
             };
             rs_owner.insert((ns, name_of(&rs.metadata)), id);
         }
-        let mut job_owner: HashMap<(String, String), WorkloadId> = HashMap::new();
+        let mut job_owner: HashMap<(String, String), WorkloadId> = HashMap::default();
         for j in &inputs.jobs {
             let ns = ns_of(&j.metadata);
             let Some(spec) = &j.spec else { continue };
@@ -667,9 +670,9 @@ impl MeshSnapshot {
             };
         }
 
-        let mut pods_by_ip: HashMap<IpAddr, Vec<PodId>> = HashMap::new();
-        let mut pods_by_name: HashMap<String, Vec<PodId>> = HashMap::new();
-        let mut pods_by_ns: HashMap<&str, Vec<PodId>> = HashMap::new();
+        let mut pods_by_ip: HashMap<IpAddr, Vec<PodId>> = HashMap::default();
+        let mut pods_by_name: HashMap<String, Vec<PodId>> = HashMap::default();
+        let mut pods_by_ns: HashMap<&str, Vec<PodId>> = HashMap::default();
         for (id, p) in pods.iter().enumerate() {
             if !p.host_network {
                 for ip in &p.ips {
@@ -679,7 +682,7 @@ impl MeshSnapshot {
             pods_by_name.entry(p.name.clone()).or_default().push(id);
             pods_by_ns.entry(p.namespace.as_str()).or_default().push(id);
         }
-        let mut workloads_by_ns: HashMap<String, Vec<WorkloadId>> = HashMap::new();
+        let mut workloads_by_ns: HashMap<String, Vec<WorkloadId>> = HashMap::default();
         for (id, w) in workloads.iter().enumerate() {
             workloads_by_ns
                 .entry(w.namespace.clone())
@@ -727,11 +730,16 @@ impl MeshSnapshot {
         for (rank, idx) in order.into_iter().enumerate() {
             services[idx].order = rank;
         }
-        let mut services_by_host: HashMap<String, Vec<SvcId>> = HashMap::new();
-        let mut services_by_addr: HashMap<IpAddr, Vec<SvcId>> = HashMap::new();
+        let mut services_by_host: HashMap<String, Vec<SvcId>> = HashMap::default();
+        let mut services_by_addr: HashMap<IpAddr, Vec<SvcId>> = HashMap::default();
+        let mut services_by_ns: HashMap<String, Vec<SvcId>> = HashMap::default();
         for (id, s) in services.iter().enumerate() {
             services_by_host
                 .entry(s.hostname.clone())
+                .or_default()
+                .push(id);
+            services_by_ns
+                .entry(s.namespace.clone())
                 .or_default()
                 .push(id);
             for a in &s.addresses {
@@ -751,7 +759,7 @@ impl MeshSnapshot {
         sidecars.sort_by(|a, b| {
             (a.created, &a.name, &a.namespace).cmp(&(b.created, &b.name, &b.namespace))
         });
-        let mut sidecars_by_ns: HashMap<String, Vec<SidecarId>> = HashMap::new();
+        let mut sidecars_by_ns: HashMap<String, Vec<SidecarId>> = HashMap::default();
         for (id, sc) in sidecars.iter().enumerate() {
             sidecars_by_ns
                 .entry(sc.namespace.clone())
@@ -773,7 +781,7 @@ impl MeshSnapshot {
             .iter()
             .map(|vs| vs_info(vs, &mesh, &domain))
             .collect();
-        let mut vss_by_ns: HashMap<String, Vec<VsId>> = HashMap::new();
+        let mut vss_by_ns: HashMap<String, Vec<VsId>> = HashMap::default();
         for (id, v) in virtual_services.iter().enumerate() {
             vss_by_ns.entry(v.namespace.clone()).or_default().push(id);
         }
@@ -797,7 +805,7 @@ impl MeshSnapshot {
                 }
             })
             .collect();
-        let mut drs_by_ns: HashMap<String, Vec<DrId>> = HashMap::new();
+        let mut drs_by_ns: HashMap<String, Vec<DrId>> = HashMap::default();
         for (id, d) in destination_rules.iter().enumerate() {
             drs_by_ns.entry(d.namespace.clone()).or_default().push(id);
         }
@@ -822,6 +830,7 @@ impl MeshSnapshot {
             sidecars_by_ns,
             root_default,
             services_by_host,
+            services_by_ns,
             services_by_addr,
             pods_by_ip,
             pods_by_name,
@@ -853,6 +862,10 @@ impl MeshSnapshot {
         self.services_by_host
             .get(hostname)
             .map_or(&[], Vec::as_slice)
+    }
+
+    pub fn services_in(&self, ns: &str) -> &[SvcId] {
+        self.services_by_ns.get(ns).map_or(&[], Vec::as_slice)
     }
 
     pub fn services_at(&self, ip: &IpAddr) -> &[SvcId] {

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
 
+pub mod bench;
 pub mod cluster;
 
 /// The forms an access log can take.
@@ -295,7 +296,7 @@ impl Scenario {
                     out.write_all(line.as_bytes())?;
                     n += 1;
                 }
-                if self.proxy_noise && n % 50 == 0 {
+                if self.proxy_noise && n.is_multiple_of(50) {
                     let noise = "2026-11-21T10:00:00.000000Z\tinfo\txdsproxy\tconnected to upstream XDS server: istiod.istio-system.svc:15012\n";
                     match form {
                         LogForm::Prefixed => write!(out, "[pod/{}/istio-proxy] {noise}", self.sleep_pod(0))?,
@@ -353,7 +354,7 @@ impl Fields<'_> {
 
     fn json(&self, n: u64) -> String {
         // Key order varies from line to line; 1.23–1.24 appended `;`.
-        let cluster = if n % 3 == 0 {
+        let cluster = if n.is_multiple_of(3) {
             format!("{};", self.cluster)
         } else {
             self.cluster.clone()

@@ -1,0 +1,669 @@
+//! meshscope-webhook against the real kube-apiserver from tests/cluster:
+//! the built binary serves HTTPS on loopback with a certificate from
+//! `kubectl meshscope webhook`'s own generator, runs as the install's
+//! ServiceAccount (impersonated, so the shipped RBAC is what it gets), and is
+//! registered with `clientConfig.url` and `caBundle` for namespaces carrying
+//! this run's label only. Everything goes through `kubectl apply`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs, Pki};
+use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster};
+use meshscope_shared::admission::Policy;
+use serde_yaml::Value as Yaml;
+
+/// The label that sends a namespace to one test's webhook.
+const SCOPE_LABEL: &str = "meshscope-e2e/webhook";
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a Sidecar may take to reach the webhook's cache.
+const PROPAGATION: Duration = Duration::from_secs(20);
+
+fn webhook_binary() -> PathBuf {
+    let p = bin_dir().join("meshscope-webhook");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace)",
+        p.display()
+    );
+    p
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn manifests_args() -> ManifestsArgs {
+    ManifestsArgs {
+        namespace: "meshscope-system".into(),
+        image: "meshscope-webhook:e2e".into(),
+        default_policy: Policy::Warn,
+        mutate_serviceentry_exportto: false,
+        istio_namespace: "istio-system".into(),
+        validity_days: 1,
+    }
+}
+
+/// The install's Namespace, ServiceAccount and RBAC, applied once.
+fn install_rbac(c: &Cluster) {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
+        let docs = render(&manifests_args(), &pki).unwrap();
+        let keep = [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        ];
+        for d in docs
+            .iter()
+            .filter(|d| keep.contains(&d["kind"].as_str().unwrap_or_default()))
+        {
+            c.apply(&serde_yaml::to_string(d).unwrap());
+        }
+    });
+}
+
+// === one webhook process ===
+
+struct Webhook {
+    child: Option<Child>,
+    port: u16,
+    admin_port: u16,
+    /// Value of SCOPE_LABEL on this webhook's namespaces.
+    scope: String,
+    config_name: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Webhook {
+    /// Starts the binary, registers it, and waits until it rejects an
+    /// unscoped Deployment in an enforce namespace.
+    fn start(c: &'static Cluster, tag: &str, env: &[(&str, &str)]) -> Webhook {
+        install_rbac(c);
+        let dir = tempfile::tempdir().unwrap();
+        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
+        std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
+        // KUBECONFIG is a ':'-separated list, and the user name has colons.
+        let kubeconfig = dir.path().join("webhook.kubeconfig");
+        std::fs::rename(
+            c.impersonating(SERVICE_ACCOUNT, dir.path()).unwrap(),
+            &kubeconfig,
+        )
+        .unwrap();
+        let log = dir.path().join("webhook.log");
+        let spawn = |port: u16, admin_port: u16| {
+            Command::new(webhook_binary())
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("KUBECONFIG", &kubeconfig)
+                .env("MESHSCOPE_LISTEN", format!("127.0.0.1:{port}"))
+                .env("MESHSCOPE_ADMIN_LISTEN", format!("127.0.0.1:{admin_port}"))
+                .env("MESHSCOPE_TLS_CERT", dir.path().join("tls.crt"))
+                .env("MESHSCOPE_TLS_KEY", dir.path().join("tls.key"))
+                .env("MESHSCOPE_LOG_LEVEL", "info,meshscope_webhook=debug")
+                .envs(env.iter().copied())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("meshscope-webhook starts")
+        };
+        // A port found free can be taken before the webhook binds it: retry.
+        let mut attempt = 0;
+        let (child, port, admin_port) = loop {
+            let (port, admin_port) = (free_port(), free_port());
+            let mut child = spawn(port, admin_port);
+            match wait_listening(&mut child, &log) {
+                Ok(()) => break (child, port, admin_port),
+                Err(why) if why.contains("cannot listen") && attempt < 3 => attempt += 1,
+                Err(why) => panic!("meshscope-webhook did not start: {why}"),
+            }
+        };
+        let scope = Cluster::unique_ns(tag);
+        let mut wh = Webhook {
+            child: Some(child),
+            port,
+            admin_port,
+            config_name: format!("meshscope-e2e-{scope}"),
+            scope,
+            log,
+            _dir: dir,
+        };
+        wh.register(c, &pki);
+        wh.wait_ready(c);
+        wh
+    }
+
+    /// The install's webhook configurations, pointed at this process by URL
+    /// and narrowed to this webhook's namespaces.
+    fn register(&self, c: &Cluster, pki: &Pki) {
+        let docs = render(&manifests_args(), pki).unwrap();
+        for mut doc in docs.into_iter().filter(|d| {
+            d["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+        }) {
+            doc["metadata"]["name"] = self.config_name.clone().into();
+            let hooks = doc["webhooks"].as_sequence_mut().unwrap();
+            // The root-namespace entry would also see other tests' Sidecars.
+            hooks.retain(|h| h["namespaceSelector"]["matchExpressions"][0]["operator"] == "NotIn");
+            for hook in hooks.iter_mut() {
+                let path = hook["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                let ca = hook["clientConfig"]["caBundle"].clone();
+                let mut cc = serde_yaml::Mapping::new();
+                cc.insert(
+                    "url".into(),
+                    format!("https://127.0.0.1:{}{path}", self.port).into(),
+                );
+                cc.insert("caBundle".into(), ca);
+                hook["clientConfig"] = Yaml::Mapping(cc);
+                let mut labels = serde_yaml::Mapping::new();
+                labels.insert(SCOPE_LABEL.into(), self.scope.clone().into());
+                hook["namespaceSelector"]
+                    .as_mapping_mut()
+                    .unwrap()
+                    .insert("matchLabels".into(), Yaml::Mapping(labels));
+            }
+            c.apply(&serde_yaml::to_string(&doc).unwrap());
+        }
+    }
+
+    /// A namespace for this webhook, injected, with a policy.
+    fn namespace(&self, c: &Cluster, policy: &str) -> String {
+        c.namespace(
+            "wh",
+            &[
+                ("istio-injection", "enabled"),
+                ("meshscope.io/policy", policy),
+                (SCOPE_LABEL, &self.scope),
+            ],
+        )
+    }
+
+    fn wait_ready(&mut self, c: &Cluster) {
+        let ns = self.namespace(c, "enforce");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let o = c.kubectl(
+                &["create", "--dry-run=server", "-f", "-"],
+                Some(&deployment(&ns, "probe", None)),
+            );
+            let (_, err) = text(&o);
+            if err.contains("denied the request: MS0001") {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("meshscope-webhook exited ({status}):\n{}", self.log_text());
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "meshscope-webhook did not start rejecting within {READY_TIMEOUT:?} (last: {err})\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET /metrics from the admin port.
+    fn metrics(&self) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// SIGTERM; returns how the process exited and how long it took.
+    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        let mut child = self.child.take().expect("running");
+        let started = Instant::now();
+        let st = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return (status, started.elapsed());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!(
+                    "meshscope-webhook did not exit on SIGTERM:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- meshscope-webhook log ---\n{}", self.log_text());
+        }
+        let c = Cluster::shared();
+        for kind in [
+            "validatingwebhookconfiguration",
+            "mutatingwebhookconfiguration",
+        ] {
+            let _ = c.kubectl(
+                &["delete", kind, &self.config_name, "--ignore-not-found"],
+                None,
+            );
+        }
+    }
+}
+
+/// Waits until the webhook logs that it listens, or fails with its log.
+fn wait_listening(child: &mut Child, log: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains("meshscope-webhook starting") {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            return Err(format!("exited ({status}):\n{text}"));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("not listening after 30s:\n{text}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// === objects ===
+
+fn deployment(ns: &str, name: &str, exempt: Option<&str>) -> String {
+    let annotations = exempt
+        .map(|r| format!("\n  annotations:\n    meshscope.io/exempt: \"{r}\""))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}{annotations}
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+      - name: app
+        image: registry.example.com/{name}:1
+"
+    )
+}
+
+fn service_entry(ns: &str, name: &str, export_to: Option<&str>) -> String {
+    let export = export_to
+        .map(|e| format!("\n  exportTo: [\"{e}\"]"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  hosts: [\"{name}.example.com\"]
+  location: MESH_EXTERNAL
+  ports:
+  - number: 443
+    name: tls
+    protocol: TLS
+  resolution: DNS{export}
+"
+    )
+}
+
+fn apply(c: &Cluster, yaml: &str, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec!["apply", "-f", "-"];
+    args.extend_from_slice(extra);
+    let o = c.kubectl(&args, Some(yaml));
+    let (out, err) = text(&o);
+    (o.status.success(), out, err)
+}
+
+fn exists(c: &Cluster, kind: &str, ns: &str, name: &str) -> bool {
+    c.kubectl(&["get", kind, name, "-n", ns], None)
+        .status
+        .success()
+}
+
+fn unscoped_denial(ns: &str, name: &str) -> String {
+    format!(
+        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope recommend -n {ns} --workload {name} | kubectl apply -f -"
+    )
+}
+
+/// `kubectl meshscope recommend` for one workload, offline from the
+/// objects as written.
+fn recommend(ns: &str, name: &str, manifests: &str, dir: &Path) -> String {
+    let file = dir.join("manifests.yaml");
+    std::fs::write(&file, manifests).unwrap();
+    let o = Command::new(plugin_binary())
+        .args(["recommend", "--manifests"])
+        .arg(&file)
+        .args(["-n", ns, "--workload", name, "--allow-idle"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "recommend failed: {err}");
+    assert!(out.contains("kind: Sidecar"), "{out}");
+    out
+}
+
+// === tests ===
+
+#[test]
+fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "enf", &[]);
+    let ns = wh.namespace(c, "enforce");
+    let dep = deployment(&ns, "worker", None);
+
+    let (ok, _, err) = apply(c, &dep, &[]);
+    assert!(!ok, "an unscoped Deployment was admitted");
+    assert!(err.contains(&unscoped_denial(&ns, "worker")), "{err}");
+    assert!(!exists(c, "deployment", &ns, "worker"));
+
+    // The fix the message names: recommend, apply, retry.
+    let dir = tempfile::tempdir().unwrap();
+    let ns_yaml = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:\n    istio-injection: enabled\n---\n"
+    );
+    let sidecar = recommend(&ns, "worker", &format!("{ns_yaml}{dep}"), dir.path());
+    let (ok, _, err) = apply(c, &sidecar, &[]);
+    assert!(ok, "{err}");
+    assert!(
+        !err.contains("Warning"),
+        "a recommended Sidecar is clean: {err}"
+    );
+
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let (ok, _, err) = apply(c, &dep, &[]);
+        if ok {
+            assert!(!err.contains("Warning"), "{err}");
+            break;
+        }
+        assert!(err.contains("MS0001"), "{err}");
+        assert!(
+            Instant::now() < deadline,
+            "still denied {PROPAGATION:?} after the Sidecar was created: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(exists(c, "deployment", &ns, "worker"));
+
+    // Its pods and ReplicaSet are left to the Deployment, and an update of
+    // the scoped Deployment passes too.
+    let scaled = dep.replace("replicas: 1", "replicas: 2");
+    let (ok, _, err) = apply(c, &scaled, &[]);
+    assert!(ok && !err.contains("Warning"), "{err}");
+
+    let metrics = wh.metrics();
+    assert!(
+        metrics.contains("kind=\"Deployment\",operation=\"CREATE\",decision=\"deny\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("meshscope_webhook_cache_synced 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn warn_admits_an_unscoped_deployment_with_a_warning_kubectl_shows() {
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "warn", &[]);
+    let ns = wh.namespace(c, "warn");
+    let (ok, _, err) = apply(c, &deployment(&ns, "worker", None), &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!(
+            "Warning: MS0001: Deployment {ns}/worker has no Sidecar scope; see kubectl meshscope codes MS0001"
+        )),
+        "{err}"
+    );
+    assert!(exists(c, "deployment", &ns, "worker"));
+
+    // Sidecar hygiene is reported the same way, and never blocks.
+    let no_egress = format!(
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: tuning\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels:\n      app: api\n  ingress:\n  - port:\n      number: 8080\n      protocol: HTTP\n      name: http\n    defaultEndpoint: 127.0.0.1:8080\n"
+    );
+    let (ok, _, err) = apply(c, &no_egress, &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!(
+            "Warning: MS0006: Sidecar {ns}/tuning has no egress"
+        )),
+        "{err}"
+    );
+
+    // An exemption with a reason admits silently in an enforce namespace,
+    // and is counted.
+    let strict = wh.namespace(c, "enforce");
+    let (ok, _, err) = apply(
+        c,
+        &deployment(
+            &strict,
+            "legacy",
+            Some("talks to 40 services; scoped in Q3"),
+        ),
+        &[],
+    );
+    assert!(ok, "{err}");
+    assert!(!err.contains("Warning"), "{err}");
+    let metrics = wh.metrics();
+    assert!(
+        metrics.contains(&format!(
+            "meshscope_webhook_exemptions_total{{kind=\"Deployment\",namespace=\"{strict}\"}} 1"
+        )),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn server_side_dry_run_gets_the_same_decisions_and_persists_nothing() {
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "dry", &[]);
+    let strict = wh.namespace(c, "enforce");
+    let lenient = wh.namespace(c, "warn");
+
+    let (ok, _, err) = apply(
+        c,
+        &deployment(&strict, "worker", None),
+        &["--dry-run=server"],
+    );
+    assert!(!ok);
+    assert!(err.contains(&unscoped_denial(&strict, "worker")), "{err}");
+
+    let (ok, out, err) = apply(
+        c,
+        &deployment(&lenient, "worker", None),
+        &["--dry-run=server"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("(server dry run)"), "{out}");
+    assert!(err.contains("Warning: MS0001: Deployment"), "{err}");
+    assert!(!exists(c, "deployment", &lenient, "worker"));
+
+    let (ok, _, err) = apply(
+        c,
+        &service_entry(&strict, "payments", None),
+        &["--dry-run=server"],
+    );
+    assert!(!ok);
+    assert!(err.contains("denied the request: MS0002"), "{err}");
+    assert!(!exists(c, "serviceentry", &strict, "payments"));
+}
+
+#[test]
+fn a_dns_service_entry_without_export_to_is_rejected_in_enforce_mode() {
+    let c = Cluster::shared();
+    let wh = Webhook::start(
+        c,
+        "se",
+        &[("MESHSCOPE_MUTATE_SERVICEENTRY_EXPORTTO", "false")],
+    );
+    let ns = wh.namespace(c, "enforce");
+    let (ok, _, err) = apply(c, &service_entry(&ns, "payments", None), &[]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "denied the request: MS0002: ServiceEntry {ns}/payments has resolution DNS and no exportTo"
+        )),
+        "{err}"
+    );
+    assert!(!exists(c, "serviceentry", &ns, "payments"));
+    let (ok, _, err) = apply(c, &service_entry(&ns, "payments", Some(".")), &[]);
+    assert!(ok && !err.contains("Warning"), "{err}");
+}
+
+#[test]
+fn mutate_mode_sets_export_to_here_instead() {
+    let c = Cluster::shared();
+    let wh = Webhook::start(
+        c,
+        "mut",
+        &[("MESHSCOPE_MUTATE_SERVICEENTRY_EXPORTTO", "true")],
+    );
+    let ns = wh.namespace(c, "enforce");
+    let (ok, _, err) = apply(c, &service_entry(&ns, "payments", None), &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!(
+            "Warning: MS0002: meshscope set exportTo: [\".\"] on ServiceEntry {ns}/payments"
+        )),
+        "{err}"
+    );
+    let stored = c.kubectl_ok(
+        &[
+            "get",
+            "serviceentry",
+            "payments",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.exportTo}",
+        ],
+        None,
+    );
+    assert_eq!(stored, "[\".\"]");
+
+    // A dry run shows the patched object and stores nothing.
+    let (ok, out, err) = apply(
+        c,
+        &service_entry(&ns, "billing", None),
+        &["--dry-run=server", "-o", "jsonpath={.spec.exportTo}"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "[\".\"]");
+    assert!(!exists(c, "serviceentry", &ns, "billing"));
+    let metrics = wh.metrics();
+    assert!(
+        metrics.contains(
+            "endpoint=\"mutate\",kind=\"ServiceEntry\",operation=\"CREATE\",decision=\"patch\"} 2"
+        ),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn applies_still_succeed_when_the_webhook_is_stopped() {
+    let c = Cluster::shared();
+    let mut wh = Webhook::start(c, "down", &[]);
+    let ns = wh.namespace(c, "enforce");
+    let (ok, _, _) = apply(c, &deployment(&ns, "worker", None), &[]);
+    assert!(!ok, "denied while the webhook runs");
+
+    let (status, took) = wh.terminate();
+    assert!(
+        status.success(),
+        "exit on SIGTERM: {status}\n{}",
+        wh.log_text()
+    );
+    assert!(took < Duration::from_secs(25), "drain took {took:?}");
+    assert!(wh.log_text().contains("drained"), "{}", wh.log_text());
+
+    // failurePolicy: Ignore — the cluster keeps deploying.
+    let started = Instant::now();
+    let (ok, _, err) = apply(c, &deployment(&ns, "worker", None), &[]);
+    assert!(ok, "{err}");
+    assert!(exists(c, "deployment", &ns, "worker"));
+    let (ok, _, err) = apply(c, &service_entry(&ns, "payments", None), &[]);
+    assert!(ok, "{err}");
+    eprintln!(
+        "two applies with the webhook down took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn the_generated_install_is_accepted_by_the_api_server() {
+    let c = Cluster::shared();
+    install_rbac(c);
+    let o = Command::new(plugin_binary())
+        .args(["webhook", "manifests"])
+        .output()
+        .unwrap();
+    let (yaml, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let o = c.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for object in [
+        "secret/meshscope-webhook-tls",
+        "deployment.apps/meshscope-webhook",
+        "service/meshscope-webhook",
+        "poddisruptionbudget.policy/meshscope-webhook",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/meshscope-webhook",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/meshscope-webhook",
+    ] {
+        assert!(out.contains(object), "{object} missing from:\n{out}");
+    }
+    assert_eq!(out.lines().count(), 10, "{out}");
+}

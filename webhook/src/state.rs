@@ -1,0 +1,472 @@
+//! What the webhook knows about the cluster: watch caches of Namespaces,
+//! Sidecars (all namespaces) and the mesh ConfigMap, folded into one
+//! `Arc<MeshSnapshot>` that every request reads without locking for long.
+//!
+//! ```text
+//!  watch(namespaces) ─┐
+//!  watch(sidecars)   ─┼─► stores ──(dirty)──► rebuild ──► Arc<MeshSnapshot>
+//!  watch(istio CM)   ─┘        each watch restarts every --resync-seconds
+//! ```
+//!
+//! Until all three have listed once the webhook is not ready, and requests
+//! are allowed unchecked (with a warning); the same holds while a watch
+//! keeps failing. The webhook must never be the reason a cluster cannot
+//! deploy.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource};
+use meshscope_shared::admission::Config;
+use meshscope_shared::istio::{Sidecar, NETWORKING_GROUP};
+use meshscope_shared::snapshot::NamespaceInfo;
+use meshscope_shared::{Inputs, MeshConfig, MeshSnapshot, Options};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use crate::metrics::Metrics;
+
+/// A watch that has kept failing this long makes the caches stale.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+/// A failing watch retries at least this often (kube's default backoff
+/// caps at 30s), so an error older than this means the watch recovered.
+const ERROR_MEMORY: Duration = Duration::from_secs(70);
+/// Bursts of events (the initial lists) make one rebuild.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+/// How long a request may wait for a namespace the caches do not know yet.
+const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
+
+pub const WATCH_NAMESPACES: &str = "namespaces";
+pub const WATCH_SIDECARS: &str = "sidecars";
+pub const WATCH_MESH_CONFIG: &str = "meshconfig";
+const WATCHES: [&str; 3] = [WATCH_NAMESPACES, WATCH_SIDECARS, WATCH_MESH_CONFIG];
+
+/// Whether decisions can be trusted right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// Not every cache has completed its first list.
+    NotSynced,
+    /// This watch has been failing for a while, or has not re-listed in time.
+    Stale(&'static str),
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct WatchHealth {
+    /// The last completed (re-)list.
+    listed: Option<Instant>,
+    /// The first error of the current failure streak.
+    failing_since: Option<Instant>,
+    last_error: Option<Instant>,
+}
+
+/// Shared by the admission handlers, the admin server and the watches.
+pub struct State {
+    pub config: Config,
+    pub metrics: Metrics,
+    snapshot: RwLock<Arc<MeshSnapshot>>,
+    watches: Mutex<BTreeMap<&'static str, WatchHealth>>,
+    synced: AtomicBool,
+    draining: AtomicBool,
+    /// For namespaces created after the last sync; `None` in tests.
+    client: Option<Client>,
+    options: Options,
+    /// Caches that have not re-listed within twice this are stale.
+    resync: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl State {
+    /// Empty and not synced; `run_watches` fills it.
+    pub fn new(config: Config, options: Options, client: Option<Client>, resync: Duration) -> Self {
+        State {
+            config,
+            metrics: Metrics::default(),
+            snapshot: RwLock::new(Arc::new(MeshSnapshot::build_with_mesh(
+                &Inputs::default(),
+                options.clone(),
+                MeshConfig::default(),
+            ))),
+            watches: Mutex::new(BTreeMap::new()),
+            synced: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            client,
+            options,
+            resync,
+        }
+    }
+
+    /// A synced state over a fixed snapshot (tests, and tools that have
+    /// the objects already).
+    pub fn with_snapshot(config: Config, snapshot: MeshSnapshot) -> Self {
+        let s = State::new(
+            config,
+            snapshot.options.clone(),
+            None,
+            Duration::from_secs(300),
+        );
+        s.set_snapshot(snapshot);
+        s.synced.store(true, Ordering::SeqCst);
+        s
+    }
+
+    pub fn snapshot(&self) -> Arc<MeshSnapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn set_snapshot(&self, snap: MeshSnapshot) {
+        self.metrics
+            .cache_objects(WATCH_NAMESPACES, snap.namespaces.len());
+        self.metrics
+            .cache_objects(WATCH_SIDECARS, snap.sidecars.len());
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snap);
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Ready to take traffic: synced and not shutting down.
+    pub fn is_ready(&self) -> bool {
+        self.is_synced() && !self.draining.load(Ordering::SeqCst)
+    }
+
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn freshness(&self) -> Freshness {
+        self.freshness_at(Instant::now())
+    }
+
+    fn freshness_at(&self, now: Instant) -> Freshness {
+        if !self.is_synced() {
+            return Freshness::NotSynced;
+        }
+        let late = self.resync * 2 + STALE_AFTER;
+        for (name, h) in lock(&self.watches).iter() {
+            let failing = h
+                .failing_since
+                .is_some_and(|t| now.saturating_duration_since(t) > STALE_AFTER)
+                && h.last_error
+                    .is_some_and(|t| now.saturating_duration_since(t) < ERROR_MEMORY);
+            let overdue = h
+                .listed
+                .is_some_and(|t| now.saturating_duration_since(t) > late);
+            if failing || overdue {
+                return Freshness::Stale(name);
+            }
+        }
+        Freshness::Fresh
+    }
+
+    /// Records a failed watch call (at `at`, normally now).
+    pub fn watch_failed(&self, watch: &'static str, at: Instant) {
+        let mut w = lock(&self.watches);
+        let h = w.entry(watch).or_default();
+        h.failing_since.get_or_insert(at);
+        h.last_error = Some(at);
+    }
+
+    fn watch_ok(&self, watch: &'static str, listed: bool) {
+        let mut w = lock(&self.watches);
+        let h = w.entry(watch).or_default();
+        h.failing_since = None;
+        if listed {
+            h.listed = Some(Instant::now());
+        }
+    }
+
+    fn all_listed(&self) -> bool {
+        let w = lock(&self.watches);
+        WATCHES
+            .iter()
+            .all(|n| w.get(n).is_some_and(|h| h.listed.is_some()))
+    }
+
+    /// The labels of a namespace the caches do not know yet (created after
+    /// the last event), straight from the API server.
+    pub async fn lookup_namespace(&self, ns: &str) -> Option<NamespaceInfo> {
+        let api: Api<Namespace> = Api::all(self.client.clone()?);
+        match tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, api.get_opt(ns)).await {
+            Ok(Ok(Some(n))) => Some(NamespaceInfo {
+                labels: n.metadata.labels.unwrap_or_default(),
+            }),
+            Ok(Ok(None)) => None,
+            Ok(Err(error)) => {
+                warn!(%error, %ns, "namespace lookup failed; using the default policy");
+                None
+            }
+            Err(_) => {
+                warn!(%ns, "namespace lookup timed out; using the default policy");
+                None
+            }
+        }
+    }
+
+    /// The render of `/metrics`.
+    pub fn render_metrics(&self) -> String {
+        let stale = matches!(self.freshness(), Freshness::Stale(_));
+        self.metrics.render(self.is_synced(), stale)
+    }
+}
+
+// === watches ===
+
+/// The snapshot the decisions read, from the cached objects.
+pub fn build_snapshot(
+    namespaces: &[Arc<Namespace>],
+    sidecars: &[Arc<DynamicObject>],
+    config_maps: &[Arc<ConfigMap>],
+    options: &Options,
+) -> MeshSnapshot {
+    let mut inputs = Inputs {
+        namespaces: namespaces.iter().map(|n| (**n).clone()).collect(),
+        mesh_config_maps: config_maps.iter().map(|c| (**c).clone()).collect(),
+        ..Default::default()
+    };
+    for obj in sidecars {
+        match serde_json::to_value(&**obj).and_then(serde_json::from_value::<Sidecar>) {
+            Ok(sc) => inputs.sidecars.push(sc),
+            Err(error) => {
+                let name = obj.metadata.name.as_deref().unwrap_or_default();
+                let ns = obj.metadata.namespace.as_deref().unwrap_or_default();
+                warn!(%error, %ns, %name, "unreadable Sidecar left out");
+            }
+        }
+    }
+    match MeshSnapshot::build(&inputs, options.clone()) {
+        Ok(s) => s,
+        Err(error) => {
+            warn!(%error, "invalid mesh config; using Istio's defaults");
+            MeshSnapshot::build_with_mesh(&inputs, options.clone(), MeshConfig::default())
+        }
+    }
+}
+
+/// Runs the three watches and the rebuild loop until the process exits.
+pub async fn run_watches(state: Arc<State>, client: Client, istio_namespace: String) {
+    let dirty = Arc::new(Notify::new());
+    let resync = state.resync;
+
+    let ns_writer: Writer<Namespace> = Writer::new(());
+    let ns_store = ns_writer.as_reader();
+    let cm_writer: Writer<ConfigMap> = Writer::new(());
+    let cm_store = cm_writer.as_reader();
+
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    tokio::spawn(watch(
+        state.clone(),
+        WATCH_NAMESPACES,
+        ns_api,
+        watcher::Config::default(),
+        ns_writer,
+        dirty.clone(),
+        resync,
+    ));
+    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &istio_namespace);
+    tokio::spawn(watch(
+        state.clone(),
+        WATCH_MESH_CONFIG,
+        cm_api,
+        watcher::Config::default().fields("metadata.name=istio"),
+        cm_writer,
+        dirty.clone(),
+        resync,
+    ));
+
+    // Sidecars are a CRD: find the version the API server prefers.
+    let ar = loop {
+        match kube::discovery::group(&client, NETWORKING_GROUP).await {
+            Ok(g) => match g.recommended_kind("Sidecar") {
+                Some((ar, _)) => break ar,
+                None => warn!(
+                    "the API server does not serve {NETWORKING_GROUP} Sidecar; is Istio installed?"
+                ),
+            },
+            Err(error) => warn!(%error, "cannot discover {NETWORKING_GROUP}; is Istio installed?"),
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    info!(version = %ar.version, "watching Sidecars");
+    let sc_writer: Writer<DynamicObject> = Writer::new(ar.clone());
+    let sc_store = sc_writer.as_reader();
+    let sc_api: Api<DynamicObject> = Api::all_with(client, &ar);
+    tokio::spawn(watch(
+        state.clone(),
+        WATCH_SIDECARS,
+        sc_api,
+        watcher::Config::default(),
+        sc_writer,
+        dirty.clone(),
+        resync,
+    ));
+
+    rebuild(state, dirty, ns_store, sc_store, cm_store).await;
+}
+
+async fn rebuild(
+    state: Arc<State>,
+    dirty: Arc<Notify>,
+    namespaces: Store<Namespace>,
+    sidecars: Store<DynamicObject>,
+    config_maps: Store<ConfigMap>,
+) {
+    loop {
+        dirty.notified().await;
+        tokio::time::sleep(DEBOUNCE).await;
+        if !state.all_listed() {
+            continue;
+        }
+        let started = Instant::now();
+        let snap = build_snapshot(
+            &namespaces.state(),
+            &sidecars.state(),
+            &config_maps.state(),
+            &state.options,
+        );
+        state
+            .metrics
+            .cache_objects(WATCH_MESH_CONFIG, config_maps.state().len());
+        debug!(
+            namespaces = snap.namespaces.len(),
+            sidecars = snap.sidecars.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "snapshot rebuilt"
+        );
+        state.set_snapshot(snap);
+        if !state.synced.swap(true, Ordering::SeqCst) {
+            info!("caches synced; ready");
+        }
+    }
+}
+
+/// One resource's watch, restarted every `resync` so that the cache is
+/// re-listed from scratch (the store swaps in the new list at `InitDone`).
+async fn watch<K>(
+    state: Arc<State>,
+    name: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    mut writer: Writer<K>,
+    dirty: Arc<Notify>,
+    resync: Duration,
+) where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    loop {
+        let stream = watcher::watcher(api.clone(), config.clone()).default_backoff();
+        let deadline = tokio::time::sleep(resync);
+        tokio::pin!(deadline);
+        let mut stream: std::pin::Pin<Box<dyn Stream<Item = _> + Send>> = Box::pin(stream);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => {
+                    debug!(watch = name, "resync");
+                    break;
+                }
+                ev = stream.next() => match ev {
+                    Some(Ok(ev)) => {
+                        writer.apply_watcher_event(&ev);
+                        let listed = matches!(ev, Event::InitDone);
+                        state.watch_ok(name, listed);
+                        if listed || matches!(ev, Event::Apply(_) | Event::Delete(_)) {
+                            dirty.notify_one();
+                        }
+                    }
+                    Some(Err(error)) => {
+                        warn!(watch = name, %error, "watch failed; retrying");
+                        state.watch_failed(name, Instant::now());
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synced() -> State {
+        let snap = MeshSnapshot::build_with_mesh(
+            &Inputs::default(),
+            Options::default(),
+            MeshConfig::default(),
+        );
+        State::with_snapshot(Config::default(), snap)
+    }
+
+    #[test]
+    fn a_new_state_is_not_synced_and_not_ready() {
+        let s = State::new(
+            Config::default(),
+            Options::default(),
+            None,
+            Duration::from_secs(60),
+        );
+        assert_eq!(s.freshness(), Freshness::NotSynced);
+        assert!(!s.is_ready());
+    }
+
+    #[test]
+    fn a_watch_failing_for_long_makes_the_caches_stale_until_it_recovers() {
+        let s = synced();
+        let now = Instant::now();
+        s.watch_failed(WATCH_SIDECARS, now);
+        assert_eq!(
+            s.freshness_at(now + Duration::from_secs(5)),
+            Freshness::Fresh
+        );
+        s.watch_failed(WATCH_SIDECARS, now + Duration::from_secs(40));
+        assert_eq!(
+            s.freshness_at(now + Duration::from_secs(41)),
+            Freshness::Stale(WATCH_SIDECARS)
+        );
+        // No error for a long time: the watch reconnected.
+        assert_eq!(
+            s.freshness_at(now + Duration::from_secs(200)),
+            Freshness::Fresh
+        );
+        s.watch_ok(WATCH_SIDECARS, false);
+        assert_eq!(
+            s.freshness_at(now + Duration::from_secs(41)),
+            Freshness::Fresh
+        );
+    }
+
+    #[test]
+    fn a_cache_that_stops_relisting_is_stale() {
+        let s = synced();
+        s.watch_ok(WATCH_NAMESPACES, true);
+        let later =
+            Instant::now() + Duration::from_secs(300 * 2) + STALE_AFTER + Duration::from_secs(1);
+        assert_eq!(s.freshness_at(later), Freshness::Stale(WATCH_NAMESPACES));
+    }
+
+    #[test]
+    fn draining_makes_the_webhook_unready() {
+        let s = synced();
+        assert!(s.is_ready());
+        s.start_draining();
+        assert!(!s.is_ready());
+    }
+}
