@@ -184,9 +184,13 @@ fn ingest_file(
     std::thread::scope(|scope| {
         let (tx, rx) = sync_channel::<(Vec<u8>, u64)>(threads);
         let rx = Arc::new(Mutex::new(rx));
+        // Chunk buffers go back to the reader: a fixed set of buffers is
+        // reused for the whole input, so memory stays flat.
+        let (pool_tx, pool_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 let rx = Arc::clone(&rx);
+                let pool_tx = pool_tx.clone();
                 scope.spawn(move || {
                     let mut ingest = LogIngest::new(snap, "access-log");
                     let mut malformed = Vec::new();
@@ -213,6 +217,7 @@ fn ingest_file(
                             }
                             lineno += 1;
                         }
+                        let _ = pool_tx.send(chunk);
                     }
                     WorkerResult {
                         obs: ingest.finish(),
@@ -226,14 +231,17 @@ fn ingest_file(
         let mut next_line = 1u64;
         let mut read_err = None;
         loop {
-            let mut buf = std::mem::take(&mut carry);
+            let mut buf = pool_rx.try_recv().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(&carry);
+            carry.clear();
             let start = buf.len();
             buf.resize(start + CHUNK, 0);
             let n = match reader.read(&mut buf[start..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
                     buf.truncate(start);
-                    carry = buf;
+                    carry.extend_from_slice(&buf);
                     continue;
                 }
                 Err(e) => {
@@ -250,7 +258,7 @@ fn ingest_file(
             }
             match buf.iter().rposition(|b| *b == b'\n') {
                 Some(cut) => {
-                    carry = buf[cut + 1..].to_vec();
+                    carry.extend_from_slice(&buf[cut + 1..]);
                     buf.truncate(cut + 1);
                     let lines = buf.iter().filter(|b| **b == b'\n').count() as u64;
                     if tx.send((buf, next_line)).is_err() {
@@ -261,6 +269,7 @@ fn ingest_file(
                 None => carry = buf,
             }
         }
+        drop(pool_rx);
         drop(tx);
         let mut obs = Observations::default();
         let mut malformed = Vec::new();

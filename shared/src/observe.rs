@@ -125,8 +125,25 @@ impl Observations {
             mine.inbound += t.inbound;
             mine.sources.extend(t.sources);
         }
-        for u in other.unregistered {
-            self.add_unregistered(u);
+        if self.unregistered.is_empty() {
+            self.unregistered = other.unregistered;
+        } else if !other.unregistered.is_empty() {
+            // Index once: merging is linear, not quadratic.
+            let mut at: HashMap<(WorkloadId, String), usize> = self
+                .unregistered
+                .iter()
+                .enumerate()
+                .map(|(i, u)| ((u.workload, u.address.clone()), i))
+                .collect();
+            for u in other.unregistered {
+                match at.get(&(u.workload, u.address.clone())) {
+                    Some(&i) => self.unregistered[i].requests += u.requests,
+                    None => {
+                        at.insert((u.workload, u.address.clone()), self.unregistered.len());
+                        self.unregistered.push(u);
+                    }
+                }
+            }
         }
         let s = &mut self.stats;
         s.lines += other.stats.lines;

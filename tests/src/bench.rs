@@ -202,7 +202,8 @@ pub enum Format {
 
 /// Writes about `bytes` of access-log lines for `mesh`: 70% HTTP outbound,
 /// 12% TCP outbound, 12% inbound, 6% passthrough (half to registered
-/// ClusterIPs, half unregistered), destinations Zipf-distributed.
+/// ClusterIPs, half unregistered). Each workload calls a fixed set of
+/// services whose popularity is Zipf-distributed.
 pub fn write_logs(
     mesh: &Mesh,
     format: Format,
@@ -212,6 +213,17 @@ pub fn write_logs(
 ) -> io::Result<u64> {
     let mut rng = Rng::new(seed);
     let zipf = Zipf::new(mesh.services, 1.1);
+    // Each workload calls a fixed set of 1-40 services, drawn by popularity
+    // (Zipf): popular services have many callers, as in real meshes.
+    let deps: Vec<Vec<usize>> = (0..mesh.workloads)
+        .map(|w| {
+            let n = 1 + (w * 7919) % 40;
+            let mut d: Vec<usize> = (0..n).map(|_| zipf.sample(&mut rng)).collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
     let mut written = 0u64;
     let mut lines = 0u64;
     let mut line = String::with_capacity(600);
@@ -230,7 +242,7 @@ pub fn write_logs(
             lines % 1000
         );
         let (req, code, authority, uhost, cluster, dlocal, dremote, route) = if roll < 82 {
-            let s = zipf.sample(&mut rng);
+            let s = deps[w][rng.below(deps[w].len())];
             let port = mesh.service_port(s);
             let dst = mesh.pod_ip(s % mesh.workloads, 0);
             let tcp = roll >= 70 || port == 5432;
@@ -267,9 +279,17 @@ pub fn write_logs(
         } else {
             let registered = roll < 97;
             let dst = if registered {
-                format!("{}:8080", mesh.service_ip(zipf.sample(&mut rng)))
+                format!(
+                    "{}:8080",
+                    mesh.service_ip(deps[w][rng.below(deps[w].len())])
+                )
             } else {
-                format!("203.0.{}.{}:443", rng.below(4), rng.below(250) + 1)
+                // Each workload talks to a few external addresses of its own.
+                format!(
+                    "203.0.{}.{}:443",
+                    (w + rng.below(3)) % 4,
+                    (w * 13 + rng.below(3)) % 250 + 1
+                )
             };
             (
                 "- - -".to_string(),
