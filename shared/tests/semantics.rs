@@ -529,24 +529,32 @@ fn istio_sidecar_corpus_loads_audits_and_explains() {
     }
 }
 
-#[test]
-fn analyzer_sidecar_selector_fixture_agrees_with_istioctl() {
-    let text = std::fs::read_to_string(testdata("analyzer/sidecar-selector.yaml")).unwrap();
+/// Audits an analyzer fixture; returns the findings.
+fn audit_fixture(rel: &str) -> Vec<audit::Finding> {
+    let text = std::fs::read_to_string(testdata(rel)).unwrap();
     let s = MeshSnapshot::build(&inputs(&text), Options::default()).unwrap();
-    let f = audit::audit(
+    audit::audit(
         &s,
         None,
         &AuditScope {
             namespaces: None,
             workloads: None,
         },
-    );
-    let named = |code: &str| -> BTreeSet<String> {
-        f.iter()
-            .filter(|x| x.code == code)
-            .map(|x| format!("{}/{}", x.namespace, x.name))
-            .collect()
-    };
+    )
+}
+
+/// `ns/name` of every finding with `code`.
+fn named(f: &[audit::Finding], code: &str) -> BTreeSet<String> {
+    f.iter()
+        .filter(|x| x.code == code)
+        .map(|x| format!("{}/{}", x.namespace, x.name))
+        .collect()
+}
+
+#[test]
+fn analyzer_sidecar_selector_fixture_agrees_with_istioctl() {
+    let f = audit_fixture("analyzer/sidecar-selector.yaml");
+    let named = |code: &str| named(&f, code);
     // IST0101: selector matches nothing.
     assert_eq!(
         named("MS0003"),
@@ -566,22 +574,8 @@ fn analyzer_sidecar_selector_fixture_agrees_with_istioctl() {
 
 #[test]
 fn analyzer_default_selector_fixture_agrees_with_istioctl() {
-    let text = std::fs::read_to_string(testdata("analyzer/sidecar-default-selector.yaml")).unwrap();
-    let s = MeshSnapshot::build(&inputs(&text), Options::default()).unwrap();
-    let f = audit::audit(
-        &s,
-        None,
-        &AuditScope {
-            namespaces: None,
-            workloads: None,
-        },
-    );
-    let named = |code: &str| -> BTreeSet<String> {
-        f.iter()
-            .filter(|x| x.code == code)
-            .map(|x| format!("{}/{}", x.namespace, x.name))
-            .collect()
-    };
+    let f = audit_fixture("analyzer/sidecar-default-selector.yaml");
+    let named = |code: &str| named(&f, code);
     // IST0111 on both selector-less Sidecars in ns2, none in ns1.
     assert_eq!(
         named("MS0005"),

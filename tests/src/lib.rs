@@ -415,6 +415,29 @@ impl Fields<'_> {
     }
 }
 
+/// Sidecar name -> egress hosts, from a multi-document YAML stream (the
+/// plugin's `recommend` output).
+pub fn sidecar_hosts(yaml: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("valid YAML");
+        if v.is_null() {
+            continue;
+        }
+        let hosts = v["spec"]["egress"][0]["hosts"]
+            .as_array()
+            .expect("egress hosts")
+            .iter()
+            .map(|h| h.as_str().expect("host string").to_string())
+            .collect();
+        out.insert(
+            v["metadata"]["name"].as_str().expect("name").to_string(),
+            hosts,
+        );
+    }
+    out
+}
+
 pub fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("strings serialize")
 }

@@ -2,14 +2,13 @@
 //! (built and started by tests/cluster/up) and a real Prometheus. Each test
 //! works in namespaces of its own.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
 use clap::Parser;
 use kubectl_meshscope::{args::Cli, run, Outcome};
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster, Prometheus};
-use meshscope_e2e::{LogForm, Scenario};
+use meshscope_e2e::{sidecar_hosts as sidecars, LogForm, Scenario};
 
 struct Run {
     outcome: anyhow::Result<Outcome>,
@@ -44,25 +43,6 @@ fn codes(json: &str) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// name -> egress hosts.
-fn sidecars(yaml: &str) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if v.is_null() {
-            continue;
-        }
-        let hosts = v["spec"]["egress"][0]["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h.as_str().unwrap().to_string())
-            .collect();
-        out.insert(v["metadata"]["name"].as_str().unwrap().to_string(), hosts);
-    }
-    out
 }
 
 /// Creates the scenario's Deployments and Services in a fresh injected
