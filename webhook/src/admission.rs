@@ -60,7 +60,7 @@ pub async fn mutate(Extract(state): Extract<Arc<State>>, body: Body) -> Response
 
 async fn admit(state: Arc<State>, endpoint: Endpoint, body: Body) -> Response {
     let started = Instant::now();
-    let req = match read_request(body).await {
+    let (req, object) = match read_request(body).await {
         Ok(r) => r,
         Err(error) => {
             state.metrics.bad_request();
@@ -68,7 +68,7 @@ async fn admit(state: Arc<State>, endpoint: Endpoint, body: Body) -> Response {
             return error.into_response();
         }
     };
-    let (decision, checked) = decide(&state, endpoint, &req).await;
+    let (decision, checked) = decide(&state, endpoint, &req, object.as_ref()).await;
     log(endpoint, &req, &decision);
     if decision.exempt.is_some() {
         state
@@ -92,18 +92,45 @@ async fn admit(state: Arc<State>, endpoint: Endpoint, body: Body) -> Response {
     Json(response.into_review()).into_response()
 }
 
-async fn read_request(body: Body) -> Result<AdmissionRequest<DynamicObject>, BadRequest> {
+/// The request, and its object as the JSON the rules read.
+///
+/// The body is parsed once into a JSON tree. The object (most of the body)
+/// is taken out as it is and the old object dropped (no rule reads it);
+/// only the small rest is typed. Typing the object as a `DynamicObject`
+/// (buffered by its flattened field) and re-encoding it into JSON for the
+/// rules cost more than the decision itself.
+async fn read_request(
+    body: Body,
+) -> Result<(AdmissionRequest<DynamicObject>, Option<Value>), BadRequest> {
     let bytes = to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|e| BadRequest::Body(e.to_string()))?;
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&bytes)?;
+    let mut review: Value = serde_json::from_slice(&bytes)?;
+    let mut take = |pointer: &str| {
+        review
+            .pointer_mut(pointer)
+            .map(Value::take)
+            .filter(|v| !v.is_null())
+    };
+    let object = take("/request/object");
+    let old_object = take("/request/oldObject");
+    for o in [&object, &old_object].into_iter().flatten() {
+        if !o.is_object() {
+            return Err(BadRequest::Json(serde::de::Error::custom(
+                "request.object and request.oldObject must be JSON objects",
+            )));
+        }
+    }
+    drop(old_object);
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review)?;
     if review.types.api_version != ADMISSION_API_VERSION || review.types.kind != "AdmissionReview" {
         return Err(BadRequest::Version {
             api_version: review.types.api_version,
             kind: review.types.kind,
         });
     }
-    review.try_into().map_err(|_| BadRequest::NoRequest)
+    let req = review.try_into().map_err(|_| BadRequest::NoRequest)?;
+    Ok((req, object))
 }
 
 fn operation(op: &Operation) -> policy::Operation {
@@ -125,14 +152,8 @@ async fn decide(
     state: &State,
     endpoint: Endpoint,
     req: &AdmissionRequest<DynamicObject>,
+    object: Option<&Value>,
 ) -> (Decision, bool) {
-    let object: Option<Value> = match req.object.as_ref().map(serde_json::to_value).transpose() {
-        Ok(o) => o,
-        Err(error) => {
-            warn!(%error, uid = %req.uid, "cannot re-encode the object; allowed");
-            return (Decision::allow(), false);
-        }
-    };
     let ns = req.namespace.as_deref().unwrap_or_default();
     let mut request = Request {
         endpoint,
@@ -141,7 +162,7 @@ async fn decide(
         kind: &req.kind.kind,
         namespace: ns,
         name: &req.name,
-        object: object.as_ref(),
+        object,
         namespace_fallback: None,
     };
     if !policy::in_scope(&request, &state.config) {

@@ -384,6 +384,9 @@ async fn watch<K>(
                 }
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => {
+                        // managedFields are never read and are often the
+                        // largest part of an object: not kept in the caches.
+                        let ev = ev.modify(|o| o.meta_mut().managed_fields = None);
                         writer.apply_watcher_event(&ev);
                         let listed = matches!(ev, Event::InitDone);
                         state.watch_ok(name, listed);
