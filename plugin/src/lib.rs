@@ -497,7 +497,7 @@ pub fn summarize_recommendations(
                     }
                 )?;
             }
-            RecOutcome::Skipped(why) if why.starts_with("no evidence") => no_evidence += 1,
+            o @ RecOutcome::Skipped(_) if o.is_no_evidence() => no_evidence += 1,
             RecOutcome::Skipped(why) => {
                 other_skips.push(format!("{}: {why}", snap.workloads[r.workloads[0]].key()))
             }

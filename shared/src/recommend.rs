@@ -55,6 +55,17 @@ pub enum Outcome {
     Skipped(String),
 }
 
+/// How every "no traffic observed" skip reason starts.
+pub const NO_EVIDENCE: &str = "no evidence";
+
+impl Outcome {
+    /// Skipped for want of observed traffic (as opposed to a selector or
+    /// ownership problem).
+    pub fn is_no_evidence(&self) -> bool {
+        matches!(self, Outcome::Skipped(why) if why.starts_with(NO_EVIDENCE))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Recommendation {
     /// The workload, or for `--per-namespace` the first workload of it.
@@ -291,7 +302,6 @@ fn evidence_meta(
 }
 
 fn finalize_hosts(
-    snap: &MeshSnapshot,
     mut hosts: BTreeSet<String>,
     existing: Option<&[String]>,
     opts: &RecommendOptions,
@@ -314,7 +324,6 @@ fn finalize_hosts(
     if hosts.is_empty() {
         hosts.insert(CLOSED.to_string());
     }
-    let _ = snap;
     (hosts.into_iter().collect(), added)
 }
 
@@ -377,7 +386,7 @@ fn recommend_workload(
     rec.not_visible = needed.not_visible.iter().cloned().collect();
     if traffic.is_none() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(
-            "no evidence: no traffic from or to this workload was observed (use --allow-idle to close its scope anyway)".into(),
+            format!("{NO_EVIDENCE}: no traffic from or to this workload was observed (use --allow-idle to close its scope anyway)"),
         );
         return rec;
     }
@@ -413,7 +422,7 @@ fn recommend_workload(
     };
     let existing: Option<Vec<String>> =
         managed.map(|m| m.egress_hosts().map(String::from).collect());
-    let (hosts, added) = finalize_hosts(snap, needed.hosts, existing.as_deref(), opts);
+    let (hosts, added) = finalize_hosts(needed.hosts, existing.as_deref(), opts);
     let name = managed
         .map(|m| m.name.clone())
         .unwrap_or_else(|| sidecar_name(&wl.kind, &wl.name));
@@ -491,7 +500,7 @@ fn recommend_namespace(
     rec.not_visible = not_visible.into_iter().collect();
     if traffic.is_empty() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(format!(
-            "no evidence: no traffic was observed in namespace {ns} (use --allow-idle to close it anyway)"
+            "{NO_EVIDENCE}: no traffic was observed in namespace {ns} (use --allow-idle to close it anyway)"
         ));
         return rec;
     }
@@ -515,7 +524,7 @@ fn recommend_namespace(
         managed.map(|m| m.egress_hosts().map(String::from).collect());
     let (annotations, requests) = evidence_meta(obs, &traffic);
     rec.requests = requests;
-    let (hosts, added) = finalize_hosts(snap, hosts, existing.as_deref(), opts);
+    let (hosts, added) = finalize_hosts(hosts, existing.as_deref(), opts);
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
     let action = match &existing {
