@@ -111,21 +111,22 @@ fn open_log(path: &Path) -> Result<Box<dyn Read>> {
 
 /// How many malformed lines are printed before they are only counted.
 const SHOWN_MALFORMED: usize = 5;
-/// Bytes handed to a worker at a time.
-const CHUNK: usize = 1 << 20;
-
-/// What one worker saw: its observations, the first malformed lines
-/// (line number, reason, text), and in strict mode the first error.
-struct WorkerResult {
-    obs: Observations,
-    malformed: Vec<Malformed>,
-}
+/// Bytes of log a worker takes at a time.
+const CHUNK: usize = 4 << 20;
 
 /// A malformed line: its number, why, and its first 160 characters.
 type Malformed = (u64, &'static str, String);
 
+/// What a worker saw in one chunk: the lines it held, and its first malformed
+/// lines numbered from the chunk's start.
+struct ChunkDone {
+    index: usize,
+    lines: u64,
+    malformed: Vec<Malformed>,
+}
+
 /// Streams access logs into observations, on every core. Memory does not
-/// grow with input size: a few 1 MiB chunks in flight, and aggregates keyed
+/// grow with input size: one chunk buffer per worker, and aggregates keyed
 /// by (workload, destination).
 pub fn read_access_logs(
     snap: &MeshSnapshot,
@@ -140,9 +141,7 @@ pub fn read_access_logs(
     let mut shown = 0;
     for p in paths {
         for file in expand(p, None)? {
-            let reader = open_log(&file)?;
-            let (o, mut malformed) = ingest_file(snap, reader, &file, threads)?;
-            malformed.sort_by_key(|m| m.0);
+            let (o, malformed) = ingest_file(snap, &file, threads)?;
             if strict {
                 if let Some((line, why, _)) = malformed.first() {
                     bail!(
@@ -173,75 +172,239 @@ pub fn read_access_logs(
     Ok(obs)
 }
 
+/// Ingests one file; returns its observations and its first malformed lines
+/// in file order.
 fn ingest_file(
     snap: &MeshSnapshot,
-    mut reader: Box<dyn Read>,
     file: &Path,
     threads: usize,
 ) -> Result<(Observations, Vec<Malformed>)> {
-    use std::sync::mpsc::sync_channel;
+    let plain = file.as_os_str() != "-" && file.extension().is_none_or(|e| e != "gz");
+    let meta = if plain {
+        Some(std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?)
+    } else {
+        None
+    };
+    let (obs, chunks) = match meta {
+        Some(m) if m.is_file() => {
+            let f = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+            ingest_positional(snap, &f, m.len(), threads, CHUNK)
+        }
+        _ => ingest_stream(snap, open_log(file)?, threads, CHUNK),
+    }
+    .with_context(|| format!("cannot read {}", file.display()))?;
+    Ok((obs, number_malformed(chunks)))
+}
+
+/// Turns per-chunk line numbers into file line numbers, in file order.
+fn number_malformed(mut chunks: Vec<ChunkDone>) -> Vec<Malformed> {
+    chunks.sort_by_key(|c| c.index);
+    let mut before = 0u64;
+    let mut out = Vec::new();
+    for c in chunks {
+        for (n, why, text) in c.malformed {
+            if out.len() < SHOWN_MALFORMED {
+                out.push((before + n, why, text));
+            }
+        }
+        before += c.lines;
+    }
+    out
+}
+
+/// Feeds the lines of `chunk` to `ingest`; returns how many lines it held.
+/// Malformed lines are numbered from 1 within the chunk.
+fn ingest_chunk(ingest: &mut LogIngest<'_>, chunk: &[u8], malformed: &mut Vec<Malformed>) -> u64 {
+    let mut n = 0u64;
+    let mut one = |text: &str, n: u64| {
+        if text.is_empty() {
+            return;
+        }
+        if let LineOutcome::Malformed(why) = ingest.line(text) {
+            if malformed.len() < SHOWN_MALFORMED {
+                let cut: String = text.trim_end().chars().take(160).collect();
+                malformed.push((n, why, cut));
+            }
+        }
+    };
+    // Validating the chunk once is cheaper than validating every line.
+    match std::str::from_utf8(chunk) {
+        Ok(text) => {
+            for line in text.split_terminator('\n') {
+                n += 1;
+                one(line, n);
+            }
+        }
+        Err(_) => {
+            let mut rest = chunk;
+            while !rest.is_empty() {
+                let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+                n += 1;
+                one(&String::from_utf8_lossy(&rest[..end]), n);
+                rest = &rest[(end + 1).min(rest.len())..];
+            }
+        }
+    }
+    n
+}
+
+/// A regular file: each worker reads its own byte ranges with positional
+/// reads into one reused buffer. A range owns the lines that start in it.
+fn ingest_positional(
+    snap: &MeshSnapshot,
+    file: &File,
+    len: u64,
+    threads: usize,
+    chunk: usize,
+) -> io::Result<(Observations, Vec<ChunkDone>)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let step = chunk;
+    let chunk = chunk as u64;
+    let count = len.div_ceil(chunk) as usize;
+    let next = AtomicUsize::new(0);
+    let threads = threads.min(count.max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let next = &next;
+                scope.spawn(move || -> io::Result<(Observations, Vec<ChunkDone>)> {
+                    let mut ingest = LogIngest::new(snap, "access-log");
+                    let mut done = Vec::new();
+                    let mut buf: Vec<u8> = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        if index >= count {
+                            break;
+                        }
+                        let lo = index as u64 * chunk;
+                        let hi = (lo + chunk).min(len);
+                        let (start, end) = read_range(file, len, lo, hi, step, &mut buf)?;
+                        let mut malformed = Vec::new();
+                        let lines = ingest_chunk(&mut ingest, &buf[start..end], &mut malformed);
+                        done.push(ChunkDone {
+                            index,
+                            lines,
+                            malformed,
+                        });
+                    }
+                    Ok((ingest.finish(), done))
+                })
+            })
+            .collect();
+        let mut obs = Observations::default();
+        let mut done = Vec::new();
+        for w in workers {
+            let (o, d) = w
+                .join()
+                .map_err(|_| io::Error::other("an access-log worker panicked"))??;
+            obs.merge(o);
+            done.extend(d);
+        }
+        Ok((obs, done))
+    })
+}
+
+/// Reads into `buf` the lines that start in `[lo, hi)`; returns their span
+/// in `buf`. Reads one byte before `lo` to know whether a line starts there,
+/// and past `hi` until the last of those lines ends.
+fn read_range(
+    file: &File,
+    len: u64,
+    lo: u64,
+    hi: u64,
+    step: usize,
+    buf: &mut Vec<u8>,
+) -> io::Result<(usize, usize)> {
+    use std::os::unix::fs::FileExt;
+    let from = lo.saturating_sub(1);
+    let mut want = ((hi - from) as usize + step / 16).min((len - from) as usize);
+    buf.resize(want, 0);
+    file.read_exact_at(&mut buf[..want], from)?;
+    let start = if lo == 0 {
+        0
+    } else {
+        match memchr::memchr(b'\n', &buf[..want]) {
+            Some(i) => i + 1,
+            None => return Ok((0, 0)),
+        }
+    };
+    if from + start as u64 >= hi {
+        return Ok((0, 0));
+    }
+    // The last line starting before `hi` ends at the first newline at or
+    // after `hi - 1`.
+    let mut search = (hi - 1 - from) as usize;
+    loop {
+        if let Some(i) = memchr::memchr(b'\n', &buf[search..want]) {
+            return Ok((start, search + i + 1));
+        }
+        if from + want as u64 >= len {
+            return Ok((start, want));
+        }
+        search = want;
+        let more = (want + step).min((len - from) as usize);
+        buf.resize(more, 0);
+        file.read_exact_at(&mut buf[want..more], from + want as u64)?;
+        want = more;
+    }
+}
+
+/// Standard input or a decompressed stream: one reader hands whole-line
+/// chunks to the workers; the buffers go back to it, so memory stays flat.
+fn ingest_stream(
+    snap: &MeshSnapshot,
+    mut reader: Box<dyn Read>,
+    threads: usize,
+    chunk: usize,
+) -> io::Result<(Observations, Vec<ChunkDone>)> {
+    use std::sync::mpsc::{channel, sync_channel};
     use std::sync::{Arc, Mutex};
     std::thread::scope(|scope| {
-        let (tx, rx) = sync_channel::<(Vec<u8>, u64)>(threads);
+        let (tx, rx) = sync_channel::<(usize, Vec<u8>, usize)>(threads);
         let rx = Arc::new(Mutex::new(rx));
-        // Chunk buffers go back to the reader: a fixed set of buffers is
-        // reused for the whole input, so memory stays flat.
-        let (pool_tx, pool_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let (pool_tx, pool_rx) = channel::<Vec<u8>>();
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 let rx = Arc::clone(&rx);
                 let pool_tx = pool_tx.clone();
                 scope.spawn(move || {
                     let mut ingest = LogIngest::new(snap, "access-log");
-                    let mut malformed = Vec::new();
+                    let mut done = Vec::new();
                     loop {
                         let msg = rx.lock().map(|r| r.recv());
-                        let Ok(Ok((chunk, first_line))) = msg else {
+                        let Ok(Ok((index, buf, len))) = msg else {
                             break;
                         };
-                        let mut lineno = first_line;
-                        for raw in chunk.split(|b| *b == b'\n') {
-                            if raw.is_empty() {
-                                lineno += 1;
-                                continue;
-                            }
-                            let text = match std::str::from_utf8(raw) {
-                                Ok(t) => std::borrow::Cow::Borrowed(t),
-                                Err(_) => String::from_utf8_lossy(raw),
-                            };
-                            if let LineOutcome::Malformed(why) = ingest.line(&text) {
-                                if malformed.len() < SHOWN_MALFORMED {
-                                    let cut: String = text.trim_end().chars().take(160).collect();
-                                    malformed.push((lineno, why, cut));
-                                }
-                            }
-                            lineno += 1;
-                        }
-                        let _ = pool_tx.send(chunk);
+                        let mut malformed = Vec::new();
+                        let lines = ingest_chunk(&mut ingest, &buf[..len], &mut malformed);
+                        done.push(ChunkDone {
+                            index,
+                            lines,
+                            malformed,
+                        });
+                        let _ = pool_tx.send(buf);
                     }
-                    WorkerResult {
-                        obs: ingest.finish(),
-                        malformed,
-                    }
+                    (ingest.finish(), done)
                 })
             })
             .collect();
-        // The reader: whole lines only, with the number of the first.
+        drop(pool_tx);
+        // Whole lines only: the bytes after the last newline carry over.
         let mut carry: Vec<u8> = Vec::new();
-        let mut next_line = 1u64;
+        let mut index = 0;
         let mut read_err = None;
         loop {
             let mut buf = pool_rx.try_recv().unwrap_or_default();
-            buf.clear();
-            buf.extend_from_slice(&carry);
+            let start = carry.len();
+            if buf.len() < start + chunk {
+                buf.resize(start + chunk, 0);
+            }
+            buf[..start].copy_from_slice(&carry);
             carry.clear();
-            let start = buf.len();
-            buf.resize(start + CHUNK, 0);
             let n = match reader.read(&mut buf[start..]) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    buf.truncate(start);
-                    carry.extend_from_slice(&buf);
+                    carry.extend_from_slice(&buf[..start]);
                     continue;
                 }
                 Err(e) => {
@@ -249,40 +412,134 @@ fn ingest_file(
                     break;
                 }
             };
-            buf.truncate(start + n);
+            let filled = start + n;
             if n == 0 {
-                if !buf.is_empty() {
-                    let _ = tx.send((buf, next_line));
+                if filled > 0 && tx.send((index, buf, filled)).is_err() {
+                    break;
                 }
                 break;
             }
-            match buf.iter().rposition(|b| *b == b'\n') {
+            match memchr::memrchr(b'\n', &buf[..filled]) {
                 Some(cut) => {
-                    carry.extend_from_slice(&buf[cut + 1..]);
-                    buf.truncate(cut + 1);
-                    let lines = buf.iter().filter(|b| **b == b'\n').count() as u64;
-                    if tx.send((buf, next_line)).is_err() {
+                    carry.extend_from_slice(&buf[cut + 1..filled]);
+                    if tx.send((index, buf, cut + 1)).is_err() {
                         break;
                     }
-                    next_line += lines;
+                    index += 1;
                 }
-                None => carry = buf,
+                None => {
+                    buf.truncate(filled);
+                    carry = buf;
+                }
             }
         }
-        drop(pool_rx);
         drop(tx);
         let mut obs = Observations::default();
-        let mut malformed = Vec::new();
+        let mut done = Vec::new();
         for w in workers {
-            let r = w
+            let (o, d) = w
                 .join()
-                .map_err(|_| anyhow::anyhow!("an access-log worker panicked"))?;
-            obs.merge(r.obs);
-            malformed.extend(r.malformed);
+                .map_err(|_| io::Error::other("an access-log worker panicked"))?;
+            obs.merge(o);
+            done.extend(d);
         }
-        if let Some(e) = read_err {
-            return Err(anyhow::Error::new(e).context(format!("cannot read {}", file.display())));
+        match read_err {
+            Some(e) => Err(e),
+            None => Ok((obs, done)),
         }
-        Ok((obs, malformed))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshscope_shared::mesh::Options;
+
+    fn bookinfo() -> (MeshSnapshot, Vec<u8>) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/bookinfo");
+        let inputs = load_manifests(&[root.join("manifests.yaml")]).unwrap();
+        let snap = MeshSnapshot::build(&inputs, Options::default()).unwrap();
+        let mut log = std::fs::read(root.join("access.log")).unwrap();
+        // Blank lines, proxy output, malformed lines, CRLF, invalid UTF-8,
+        // and a last line without a newline: every chunking must agree.
+        let mut extra = Vec::new();
+        extra.extend_from_slice(b"\n\n2026-11-28T09:00:00.000000Z\tinfo\txdsproxy\tconnected\n");
+        extra.extend_from_slice(b"{broken json\n");
+        extra.extend_from_slice(&log[..log.len() / 2]);
+        extra.extend_from_slice(
+            b"\r\n[2026-11-28T09:00:00Z] \"GET / HTTP/1.1\" 200 \"a\" \"b\" outbound|80||x\r\n",
+        );
+        extra.extend_from_slice(b"\xff\xfe not utf-8 \xff\n");
+        log.extend_from_slice(&extra);
+        log.extend_from_slice(b"{\"also\": \"broken\"");
+        (snap, log)
+    }
+
+    fn summary(obs: &Observations, chunks: Vec<ChunkDone>) -> String {
+        let lines: u64 = chunks.iter().map(|c| c.lines).sum();
+        let malformed = number_malformed(chunks);
+        format!(
+            "{lines}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            obs.stats, obs.traffic, obs.unregistered, obs.window, malformed
+        )
+    }
+
+    #[test]
+    fn every_chunk_size_and_reader_gives_the_same_result() {
+        let (snap, log) = bookinfo();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, &log).unwrap();
+        let file = File::open(&path).unwrap();
+        let len = log.len() as u64;
+        let whole = {
+            let (o, c) = ingest_positional(&snap, &file, len, 1, 1 << 20).unwrap();
+            summary(&o, c)
+        };
+        let newlines = log.iter().filter(|b| **b == b'\n').count() as u64;
+        assert!(whole.starts_with(&format!("{}\n", newlines + 1)), "{whole}");
+        assert!(whole.contains("invalid JSON"), "{whole}");
+        for chunk in [1, 2, 7, 64, 333, 1000, 4096] {
+            for threads in [1, 3] {
+                let (o, c) = ingest_positional(&snap, &file, len, threads, chunk).unwrap();
+                assert_eq!(
+                    summary(&o, c),
+                    whole,
+                    "positional, chunk {chunk}, {threads} threads"
+                );
+                let reader: Box<dyn Read> = Box::new(std::io::Cursor::new(log.clone()));
+                let (o, c) = ingest_stream(&snap, reader, threads, chunk).unwrap();
+                assert_eq!(
+                    summary(&o, c),
+                    whole,
+                    "stream, chunk {chunk}, {threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_numbered_in_file_order() {
+        let (snap, log) = bookinfo();
+        let reader: Box<dyn Read> = Box::new(std::io::Cursor::new(log.clone()));
+        let (_, chunks) = ingest_stream(&snap, reader, 2, 50).unwrap();
+        let malformed = number_malformed(chunks);
+        let numbers: Vec<u64> = malformed.iter().map(|m| m.0).collect();
+        // The oracle: each line parsed on its own, numbered from 1.
+        let expected: Vec<u64> = log
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(_, l)| {
+                let text = String::from_utf8_lossy(l);
+                matches!(
+                    meshscope_shared::accesslog::parse_line(&text),
+                    meshscope_shared::accesslog::Line::Malformed(_)
+                )
+            })
+            .map(|(i, _)| i as u64 + 1)
+            .take(SHOWN_MALFORMED)
+            .collect();
+        assert!(expected.len() >= 3, "{expected:?}");
+        assert_eq!(numbers, expected);
+    }
 }

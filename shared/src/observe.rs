@@ -19,7 +19,6 @@ pub struct Edge {
     /// The request left the proxy through PassthroughCluster/BlackHoleCluster:
     /// the destination is outside the current scope.
     pub outside_scope: u64,
-    pub sources: BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,7 +86,6 @@ impl Observations {
         let t = self.traffic.entry(w).or_default();
         let e = t.outbound.entry((hostname.to_string(), port)).or_default();
         e.requests += requests;
-        e.sources.insert(source.to_string());
         t.sources.insert(source.to_string());
         self.sources.insert(source.to_string());
     }
@@ -119,7 +117,6 @@ impl Observations {
                 let m = mine.outbound.entry(k).or_default();
                 m.requests += e.requests;
                 m.outside_scope += e.outside_scope;
-                m.sources.extend(e.sources);
             }
             mine.dialled.extend(t.dialled);
             mine.inbound += t.inbound;
@@ -164,33 +161,50 @@ impl Observations {
     }
 }
 
-#[derive(Default)]
-struct Agg {
-    requests: u64,
-    outside: u64,
-}
-
 struct Passthrough {
     authority: Option<Box<str>>,
     requests: u64,
     blocked: bool,
 }
 
+/// Per-workload state that is not a plain counter.
 #[derive(Default)]
 struct Raw {
-    /// cluster host -> port -> counts
-    outbound: HashMap<Box<str>, HashMap<u32, Agg>>,
     dialled: HashMap<Box<str>, ()>,
     /// original destination -> what was seen going there
     passthrough: HashMap<Box<str>, Passthrough>,
     inbound: u64,
 }
 
+/// An upstream cluster name, classified once and kept with its host
+/// interned: most lines name one of a few thousand clusters, so the hot path
+/// is one hash lookup on the name instead of splitting it every time.
+#[derive(Clone, Copy)]
+enum Dest {
+    Outbound { host: u32, port: u32 },
+    Inbound,
+    Passthrough,
+    BlackHole,
+    Other,
+}
+
+/// At most this many distinct cluster names and source addresses are
+/// remembered per ingest; past that, lines take the uncached path, so a
+/// hostile log cannot grow memory without bound.
+const CACHE_LIMIT: usize = 1 << 16;
+
 /// Streaming access-log ingestion against a snapshot.
 pub struct LogIngest<'s> {
     snap: &'s MeshSnapshot,
     source: String,
     raw: HashMap<WorkloadId, Raw>,
+    /// (workload, interned host, port) -> requests
+    edges: HashMap<(WorkloadId, u32, u32), u64>,
+    hosts: Vec<Box<str>>,
+    host_ids: HashMap<Box<str>, u32>,
+    clusters: HashMap<Box<str>, Dest>,
+    /// Address text (no port) -> the one workload there, if any.
+    addresses: HashMap<Box<str>, Option<WorkloadId>>,
     stats: IngestStats,
     unattributed: BTreeMap<String, u64>,
     window: Option<(String, String)>,
@@ -213,6 +227,11 @@ impl<'s> LogIngest<'s> {
             snap,
             source: source.into(),
             raw: HashMap::default(),
+            edges: HashMap::default(),
+            hosts: Vec::new(),
+            host_ids: HashMap::default(),
+            clusters: HashMap::default(),
+            addresses: HashMap::default(),
             stats: IngestStats::default(),
             unattributed: BTreeMap::new(),
             window: None,
@@ -260,7 +279,7 @@ impl<'s> LogIngest<'s> {
             return match (first, hits.next()) {
                 (Some(p), None) => Some(snap.pods[*p].workload),
                 _ => {
-                    self.note_unattributed(format!("pod/{pod}"));
+                    self.note_unattributed(&format!("pod/{pod}"));
                     None
                 }
             };
@@ -270,36 +289,81 @@ impl<'s> LogIngest<'s> {
         } else {
             rec.downstream_remote.as_deref()
         };
-        let ip: Option<IpAddr> = addr
-            .and_then(split_host_port)
-            .and_then(|(h, _)| h.parse().ok());
-        let Some(ip) = ip else {
-            self.note_unattributed(addr.unwrap_or("-").to_string());
+        let host = addr.and_then(split_host_port).map(|(h, _)| h);
+        let Some(host) = host else {
+            self.note_unattributed(addr.unwrap_or("-"));
             return None;
         };
-        let pods = snap.pods_at(&ip);
-        let mut workloads = pods.iter().map(|p| snap.pods[*p].workload);
-        match (workloads.next(), pods.len()) {
-            (Some(w), 1) => Some(w),
-            (Some(w), _) if pods.iter().all(|p| snap.pods[*p].workload == w) => Some(w),
-            _ => {
-                self.note_unattributed(ip.to_string());
-                None
+        let found = match self.addresses.get(host) {
+            Some(found) => *found,
+            None => {
+                let found = self.workload_at(host);
+                if self.addresses.len() < CACHE_LIMIT {
+                    self.addresses.insert(host.into(), found);
+                }
+                found
             }
+        };
+        if found.is_none() {
+            match host.parse::<IpAddr>() {
+                Ok(ip) => self.note_unattributed(&ip.to_string()),
+                Err(_) => self.note_unattributed(addr.unwrap_or("-")),
+            }
+        }
+        found
+    }
+
+    /// The one workload whose pods have this address.
+    fn workload_at(&self, host: &str) -> Option<WorkloadId> {
+        let snap = self.snap;
+        let ip: IpAddr = host.parse().ok()?;
+        let pods = snap.pods_at(&ip);
+        let w = snap.pods[*pods.first()?].workload;
+        pods.iter()
+            .all(|p| snap.pods[*p].workload == w)
+            .then_some(w)
+    }
+
+    fn note_unattributed(&mut self, key: &str) {
+        self.stats.unattributed += 1;
+        if let Some(n) = self.unattributed.get_mut(key) {
+            *n += 1;
+        } else if self.unattributed.len() < 20 {
+            self.unattributed.insert(key.to_string(), 1);
         }
     }
 
-    fn note_unattributed(&mut self, key: String) {
-        self.stats.unattributed += 1;
-        if self.unattributed.len() < 20 || self.unattributed.contains_key(&key) {
-            *self.unattributed.entry(key).or_default() += 1;
+    fn dest(&mut self, cluster: &str) -> Dest {
+        if let Some(d) = self.clusters.get(cluster) {
+            return *d;
         }
+        let d = match classify_cluster(cluster) {
+            Cluster::Outbound { port, host } => {
+                let id = match self.host_ids.get(host) {
+                    Some(id) => *id,
+                    None => {
+                        let id = self.hosts.len() as u32;
+                        self.hosts.push(host.into());
+                        self.host_ids.insert(host.into(), id);
+                        id
+                    }
+                };
+                Dest::Outbound { host: id, port }
+            }
+            Cluster::Inbound | Cluster::InboundPassthrough => Dest::Inbound,
+            Cluster::Passthrough => Dest::Passthrough,
+            Cluster::BlackHole => Dest::BlackHole,
+            Cluster::Other => Dest::Other,
+        };
+        if self.clusters.len() < CACHE_LIMIT {
+            self.clusters.insert(cluster.into(), d);
+        }
+        d
     }
 
     fn record(&mut self, rec: &AccessRecord<'_>) -> LineOutcome {
-        let cluster = classify_cluster(&rec.upstream_cluster);
-        let inbound = matches!(cluster, Cluster::Inbound | Cluster::InboundPassthrough);
-        let Some(w) = self.attribute(rec, inbound) else {
+        let dest = self.dest(&rec.upstream_cluster);
+        let Some(w) = self.attribute(rec, matches!(dest, Dest::Inbound)) else {
             return LineOutcome::Unattributed;
         };
         if let Some(t) = rec.start_time.as_deref() {
@@ -318,33 +382,33 @@ impl<'s> LogIngest<'s> {
                 }
             }
         }
-        let raw = self.raw.entry(w).or_default();
-        match cluster {
-            Cluster::Outbound { port, host } => {
-                let by_port = match raw.outbound.get_mut(host) {
-                    Some(m) => m,
-                    None => raw.outbound.entry(host.into()).or_default(),
-                };
-                by_port.entry(port).or_default().requests += 1;
+        match dest {
+            Dest::Outbound { host, port } => {
+                *self.edges.entry((w, host, port)).or_default() += 1;
                 if let Some(auth) = rec.authority.as_deref() {
                     let name = split_host_port(auth).map_or(auth, |(h, _)| h);
+                    let host = &self.hosts[host as usize];
                     // `svc`, `svc.ns` and the FQDN all name the cluster host;
                     // only other names (VirtualService hosts) are kept.
                     let same = host
                         .strip_prefix(name)
                         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
-                    if !same && name.parse::<IpAddr>().is_err() && !raw.dialled.contains_key(name) {
-                        raw.dialled.insert(name.into(), ());
+                    if !same {
+                        let raw = self.raw.entry(w).or_default();
+                        if !raw.dialled.contains_key(name) && name.parse::<IpAddr>().is_err() {
+                            raw.dialled.insert(name.into(), ());
+                        }
                     }
                 }
             }
-            Cluster::Passthrough | Cluster::BlackHole => {
-                let blocked = cluster == Cluster::BlackHole;
+            Dest::Passthrough | Dest::BlackHole => {
+                let blocked = matches!(dest, Dest::BlackHole);
                 let dst = rec
                     .upstream_host
                     .as_deref()
                     .or(rec.downstream_local.as_deref())
                     .unwrap_or("-");
+                let raw = self.raw.entry(w).or_default();
                 match raw.passthrough.get_mut(dst) {
                     Some(p) => p.requests += 1,
                     None => {
@@ -357,7 +421,7 @@ impl<'s> LogIngest<'s> {
                     }
                 }
             }
-            Cluster::Inbound | Cluster::InboundPassthrough | Cluster::Other => raw.inbound += 1,
+            Dest::Inbound | Dest::Other => self.raw.entry(w).or_default().inbound += 1,
         }
         LineOutcome::Counted
     }
@@ -372,19 +436,18 @@ impl<'s> LogIngest<'s> {
             ..Default::default()
         };
         obs.sources.insert(self.source.clone());
+        for ((w, host, port), requests) in self.edges {
+            let t = obs.traffic.entry(w).or_default();
+            let e = t
+                .outbound
+                .entry((self.hosts[host as usize].to_string(), port))
+                .or_default();
+            e.requests += requests;
+        }
         for (w, raw) in self.raw {
             let t = obs.traffic.entry(w).or_default();
-            t.sources.insert(self.source.clone());
             t.inbound += raw.inbound;
             t.dialled.extend(raw.dialled.into_keys().map(String::from));
-            for (host, ports) in raw.outbound {
-                for (port, agg) in ports {
-                    let e = t.outbound.entry((host.to_string(), port)).or_default();
-                    e.requests += agg.requests;
-                    e.outside_scope += agg.outside;
-                    e.sources.insert(self.source.clone());
-                }
-            }
             for (dst, p) in raw.passthrough {
                 let (auth, count, blocked) = (p.authority, p.requests, p.blocked);
                 match resolve_passthrough(snap, w, &dst, auth.as_deref()) {
@@ -393,7 +456,6 @@ impl<'s> LogIngest<'s> {
                         let e = t.outbound.entry((s.hostname.clone(), port)).or_default();
                         e.requests += count;
                         e.outside_scope += count;
-                        e.sources.insert(self.source.clone());
                     }
                     None => {
                         let u = Unregistered {
@@ -408,6 +470,9 @@ impl<'s> LogIngest<'s> {
                     }
                 }
             }
+        }
+        for t in obs.traffic.values_mut() {
+            t.sources.insert(self.source.clone());
         }
         obs.unregistered
             .sort_by(|a, b| b.requests.cmp(&a.requests).then(a.address.cmp(&b.address)));

@@ -109,6 +109,12 @@ impl MeshSnapshot {
 pub struct PortSet(Vec<u32>);
 
 impl PortSet {
+    fn from_unsorted(ports: impl Iterator<Item = u32>) -> Self {
+        let mut v: Vec<u32> = ports.collect();
+        v.sort_unstable();
+        v.dedup();
+        PortSet(v)
+    }
     pub fn insert(&mut self, p: u32) {
         if let Err(i) = self.0.binary_search(&p) {
             self.0.insert(i, p);
@@ -223,14 +229,22 @@ impl MeshSnapshot {
                     }
                 }
             }
-            for (_, id) in chosen {
-                let s = &self.services[id];
-                let ports = out.services.entry(id).or_default();
-                match l.port {
-                    Some(p) => {
-                        ports.insert(p);
+            let mut ids: Vec<SvcId> = chosen.into_values().collect();
+            ids.sort_unstable();
+            let ports_of = |id: SvcId| match l.port {
+                Some(p) => PortSet(vec![p]),
+                None => PortSet::from_unsorted(self.services[id].ports.iter().map(|p| p.number)),
+            };
+            if out.services.is_empty() {
+                // Sorted keys: the map is built in bulk.
+                out.services = ids.into_iter().map(|id| (id, ports_of(id))).collect();
+            } else {
+                for id in ids {
+                    let ports = out.services.entry(id).or_default();
+                    match l.port {
+                        Some(p) => ports.insert(p),
+                        None => ports.extend(self.services[id].ports.iter().map(|p| p.number)),
                     }
-                    None => ports.extend(s.ports.iter().map(|p| p.number)),
                 }
             }
             self.import_virtual_services(scope_ns, &includes, &excludes, &mut out);
@@ -465,7 +479,7 @@ impl MeshSnapshot {
         let c = COST_MODEL;
         let mut est = ConfigEstimate {
             services: vis.services.len() as u64,
-            clusters: FIXED_CLUSTERS + inbound_ports as u64,
+            clusters: FIXED_CLUSTERS,
             listeners: FIXED_LISTENERS,
             ..Default::default()
         };
@@ -507,7 +521,18 @@ impl MeshSnapshot {
             + est.listeners * c.bytes_per_listener
             + est.routes * c.bytes_per_route_config
             + est.virtual_hosts * c.bytes_per_virtual_host;
-        est
+        est.plus_inbound(inbound_ports)
+    }
+}
+
+impl ConfigEstimate {
+    /// The same scope on a proxy that serves `ports` inbound ports: one
+    /// inbound cluster each. Estimates are linear in them, so a scope's
+    /// estimate is computed once and adjusted per proxy.
+    pub fn plus_inbound(mut self, ports: u32) -> Self {
+        self.clusters += ports as u64;
+        self.bytes += ports as u64 * COST_MODEL.bytes_per_cluster;
+        self
     }
 }
 
@@ -519,7 +544,8 @@ impl MeshSnapshot {
 pub struct Evaluator<'a> {
     pub snap: &'a MeshSnapshot,
     cache: HashMap<(Option<SidecarId>, String), Rc<Visible>>,
-    estimates: HashMap<(Option<SidecarId>, String, u32), ConfigEstimate>,
+    /// Estimates without inbound ports (see [`ConfigEstimate::plus_inbound`]).
+    estimates: HashMap<(Option<SidecarId>, String), ConfigEstimate>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -539,19 +565,19 @@ impl<'a> Evaluator<'a> {
         proxy_ns: &str,
         inbound_ports: u32,
     ) -> ConfigEstimate {
-        let key = (source.sidecar(), proxy_ns.to_string(), inbound_ports);
+        let key = (source.sidecar(), proxy_ns.to_string());
         if let Some(e) = self.estimates.get(&key) {
-            return *e;
+            return e.plus_inbound(inbound_ports);
         }
-        let e = match self.cache.get(&(key.0, key.1.clone())) {
-            Some(v) => self.snap.estimate(v, inbound_ports),
+        let e = match self.cache.get(&key) {
+            Some(v) => self.snap.estimate(v, 0),
             None => {
                 let v = self.snap.visible(proxy_ns, &self.snap.listeners_of(source));
-                self.snap.estimate(&v, inbound_ports)
+                self.snap.estimate(&v, 0)
             }
         };
         self.estimates.insert(key, e);
-        e
+        e.plus_inbound(inbound_ports)
     }
 
     pub fn visible_for(&mut self, source: ScopeSource, proxy_ns: &str) -> Rc<Visible> {
