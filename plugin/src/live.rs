@@ -55,7 +55,9 @@ impl ApiFailure {
             kube::Error::Api(s) if s.code == 403 => FailureKind::Forbidden(s.message.clone()),
             kube::Error::Api(s) if s.code == 404 => FailureKind::NotFound(s.message.clone()),
             kube::Error::Api(s) if s.code == 504 || s.reason == "Timeout" => FailureKind::Timeout,
-            kube::Error::Api(s) => FailureKind::Other(format!("{} ({})", s.message, s.code)),
+            kube::Error::Api(s) => {
+                FailureKind::Other(format!("{} ({})", s.message.trim_end(), s.code))
+            }
             other => {
                 let text = format!("{other}");
                 let chain = error_chain(&other);

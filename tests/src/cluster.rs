@@ -190,6 +190,82 @@ impl Cluster {
         Ok(())
     }
 
+    /// A Node whose kubelet is the stand-in at 127.0.0.1:`port`
+    /// (see `crate::kubelet`). Returns its name.
+    pub fn stand_in_node(&self, prefix: &str, port: u16) -> Result<String> {
+        let name = Self::unique_ns(prefix);
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n"
+        ));
+        let status = format!(
+            "{{\"status\":{{\"addresses\":[{{\"type\":\"InternalIP\",\"address\":\"127.0.0.1\"}}],\"daemonEndpoints\":{{\"kubeletEndpoint\":{{\"Port\":{port}}}}}}}}}"
+        );
+        let o = self.kubectl(
+            &[
+                "patch",
+                "node",
+                &name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status,
+            ],
+            None,
+        );
+        if !o.status.success() {
+            bail!(
+                "patch status of node {name}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(name)
+    }
+
+    /// Binds a pod to a node, as the scheduler does.
+    pub fn bind_pod(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
+        let binding = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{{\"name\":\"{pod}\"}},\"target\":{{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"{node}\"}}}}"
+        );
+        let path = format!("/api/v1/namespaces/{ns}/pods/{pod}/binding");
+        let o = self.kubectl(&["create", "--raw", &path, "-f", "-"], Some(&binding));
+        if !o.status.success() {
+            bail!(
+                "bind {ns}/{pod} to {node}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// Records that `container` of a pod has restarted once (its previous
+    /// instance's log is then worth reading).
+    pub fn set_restarted(&self, ns: &str, pod: &str, container: &str) -> Result<()> {
+        let patch = format!(
+            "{{\"status\":{{\"containerStatuses\":[{{\"name\":\"{container}\",\"image\":\"proxy\",\"imageID\":\"\",\"ready\":true,\"restartCount\":1,\"state\":{{\"running\":{{}}}}}}]}}}}"
+        );
+        let o = self.kubectl(
+            &[
+                "patch",
+                "pod",
+                pod,
+                "-n",
+                ns,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+            None,
+        );
+        if !o.status.success() {
+            bail!(
+                "patch status of {ns}/{pod}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(())
+    }
+
     /// A kubeconfig that impersonates `user` (in no group but
     /// system:authenticated), for RBAC tests.
     pub fn impersonating(&self, user: &str, dir: &Path) -> Result<PathBuf> {

@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 
 pub mod bench;
 pub mod cluster;
+pub mod kubelet;
 
 /// The forms an access log can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -48,6 +48,11 @@ fn codes(json: &str) -> Vec<(String, String)> {
 /// Creates the scenario's Deployments and Services in a fresh injected
 /// namespace and gives the pods the controllers create the scenario's IPs.
 fn deploy_scenario(c: &Cluster, prefix: &str) -> Scenario {
+    deploy_scenario_with(c, prefix, |m| m)
+}
+
+/// As `deploy_scenario`, with the manifests edited first.
+fn deploy_scenario_with(c: &Cluster, prefix: &str, edit: impl Fn(String) -> String) -> Scenario {
     let ns = c.namespace(prefix, &[("istio-injection", "enabled")]);
     let s = Scenario {
         namespace: ns.clone(),
@@ -57,7 +62,7 @@ fn deploy_scenario(c: &Cluster, prefix: &str) -> Scenario {
         requests_per_edge: 2,
         ..Scenario::reference()
     };
-    c.apply(&s.live_manifests());
+    c.apply(&edit(s.live_manifests()));
     for (app, ips) in s.pod_ips() {
         let pods = c.wait_pods(&ns, &app, ips.len()).unwrap();
         for (pod, ip) in pods.iter().zip(ips) {
@@ -441,4 +446,158 @@ fn an_unreachable_api_server_is_one_line_naming_the_url() {
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// The IP of the proxy that wrote an access-log line: the server's for
+/// inbound lines, the client's otherwise.
+fn proxy_ip(line: &str) -> Option<String> {
+    use meshscope_shared::accesslog::{
+        classify_cluster, parse_line, split_host_port, Cluster, Line,
+    };
+    let Line::Access(rec) = parse_line(line) else {
+        return None;
+    };
+    let inbound = matches!(classify_cluster(&rec.upstream_cluster), Cluster::Inbound);
+    let addr = if inbound {
+        rec.downstream_local
+    } else {
+        rec.downstream_remote
+    }?;
+    split_host_port(&addr).map(|(h, _)| h.to_string())
+}
+
+#[test]
+fn recommend_from_pod_logs_reads_each_istio_proxy_log_through_the_api_server() {
+    use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
+    let c = Cluster::shared();
+    // Injected pods carry an istio-proxy container; the API server refuses
+    // log requests for containers a pod does not have.
+    let s = deploy_scenario_with(c, "podlogs", |m| {
+        m.replace(
+            "      containers:\n      - name: app\n",
+            "      containers:\n      - name: istio-proxy\n        image: istio/proxyv2:1.30.0\n      - name: app\n",
+        )
+    });
+    let ns = s.namespace.clone();
+    let pods: Vec<(String, String)> = c
+        .kubectl_ok(
+            &[
+                "get",
+                "pods",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.status.podIP}{\"\\n\"}{end}",
+            ],
+            None,
+        )
+        .lines()
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(n, ip)| (n.to_string(), ip.to_string()))
+        })
+        .collect();
+    let pod_at = |ip: &str| pods.iter().find(|(_, i)| i == ip).map(|(n, _)| n.clone());
+    let sleep0 = pod_at(&s.sleep_ip(0).to_string()).expect("sleep-0 has a pod");
+    let failing = pod_at(&s.httpbin_ip(0, 1).to_string()).expect("httpbin-0 has two pods");
+
+    // Each proxy's own log: the lines it wrote. sleep-0's proxy restarted,
+    // and its calls to its first httpbin are only in the previous log.
+    let first_host = s.httpbin_host(s.calls().find(|c| c.sleep == 0).unwrap().httpbin);
+    let mut own: std::collections::BTreeMap<String, String> = Default::default();
+    let mut previous = String::new();
+    for line in s.logs(LogForm::Text).lines() {
+        let Some(pod) = proxy_ip(line).and_then(|ip| pod_at(&ip)) else {
+            // istio-proxy's own output goes to sleep-0's log too.
+            own.entry(sleep0.clone())
+                .or_default()
+                .push_str(&format!("{line}\n"));
+            continue;
+        };
+        if pod == sleep0 && line.contains(&format!("||{first_host} ")) {
+            previous.push_str(&format!("{line}\n"));
+        } else {
+            own.entry(pod).or_default().push_str(&format!("{line}\n"));
+        }
+    }
+    assert!(!previous.is_empty());
+    let mut logs = Logs::new();
+    for (pod, text) in &own {
+        logs.insert(
+            format!("{ns}/{pod}/istio-proxy"),
+            LogReply::Text(text.clone()),
+        );
+    }
+    logs.insert(
+        format!("{ns}/{sleep0}/istio-proxy#previous"),
+        LogReply::Text(previous),
+    );
+    // One kubelet fails: its pod's lines are lost, with a warning.
+    logs.insert(
+        format!("{ns}/{failing}/istio-proxy"),
+        LogReply::Fail(
+            500,
+            "failed to open the log file: no such file or directory".into(),
+        ),
+    );
+    let kubelet = StandInKubelet::start(logs).unwrap();
+    let node = c.stand_in_node("node", kubelet.port).unwrap();
+    for (pod, _) in &pods {
+        c.bind_pod(&ns, pod, &node).unwrap();
+    }
+    c.set_restarted(&ns, &sleep0, "istio-proxy").unwrap();
+
+    let r = meshscope(
+        &c.kubeconfig,
+        &["recommend", "-n", &ns, "--from-pod-logs", "--since", "2h"],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    let got = sidecars(&r.stdout);
+    for i in 0..s.sleeps {
+        assert_eq!(
+            got[&format!("sleep-{i}-deployment-meshscope")],
+            s.hosts_of_sleep(i),
+            "{}",
+            r.stderr
+        );
+    }
+    for j in 0..s.httpbins {
+        assert_eq!(
+            got[&format!("httpbin-{j}-deployment-meshscope")],
+            vec!["~/*"],
+            "{}",
+            r.stderr
+        );
+    }
+    // The failed log: one warning naming the pod, and the run goes on
+    // (httpbin-0's other replica still shows it serving).
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("cannot read the istio-proxy log"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}\n{:?}", r.stderr, kubelet.requests());
+    assert!(
+        warnings[0].contains(&format!("{ns}/{failing}"))
+            && warnings[0]
+                .ends_with("failed to open the log file: no such file or directory (500)"),
+        "{}",
+        r.stderr
+    );
+    // What the kubelet was asked: every pod's istio-proxy log since 2h, and
+    // sleep-0's previous instance.
+    let asked = kubelet.requests();
+    assert_eq!(asked.len(), pods.len() + 1, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|p| p.contains("/istio-proxy?") && p.contains("sinceSeconds=7200")),
+        "{asked:?}"
+    );
+    let prev: Vec<&String> = asked
+        .iter()
+        .filter(|p| p.contains("previous=true"))
+        .collect();
+    assert_eq!(prev.len(), 1, "{asked:?}");
+    assert!(prev[0].contains(&format!("/{ns}/{sleep0}/")), "{asked:?}");
 }
