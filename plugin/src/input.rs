@@ -112,7 +112,7 @@ fn open_log(path: &Path) -> Result<Box<dyn Read>> {
 /// How many malformed lines are printed before they are only counted.
 const SHOWN_MALFORMED: usize = 5;
 /// Bytes of log a worker takes at a time.
-const CHUNK: usize = 4 << 20;
+const CHUNK: usize = 1 << 20;
 
 /// A malformed line: its number, why, and its first 160 characters.
 type Malformed = (u64, &'static str, String);

@@ -21,6 +21,10 @@ use meshscope_shared::{Inputs, MeshSnapshot};
 
 use crate::args::Common;
 
+/// What a finished list adds to the inputs.
+type Fill = Box<dyn FnOnce(&mut Inputs) -> Result<(), ApiFailure> + Send>;
+type Listed = Result<Fill, ApiFailure>;
+
 /// Lists (and log streams) in flight at once.
 pub const PARALLELISM: usize = 6;
 
@@ -238,17 +242,16 @@ impl Live {
         ApiFailure::from_kube(e, verb, &resource, ns, &self.server)
     }
 
-    /// Lists one resource, page by page, as JSON objects with kind and
-    /// apiVersion set.
-    pub async fn list(
+    /// Lists one resource through `api`, page by page.
+    async fn pages<K>(
         &self,
+        api: Api<K>,
         ar: &ApiResource,
         ns: Option<&str>,
-    ) -> Result<Vec<serde_json::Value>, ApiFailure> {
-        let api: Api<DynamicObject> = match ns {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        };
+    ) -> Result<Vec<K>, ApiFailure>
+    where
+        K: Clone + serde::de::DeserializeOwned + fmt::Debug,
+    {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -260,20 +263,62 @@ impl Live {
                 .list(&lp)
                 .await
                 .map_err(|e| self.fail(e, "list", ar, ns))?;
-            for item in page.items {
-                let mut v = serde_json::to_value(&item).unwrap_or_default();
-                if let Some(m) = v.as_object_mut() {
-                    m.insert("apiVersion".into(), ar.api_version.clone().into());
-                    m.insert("kind".into(), ar.kind.clone().into());
-                }
-                out.push(v);
-            }
+            out.extend(page.items);
             match page.metadata.continue_ {
                 Some(t) if !t.is_empty() => token = Some(t),
                 _ => break,
             }
         }
         Ok(out)
+    }
+
+    /// Lists a Kubernetes kind decoded straight into its typed form (no
+    /// intermediate JSON tree), and returns how to add it to the inputs.
+    async fn list_typed<K>(&self, ns: Option<&str>, add: fn(&mut Inputs, Vec<K>)) -> Listed
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + fmt::Debug
+            + Send
+            + 'static,
+    {
+        let ar = ApiResource::erase::<K>(&());
+        let api: Api<K> = match ns {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let items = self.pages(api, &ar, ns).await?;
+        Ok(Box::new(move |inputs: &mut Inputs| {
+            add(inputs, items);
+            Ok(())
+        }))
+    }
+
+    /// Lists an Istio kind (a CRD that may be missing) as JSON objects.
+    async fn list_istio(&self, ar: ApiResource) -> Listed {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let items = self.pages(api, &ar, None).await?;
+        let server = self.server.clone();
+        Ok(Box::new(move |inputs: &mut Inputs| {
+            for item in items {
+                let mut v = serde_json::to_value(&item).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("apiVersion".into(), ar.api_version.clone().into());
+                    m.insert("kind".into(), ar.kind.clone().into());
+                }
+                // Objects the API server returned passed its schema; a decode
+                // failure names the object and why.
+                inputs.add(v).map_err(|e| ApiFailure {
+                    verb: "decode",
+                    resource: ar.plural.clone(),
+                    namespace: None,
+                    server: server.clone(),
+                    kind: FailureKind::Other(e.to_string()),
+                })?;
+            }
+            Ok(())
+        }))
     }
 
     /// Everything the scope engine reads. Workloads and pods come from
@@ -283,55 +328,65 @@ impl Live {
         &self,
         namespaces: Option<&BTreeSet<String>>,
     ) -> Result<Inputs, ApiFailure> {
-        let workload_kinds = [
-            ApiResource::erase::<Pod>(&()),
-            ApiResource::erase::<Deployment>(&()),
-            ApiResource::erase::<ReplicaSet>(&()),
-            ApiResource::erase::<StatefulSet>(&()),
-            ApiResource::erase::<DaemonSet>(&()),
-            ApiResource::erase::<Job>(&()),
-            ApiResource::erase::<CronJob>(&()),
-        ];
-        let mesh_kinds = [
-            ApiResource::erase::<Namespace>(&()),
-            ApiResource::erase::<Service>(&()),
-            istio("Sidecar", "sidecars"),
-            istio("ServiceEntry", "serviceentries"),
-            istio("VirtualService", "virtualservices"),
-            istio("DestinationRule", "destinationrules"),
-        ];
-        let mut jobs: Vec<(ApiResource, Option<String>)> = Vec::new();
-        for ar in &mesh_kinds {
-            jobs.push((ar.clone(), None));
-        }
-        for ar in &workload_kinds {
-            match namespaces {
-                None => jobs.push((ar.clone(), None)),
-                Some(set) => {
-                    for ns in set {
-                        jobs.push((ar.clone(), Some(ns.clone())));
-                    }
-                }
+        use futures::future::BoxFuture;
+        use futures::FutureExt;
+        let mut jobs: Vec<BoxFuture<'_, Listed>> = vec![
+            async {
+                let ar = ApiResource::erase::<Namespace>(&());
+                let api: Api<Namespace> = Api::all(self.client.clone());
+                let items = self.pages(api, &ar, None).await?;
+                Ok(Box::new(move |i: &mut Inputs| {
+                    i.namespaces.extend(items);
+                    Ok(())
+                }) as Fill)
             }
+            .boxed(),
+            self.list_typed::<Service>(None, |i, v| i.services.extend(v))
+                .boxed(),
+        ];
+        for (kind, plural) in [
+            ("Sidecar", "sidecars"),
+            ("ServiceEntry", "serviceentries"),
+            ("VirtualService", "virtualservices"),
+            ("DestinationRule", "destinationrules"),
+        ] {
+            jobs.push(self.list_istio(istio(kind, plural)).boxed());
         }
-        let results: Vec<Result<Vec<serde_json::Value>, ApiFailure>> = futures::stream::iter(jobs)
-            .map(|(ar, ns)| async move { self.list(&ar, ns.as_deref()).await })
+        let scopes: Vec<Option<&str>> = match namespaces {
+            None => vec![None],
+            Some(set) => set.iter().map(|n| Some(n.as_str())).collect(),
+        };
+        for ns in scopes {
+            jobs.push(self.list_typed::<Pod>(ns, |i, v| i.pods.extend(v)).boxed());
+            jobs.push(
+                self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
+                    .boxed(),
+            );
+            jobs.push(
+                self.list_typed::<ReplicaSet>(ns, |i, v| i.replicasets.extend(v))
+                    .boxed(),
+            );
+            jobs.push(
+                self.list_typed::<StatefulSet>(ns, |i, v| i.statefulsets.extend(v))
+                    .boxed(),
+            );
+            jobs.push(
+                self.list_typed::<DaemonSet>(ns, |i, v| i.daemonsets.extend(v))
+                    .boxed(),
+            );
+            jobs.push(self.list_typed::<Job>(ns, |i, v| i.jobs.extend(v)).boxed());
+            jobs.push(
+                self.list_typed::<CronJob>(ns, |i, v| i.cronjobs.extend(v))
+                    .boxed(),
+            );
+        }
+        let results: Vec<Listed> = futures::stream::iter(jobs)
             .buffer_unordered(PARALLELISM)
             .collect()
             .await;
         let mut inputs = Inputs::default();
         for r in results {
-            for v in r? {
-                // Objects the API server returned are well-formed; a decode
-                // failure here would be a bug in our types.
-                inputs.add(v).map_err(|e| ApiFailure {
-                    verb: "decode",
-                    resource: "object".into(),
-                    namespace: None,
-                    server: self.server.clone(),
-                    kind: FailureKind::Other(e.to_string()),
-                })?;
-            }
+            r?(&mut inputs)?;
         }
         // The mesh config: ConfigMap istio in istio-system; missing means defaults.
         let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), "istio-system");
