@@ -15,14 +15,18 @@
 //! The HTTP side (AdmissionReview in, AdmissionResponse out) lives in the
 //! webhook crate.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
-use k8s_openapi::api::core::v1::{Namespace, PodTemplateSpec};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -151,8 +155,10 @@ pub struct Request<'a> {
     pub namespace: &'a str,
     /// The request's name; empty when the API server has not generated it yet.
     pub name: &'a str,
-    /// The new object (`None` on DELETE).
-    pub object: Option<&'a Value>,
+    /// The new object, as the JSON the API server sent (`None` on DELETE).
+    /// The rules read only the few fields they need from it (see
+    /// [`ObjectView`]); the rest is skipped, never decoded.
+    pub object: Option<&'a RawValue>,
     /// The namespace, when the caller had to look it up because the
     /// snapshot does not know it yet (created after the last sync).
     pub namespace_fallback: Option<&'a NamespaceInfo>,
@@ -160,20 +166,340 @@ pub struct Request<'a> {
 
 impl Request<'_> {
     /// A name to show: the request's, the object's, or its `generateName`.
-    pub fn display_name(&self) -> String {
+    pub fn display_name(&self, meta: &MetaView<'_>) -> String {
         if !self.name.is_empty() {
             return self.name.to_string();
         }
-        let meta = |key: &str| {
-            self.object
-                .and_then(|o| o.pointer(&format!("/metadata/{key}")))
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        };
-        match (meta("name"), meta("generateName")) {
+        fn non_empty<'s>(s: &'s Option<Cow<'_, str>>) -> Option<&'s str> {
+            s.as_deref().filter(|s| !s.is_empty())
+        }
+        match (non_empty(&meta.name), non_empty(&meta.generate_name)) {
             (Some(n), _) => n.to_string(),
             (None, Some(g)) => format!("{g}*"),
             (None, None) => "<unnamed>".to_string(),
+        }
+    }
+}
+
+// === ObjectView ===
+
+/// The parts of an admitted object that the rules read, borrowed from the
+/// request body. Every other field (most of a workload: containers' images,
+/// env, probes, volumes...) is skipped without being decoded. The object
+/// comes from the API server, which has already decoded and validated it
+/// against its schema.
+///
+/// One view fits every kind the rules cover: a Pod's own labels and spec,
+/// a controller's `spec.template`, a CronJob's
+/// `spec.jobTemplate.spec.template`. ServiceEntries and Sidecars are
+/// decoded in full by their rules.
+#[derive(Debug)]
+pub struct ObjectView<'a> {
+    pub metadata: MetaView<'a>,
+    spec: SpecView<'a>,
+}
+
+// One per request, on the stack: boxing the large variant would only add
+// an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum SpecView<'a> {
+    /// A workload's, read with the object.
+    Workload(Option<WorkloadSpecView<'a>>),
+    /// Any other object's, or a workload's whose one-pass read failed:
+    /// decoded by kind when a rule gets to it, which then reports why it
+    /// cannot be read.
+    Json(Option<&'a RawValue>),
+}
+
+#[derive(Deserialize)]
+struct WorkloadObjectView<'a> {
+    #[serde(borrow, default)]
+    metadata: MetaView<'a>,
+    #[serde(borrow, default)]
+    spec: Option<WorkloadSpecView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct JsonObjectView<'a> {
+    #[serde(borrow, default)]
+    metadata: MetaView<'a>,
+    #[serde(borrow, default)]
+    spec: Option<&'a RawValue>,
+}
+
+/// The `spec` of any workload kind: a Pod's containers and host network,
+/// a controller's `template`, a CronJob's `jobTemplate`. Each kind has
+/// only its own of these fields.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WorkloadSpecView<'a> {
+    #[serde(borrow, default)]
+    containers: Option<Vec<NamedView<'a>>>,
+    #[serde(borrow, default)]
+    init_containers: Option<Vec<NamedView<'a>>>,
+    #[serde(default)]
+    host_network: Option<bool>,
+    #[serde(borrow, default)]
+    template: Option<TemplateView<'a>>,
+    #[serde(borrow, default)]
+    job_template: Option<JobTemplateView<'a>>,
+}
+
+/// `metadata`, as far as the rules read it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaView<'a> {
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub generate_name: Option<Cow<'a, str>>,
+    /// Set (not null) on an object being deleted.
+    #[serde(default)]
+    deletion_timestamp: Option<IgnoredAny>,
+    #[serde(borrow, default)]
+    owner_references: Option<Vec<OwnerView<'a>>>,
+    /// Kept as JSON: the exemption reads one key of the annotations, and
+    /// only a bare Pod needs its labels and annotations decoded (they are
+    /// its pod template's).
+    #[serde(borrow, default)]
+    labels: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    annotations: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OwnerView<'a> {
+    #[serde(default)]
+    controller: Option<bool>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+}
+
+/// The value of [`EXEMPT_ANNOTATION`] in an annotations map, if any; the
+/// other annotations are skipped.
+struct ExemptAnnotation(Option<Value>);
+
+impl<'de> Deserialize<'de> for ExemptAnnotation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Find;
+        impl<'de> Visitor<'de> for Find {
+            type Value = ExemptAnnotation;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_unit<E>(self) -> Result<ExemptAnnotation, E> {
+                Ok(ExemptAnnotation(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ExemptAnnotation, A::Error> {
+                let mut found = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == EXEMPT_ANNOTATION {
+                        found = Some(map.next_value::<Value>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(ExemptAnnotation(found))
+            }
+        }
+        d.deserialize_any(Find)
+    }
+}
+
+/// A pod template: `spec.template` of a controller, the Pod itself for a
+/// bare Pod.
+#[derive(Debug, Default, Deserialize)]
+struct TemplateView<'a> {
+    #[serde(default)]
+    metadata: Option<TemplateMetaView>,
+    #[serde(borrow, default)]
+    spec: Option<PodSpecView<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TemplateMetaView {
+    #[serde(default)]
+    labels: Option<Labels>,
+    #[serde(default)]
+    annotations: Option<Labels>,
+}
+
+/// What injection looks at in a pod spec.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodSpecView<'a> {
+    #[serde(borrow, default)]
+    containers: Option<Vec<NamedView<'a>>>,
+    #[serde(borrow, default)]
+    init_containers: Option<Vec<NamedView<'a>>>,
+    #[serde(default)]
+    host_network: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NamedView<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+}
+
+/// `spec` of a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job.
+#[derive(Debug, Deserialize)]
+struct ControllerSpecView<'a> {
+    #[serde(borrow, default)]
+    template: Option<TemplateView<'a>>,
+}
+
+/// `spec` of a CronJob: `jobTemplate.spec.template`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CronJobSpecView<'a> {
+    #[serde(borrow, default)]
+    job_template: Option<JobTemplateView<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct JobTemplateView<'a> {
+    #[serde(borrow, default)]
+    spec: Option<ControllerSpecView<'a>>,
+}
+
+impl<'a> ObjectView<'a> {
+    /// Reads the view from the object's JSON; for a workload (`workload`
+    /// true) with its pod template, in the same pass.
+    pub fn read(object: &'a RawValue, workload: bool) -> Result<Self, serde_json::Error> {
+        if workload {
+            // Fails only on a field that is not what its schema says; the
+            // second read below then leaves the spec for the rule to report.
+            if let Ok(v) = serde_json::from_str::<WorkloadObjectView<'a>>(object.get()) {
+                return Ok(ObjectView {
+                    metadata: v.metadata,
+                    spec: SpecView::Workload(v.spec),
+                });
+            }
+        }
+        let v: JsonObjectView<'a> = serde_json::from_str(object.get())?;
+        Ok(ObjectView {
+            metadata: v.metadata,
+            spec: SpecView::Json(v.spec),
+        })
+    }
+
+    /// Whether the object is being deleted.
+    pub fn is_terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// `meshscope.io/exempt` on the object.
+    pub fn exemption(&self) -> Exemption {
+        let found = self
+            .metadata
+            .annotations
+            .and_then(|a| serde_json::from_str::<ExemptAnnotation>(a.get()).ok())
+            .and_then(|e| e.0);
+        match found {
+            None => Exemption::None,
+            Some(v) => match v.as_str().map(str::trim) {
+                Some(r) if !r.is_empty() => Exemption::Exempt(r.to_string()),
+                _ => Exemption::NoReason,
+            },
+        }
+    }
+
+    /// The kind of the controller that owns the object, if one does.
+    fn controller(&self) -> Option<Option<&str>> {
+        let owners = self.metadata.owner_references.as_deref()?;
+        let r = owners.iter().find(|r| r.controller == Some(true))?;
+        Some(r.kind.as_deref())
+    }
+
+    /// The pod template of a workload object (for a Pod, the pod itself),
+    /// or `None` when it has none.
+    fn pod_template(
+        self,
+        kind: &WorkloadKind,
+    ) -> Result<Option<TemplateView<'a>>, serde_json::Error> {
+        let spec = match self.spec {
+            SpecView::Workload(spec) => spec,
+            SpecView::Json(None) => None,
+            SpecView::Json(Some(raw)) => match kind {
+                WorkloadKind::Pod => serde_json::from_str::<Option<PodSpecView<'a>>>(raw.get())?
+                    .map(PodSpecView::into_workload_spec),
+                WorkloadKind::CronJob => {
+                    serde_json::from_str::<Option<CronJobSpecView<'a>>>(raw.get())?
+                        .map(CronJobSpecView::into_workload_spec)
+                }
+                _ => serde_json::from_str::<Option<ControllerSpecView<'a>>>(raw.get())?
+                    .map(ControllerSpecView::into_workload_spec),
+            },
+        };
+        match kind {
+            WorkloadKind::Pod => {
+                let labels = decode_labels(self.metadata.labels)?;
+                let annotations = decode_labels(self.metadata.annotations)?;
+                Ok(Some(TemplateView {
+                    metadata: Some(TemplateMetaView {
+                        labels,
+                        annotations,
+                    }),
+                    spec: spec.map(|s| PodSpecView {
+                        containers: s.containers,
+                        init_containers: s.init_containers,
+                        host_network: s.host_network,
+                    }),
+                }))
+            }
+            WorkloadKind::CronJob => Ok(spec
+                .and_then(|s| s.job_template)
+                .and_then(|j| j.spec)
+                .and_then(|s| s.template)),
+            _ => Ok(spec.and_then(|s| s.template)),
+        }
+    }
+}
+
+fn decode_labels(raw: Option<&RawValue>) -> Result<Option<Labels>, serde_json::Error> {
+    match raw {
+        Some(raw) => serde_json::from_str(raw.get()),
+        None => Ok(None),
+    }
+}
+
+impl<'a> PodSpecView<'a> {
+    fn into_workload_spec(self) -> WorkloadSpecView<'a> {
+        WorkloadSpecView {
+            containers: self.containers,
+            init_containers: self.init_containers,
+            host_network: self.host_network,
+            template: None,
+            job_template: None,
+        }
+    }
+}
+
+impl<'a> ControllerSpecView<'a> {
+    fn into_workload_spec(self) -> WorkloadSpecView<'a> {
+        WorkloadSpecView {
+            containers: None,
+            init_containers: None,
+            host_network: None,
+            template: self.template,
+            job_template: None,
+        }
+    }
+}
+
+impl<'a> CronJobSpecView<'a> {
+    fn into_workload_spec(self) -> WorkloadSpecView<'a> {
+        WorkloadSpecView {
+            containers: None,
+            init_containers: None,
+            host_network: None,
+            template: None,
+            job_template: self.job_template,
         }
     }
 }
@@ -374,19 +700,6 @@ pub enum Exemption {
     NoReason,
 }
 
-pub fn exemption(object: &Value) -> Exemption {
-    match object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(EXEMPT_ANNOTATION))
-    {
-        None => Exemption::None,
-        Some(v) => match v.as_str().map(str::trim) {
-            Some(r) if !r.is_empty() => Exemption::Exempt(r.to_string()),
-            _ => Exemption::NoReason,
-        },
-    }
-}
-
 /// Whether [`review`] looks at a request at all: CREATE and UPDATE of the
 /// kinds the rules cover, on `/validate`; on `/mutate` only ServiceEntries,
 /// and only with mutation on. Everything else is allowed without a word,
@@ -414,15 +727,17 @@ pub fn review(req: &Request<'_>, snap: &MeshSnapshot, cfg: &Config) -> Decision 
         return Decision::allow();
     };
     let mutating = req.endpoint == Endpoint::Mutate;
+    let ns_info = snap.namespace(req.namespace).or(req.namespace_fallback);
+    let workload = matches!(subject, Subject::Workload(_));
+    let view = match ObjectView::read(object, workload) {
+        Ok(v) => v,
+        Err(e) => return unreadable(req, ns_info, cfg, &e),
+    };
     // Denying the update that removes a finalizer would keep the object
     // from ever being deleted.
-    if object
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-    {
+    if view.is_terminating() {
         return Decision::allow();
     }
-    let ns_info = snap.namespace(req.namespace).or(req.namespace_fallback);
     let (policy, policy_warning) = namespace_policy(req.namespace, ns_info, cfg.default_policy);
     let mut d = Decision::allow();
     d.policy = Some(policy);
@@ -432,8 +747,8 @@ pub fn review(req: &Request<'_>, snap: &MeshSnapshot, cfg: &Config) -> Decision 
     if !mutating {
         d.warnings.extend(policy_warning);
     }
-    let name = req.display_name();
-    match exemption(object) {
+    let name = req.display_name(&view.metadata);
+    match view.exemption() {
         Exemption::Exempt(reason) => {
             d.exempt = Some(reason);
             return d;
@@ -446,7 +761,7 @@ pub fn review(req: &Request<'_>, snap: &MeshSnapshot, cfg: &Config) -> Decision 
     }
     match subject {
         Subject::Workload(kind) => {
-            review_workload(&mut d, snap, ns_info, &kind, req.namespace, &name, object)
+            review_workload(&mut d, snap, ns_info, &kind, req.namespace, &name, view)
         }
         Subject::ServiceEntry => review_service_entry(&mut d, req, snap, &name, object),
         Subject::Sidecar => review_sidecar(&mut d, req, snap, &name, object),
@@ -454,33 +769,49 @@ pub fn review(req: &Request<'_>, snap: &MeshSnapshot, cfg: &Config) -> Decision 
     d
 }
 
-// === workloads: MS0001 ===
+/// An object whose metadata cannot be read (the API server never sends
+/// one): allowed, with a warning from `/validate` unless the namespace's
+/// policy is `off`.
+fn unreadable(
+    req: &Request<'_>,
+    ns_info: Option<&NamespaceInfo>,
+    cfg: &Config,
+    e: &serde_json::Error,
+) -> Decision {
+    let (policy, _) = namespace_policy(req.namespace, ns_info, cfg.default_policy);
+    let mut d = Decision::allow();
+    d.policy = Some(policy);
+    if policy != Policy::Off && req.endpoint == Endpoint::Validate {
+        let name = req.display_name(&MetaView::default());
+        let e = without_position(e);
+        d.warnings.push(shorten(&format!(
+            "meshscope cannot read {} {}/{name} ({e}); not checked",
+            req.kind, req.namespace
+        )));
+    }
+    d
+}
 
-/// The pod template of a workload object (for a Pod, the pod itself).
-fn pod_template<'a>(kind: &WorkloadKind, object: &'a Value) -> Option<&'a Value> {
-    match kind {
-        WorkloadKind::Pod => Some(object),
-        WorkloadKind::CronJob => object.pointer("/spec/jobTemplate/spec/template"),
-        _ => object.pointer("/spec/template"),
+/// A decoding error without its position in the object's JSON, which
+/// means nothing to the user (they never saw that text).
+fn without_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match message.strip_suffix(&position) {
+        Some(m) => m.to_string(),
+        None => message,
     }
 }
 
+// === workloads: MS0001 ===
+
 /// Pods, ReplicaSets and a CronJob's Jobs are judged through their
 /// controller, which the webhook sees (and checks) itself.
-fn judged_through_controller(kind: &WorkloadKind, object: &Value) -> bool {
-    let owners = object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array);
-    let controller = owners.and_then(|o| {
-        o.iter()
-            .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-    });
-    let owner_kind = controller
-        .and_then(|r| r.get("kind"))
-        .and_then(Value::as_str);
+fn judged_through_controller(kind: &WorkloadKind, object: &ObjectView<'_>) -> bool {
+    let controller = object.controller();
     match kind {
         WorkloadKind::Pod | WorkloadKind::ReplicaSet => controller.is_some(),
-        WorkloadKind::Job => owner_kind == Some("CronJob"),
+        WorkloadKind::Job => controller.flatten() == Some("CronJob"),
         _ => false,
     }
 }
@@ -492,17 +823,16 @@ fn review_workload(
     kind: &WorkloadKind,
     ns: &str,
     name: &str,
-    object: &Value,
+    object: ObjectView<'_>,
 ) {
-    if judged_through_controller(kind, object) {
+    if judged_through_controller(kind, &object) {
         return;
     }
-    let Some(template) = pod_template(kind, object) else {
-        return;
-    };
-    let template: PodTemplateSpec = match serde_json::from_value(template.clone()) {
-        Ok(t) => t,
+    let template = match object.pod_template(kind) {
+        Ok(Some(t)) => t,
+        Ok(None) => return,
         Err(e) => {
+            let e = without_position(&e);
             d.warnings.push(shorten(&format!(
                 "meshscope cannot read the pod template of {kind} {ns}/{name} ({e}); not checked"
             )));
@@ -516,9 +846,9 @@ fn review_workload(
     let has_proxy = spec
         .containers
         .iter()
-        .map(|c| &c.name)
-        .chain(spec.init_containers.iter().flatten().map(|c| &c.name))
-        .any(|n| n == "istio-proxy");
+        .flatten()
+        .chain(spec.init_containers.iter().flatten())
+        .any(|c| c.name.as_deref() == Some("istio-proxy"));
     let empty = NamespaceInfo::default();
     let injection = inject::evaluate(
         &PodFacts {
@@ -540,6 +870,14 @@ fn review_workload(
     }
 }
 
+/// A ServiceEntry or Sidecar decoded in full (through a JSON tree, so that
+/// an unreadable one is reported as before, without positions). These are
+/// rare; workloads, the bulk of admissions, are read through
+/// [`ObjectView`].
+fn decode<T: serde::de::DeserializeOwned>(object: &RawValue) -> Result<T, serde_json::Error> {
+    serde_json::from_str::<Value>(object.get()).and_then(serde_json::from_value)
+}
+
 // === ServiceEntries: MS0002 ===
 
 fn review_service_entry(
@@ -547,10 +885,10 @@ fn review_service_entry(
     req: &Request<'_>,
     snap: &MeshSnapshot,
     name: &str,
-    object: &Value,
+    object: &RawValue,
 ) {
     let ns = req.namespace;
-    let se: ServiceEntry = match serde_json::from_value(object.clone()) {
+    let se: ServiceEntry = match decode(object) {
         Ok(se) => se,
         Err(e) => {
             if req.endpoint == Endpoint::Validate {
@@ -603,10 +941,10 @@ fn review_sidecar(
     req: &Request<'_>,
     snap: &MeshSnapshot,
     name: &str,
-    object: &Value,
+    object: &RawValue,
 ) {
     let ns = req.namespace;
-    let mut incoming: Sidecar = match serde_json::from_value(object.clone()) {
+    let mut incoming: Sidecar = match decode(object) {
         Ok(s) => s,
         Err(e) => {
             d.warnings.push(shorten(&format!(
@@ -867,7 +1205,11 @@ mod tests {
             kind,
             namespace: object["metadata"]["namespace"].as_str().unwrap(),
             name: object["metadata"]["name"].as_str().unwrap_or(""),
-            object: Some(object),
+            // As the webhook gets it: the object's JSON. Leaked: a test's
+            // few objects live until the test ends anyway.
+            object: Some(Box::leak(
+                serde_json::value::to_raw_value(object).expect("must encode"),
+            )),
             namespace_fallback: None,
         }
     }

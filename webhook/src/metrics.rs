@@ -24,17 +24,22 @@ struct Histogram {
 }
 
 /// Labels of one request series.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RequestLabels {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequestLabels<'a> {
     pub endpoint: &'static str,
-    pub kind: String,
-    pub operation: String,
+    pub kind: &'a str,
+    pub operation: &'static str,
     pub decision: &'static str,
 }
 
+/// Request counts by kind, then by (endpoint, operation, decision): a
+/// request finds its counter without allocating (the kind is the only
+/// label that is not a constant).
+type RequestCounts = BTreeMap<String, BTreeMap<(&'static str, &'static str, &'static str), u64>>;
+
 #[derive(Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<RequestLabels, u64>>,
+    requests: Mutex<RequestCounts>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
     exemptions: Mutex<BTreeMap<(String, String), u64>>,
     cache_objects: Mutex<BTreeMap<&'static str, u64>>,
@@ -49,9 +54,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Metrics {
-    pub fn request(&self, labels: RequestLabels, elapsed: Duration) {
+    pub fn request(&self, labels: RequestLabels<'_>, elapsed: Duration) {
         let endpoint = labels.endpoint;
-        *lock(&self.requests).entry(labels).or_default() += 1;
+        let series = (labels.endpoint, labels.operation, labels.decision);
+        {
+            let mut requests = lock(&self.requests);
+            let by_kind = match requests.get_mut(labels.kind) {
+                Some(m) => m,
+                None => requests.entry(labels.kind.to_string()).or_default(),
+            };
+            *by_kind.entry(series).or_default() += 1;
+        }
         let secs = elapsed.as_secs_f64();
         let mut lat = lock(&self.latency);
         let h = lat.entry(endpoint).or_default();
@@ -95,16 +108,33 @@ impl Metrics {
             "counter",
             "Admission requests by endpoint, kind, operation and decision (allow, warn, patch, exempt, deny, unchecked).",
         );
-        for (l, n) in lock(&self.requests).iter() {
+        let requests = lock(&self.requests);
+        let mut series: Vec<(RequestLabels<'_>, u64)> = requests
+            .iter()
+            .flat_map(|(kind, m)| {
+                m.iter().map(|(&(endpoint, operation, decision), &n)| {
+                    let labels = RequestLabels {
+                        endpoint,
+                        kind,
+                        operation,
+                        decision,
+                    };
+                    (labels, n)
+                })
+            })
+            .collect();
+        series.sort();
+        for (l, n) in series {
             let _ = writeln!(
                 out,
                 "meshscope_webhook_requests_total{{endpoint=\"{}\",kind=\"{}\",operation=\"{}\",decision=\"{}\"}} {n}",
                 esc(l.endpoint),
-                esc(&l.kind),
-                esc(&l.operation),
+                esc(l.kind),
+                esc(l.operation),
                 esc(l.decision)
             );
         }
+        drop(requests);
         header(
             &mut out,
             "meshscope_webhook_request_duration_seconds",
@@ -227,8 +257,8 @@ mod tests {
         m.request(
             RequestLabels {
                 endpoint: "validate",
-                kind: "Deployment".into(),
-                operation: "CREATE".into(),
+                kind: "Deployment",
+                operation: "CREATE",
                 decision: "deny",
             },
             Duration::from_micros(700),
