@@ -959,8 +959,8 @@ fn review_sidecar(
     }
 }
 
-/// The findings about an incoming Sidecar, judged in a snapshot where it
-/// replaces any Sidecar of the same name: MS0005, MS0006 and MS0008 from
+/// The findings about an incoming Sidecar, judged in a snapshot of its
+/// namespace where it replaces any Sidecar of the same name: MS0005, MS0006 and MS0008 from
 /// `audit::sidecar_findings`, and MS0004 from `audit::conflicting_selectors`
 /// on probe workloads labelled exactly like each selector that shares pods
 /// with the new one (equal or nested selectors; the webhook does not see
@@ -973,9 +973,13 @@ pub fn sidecar_hygiene(
 ) -> Vec<Finding> {
     incoming.metadata.namespace = Some(ns.to_string());
     incoming.metadata.name = Some(name.to_string());
+    // The findings reported here only ever compare a Sidecar with the
+    // others of its namespace, so the probe holds that namespace and its
+    // Sidecars, not the whole mesh.
+    let in_ns = || snap.sidecars_in(ns).iter().map(|&id| &snap.sidecars[id]);
     if incoming.metadata.creation_timestamp.is_none() {
-        // Being created: newer than every Sidecar istiod knows.
-        let newest = snap.sidecars.iter().filter_map(|s| s.created).max();
+        // Being created: newer than every Sidecar of its namespace.
+        let newest = in_ns().filter_map(|s| s.created).max();
         let ts = newest
             .and_then(|n| Timestamp::from_nanosecond(n + 1_000_000_000).ok())
             .unwrap_or(Timestamp::UNIX_EPOCH);
@@ -984,7 +988,7 @@ pub fn sidecar_hygiene(
     let mut inputs = Inputs {
         namespaces: snap
             .namespaces
-            .iter()
+            .get_key_value(ns)
             .map(|(n, info)| Namespace {
                 metadata: ObjectMeta {
                     name: Some(n.clone()),
@@ -993,13 +997,12 @@ pub fn sidecar_hygiene(
                 },
                 ..Default::default()
             })
+            .into_iter()
             .collect(),
         ..Default::default()
     };
-    inputs.sidecars = snap
-        .sidecars
-        .iter()
-        .filter(|s| !(s.namespace == ns && s.name == name))
+    inputs.sidecars = in_ns()
+        .filter(|s| s.name != name)
         .map(|s| s.object.clone())
         .collect();
     inputs.sidecars.push(incoming.clone());
