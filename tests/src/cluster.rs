@@ -161,33 +161,31 @@ impl Cluster {
         }
     }
 
+    /// Merges `patch` into an object's status (`what`: kind, name and
+    /// namespace flags as kubectl takes them); with no kubelet, tests write
+    /// what it would.
+    fn patch_status(&self, what: &[&str], patch: &str) -> Result<()> {
+        let mut args = vec!["patch"];
+        args.extend_from_slice(what);
+        args.extend(["--subresource=status", "--type=merge", "-p", patch]);
+        let o = self.kubectl(&args, None);
+        if !o.status.success() {
+            bail!(
+                "patch status of {}: {}",
+                what.join(" "),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(())
+    }
+
     /// Sets a pod's phase and IP through the status subresource (there is
     /// no kubelet).
     pub fn set_pod_ip(&self, ns: &str, pod: &str, ip: &str) -> Result<()> {
         let patch = format!(
             "{{\"status\":{{\"phase\":\"Running\",\"podIP\":\"{ip}\",\"podIPs\":[{{\"ip\":\"{ip}\"}}]}}}}"
         );
-        let o = self.kubectl(
-            &[
-                "patch",
-                "pod",
-                pod,
-                "-n",
-                ns,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &patch,
-            ],
-            None,
-        );
-        if !o.status.success() {
-            bail!(
-                "patch status of {ns}/{pod}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        Ok(())
+        self.patch_status(&["pod", pod, "-n", ns], &patch)
     }
 
     /// A Node whose kubelet is the stand-in at 127.0.0.1:`port`
@@ -200,24 +198,7 @@ impl Cluster {
         let status = format!(
             "{{\"status\":{{\"addresses\":[{{\"type\":\"InternalIP\",\"address\":\"127.0.0.1\"}}],\"daemonEndpoints\":{{\"kubeletEndpoint\":{{\"Port\":{port}}}}}}}}}"
         );
-        let o = self.kubectl(
-            &[
-                "patch",
-                "node",
-                &name,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &status,
-            ],
-            None,
-        );
-        if !o.status.success() {
-            bail!(
-                "patch status of node {name}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
+        self.patch_status(&["node", &name], &status)?;
         Ok(name)
     }
 
@@ -243,27 +224,7 @@ impl Cluster {
         let patch = format!(
             "{{\"status\":{{\"containerStatuses\":[{{\"name\":\"{container}\",\"image\":\"proxy\",\"imageID\":\"\",\"ready\":true,\"restartCount\":1,\"state\":{{\"running\":{{}}}}}}]}}}}"
         );
-        let o = self.kubectl(
-            &[
-                "patch",
-                "pod",
-                pod,
-                "-n",
-                ns,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &patch,
-            ],
-            None,
-        );
-        if !o.status.success() {
-            bail!(
-                "patch status of {ns}/{pod}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        Ok(())
+        self.patch_status(&["pod", pod, "-n", ns], &patch)
     }
 
     /// A kubeconfig that impersonates `user` (in no group but
