@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, LogParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use meshscope_shared::inputs::Pod as ObservedPod;
 use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::{Inputs, MeshSnapshot};
@@ -357,7 +358,11 @@ impl Live {
             Some(set) => set.iter().map(|n| Some(n.as_str())).collect(),
         };
         for ns in scopes {
-            jobs.push(self.list_typed::<Pod>(ns, |i, v| i.pods.extend(v)).boxed());
+            // Pods decode straight into the engine's lean form.
+            jobs.push(
+                self.list_typed::<ObservedPod>(ns, |i, v| i.pods.extend(v))
+                    .boxed(),
+            );
             jobs.push(
                 self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
                     .boxed(),
@@ -419,7 +424,7 @@ impl Live {
         snap: &MeshSnapshot,
         pods: &[PodId],
         since: Duration,
-        live_pods: &[Pod],
+        live_pods: &[ObservedPod],
         err: &mut dyn Write,
     ) -> (Observations, Vec<(String, String)>) {
         let tty = std::io::stderr().is_terminal();
@@ -427,19 +432,24 @@ impl Live {
         let mut done = 0usize;
         let mut failed = Vec::new();
         let mut obs = Observations::default();
-        let restarted = |name: &str, ns: &str| -> bool {
-            live_pods.iter().any(|p| {
-                p.metadata.name.as_deref() == Some(name)
-                    && p.metadata.namespace.as_deref() == Some(ns)
-                    && p.status
-                        .as_ref()
-                        .and_then(|s| s.container_statuses.as_ref())
-                        .is_some_and(|cs| {
-                            cs.iter()
-                                .any(|c| c.name == "istio-proxy" && c.restart_count > 0)
-                        })
+        // Pods whose istio-proxy restarted: their previous log is read too.
+        let restarted: std::collections::HashSet<(&str, &str)> = live_pods
+            .iter()
+            .filter(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.container_statuses
+                        .iter()
+                        .any(|c| c.name == "istio-proxy" && c.restart_count > 0)
+                })
             })
-        };
+            .filter_map(|p| {
+                Some((
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?,
+                ))
+            })
+            .collect();
+        let restarted = |name: &str, ns: &str| restarted.contains(&(ns, name));
         let jobs: Vec<(PodId, bool)> = pods
             .iter()
             .flat_map(|p| {

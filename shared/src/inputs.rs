@@ -6,11 +6,111 @@
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::Error;
 use crate::istio::{DestinationRule, ServiceEntry, Sidecar, VirtualService};
+
+/// A Pod as the scope engine reads it: its metadata, its containers' names
+/// and port counts, hostNetwork, its IPs and its containers' restart
+/// counts. Everything else in a Pod is skipped while decoding: a typed
+/// `PodSpec` with its containers takes kilobytes per pod even when almost
+/// empty, which at 30k pods was most of the memory of an audit.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Pod {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<PodSpec>,
+    #[serde(default)]
+    pub status: Option<PodStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub containers: Vec<Container>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub init_containers: Vec<Container>,
+    #[serde(default)]
+    pub host_network: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Container {
+    /// Missing in some hand-written manifests (Istio's analyzer fixtures
+    /// among them); read as empty, as the typed API objects do.
+    #[serde(default)]
+    pub name: String,
+    /// How many ports the container declares (each becomes an inbound
+    /// cluster); their contents are not read.
+    #[serde(default, rename = "ports", deserialize_with = "port_count")]
+    pub ports: u32,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    #[serde(default, rename = "podIP")]
+    pub pod_ip: Option<String>,
+    #[serde(default, rename = "podIPs", deserialize_with = "null_as_empty")]
+    pub pod_ips: Vec<PodIp>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct PodIp {
+    pub ip: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    pub name: String,
+    #[serde(default)]
+    pub restart_count: i32,
+}
+
+/// `null` (a YAML key with no value) reads as an empty list, as it does for
+/// the API server.
+fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+fn port_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let ports: Option<Vec<serde::de::IgnoredAny>> = Option::deserialize(d)?;
+    Ok(ports.map_or(0, |p| p.len() as u32))
+}
+
+/// The Kubernetes API's name for [`Pod`], so a client can list pods straight
+/// into it.
+impl k8s_openapi::Resource for Pod {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "Pod";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "pods";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for Pod {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
 
 /// Every object kind the scope engine reads.
 #[derive(Clone, Debug, Default)]
@@ -146,5 +246,56 @@ impl Inputs {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_keep_what_the_engine_reads_and_skip_the_rest() {
+        let v = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+            "spec": {
+                "hostNetwork": true,
+                "initContainers": null,
+                "containers": [
+                    {"name": "app", "image": "x", "env": [{"name": "A", "value": "1"}],
+                     "ports": [{"containerPort": 80}, {"containerPort": 81}],
+                     "resources": {"limits": {"cpu": "1"}}},
+                    {"name": "istio-proxy", "ports": null}
+                ],
+                "volumes": [{"name": "v", "emptyDir": {}}]
+            },
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}],
+                       "containerStatuses": [{"name": "istio-proxy", "restartCount": 2, "ready": true}]}
+        });
+        let mut inputs = Inputs::default();
+        assert_eq!(inputs.add(v).unwrap(), 1);
+        let p = &inputs.pods[0];
+        assert_eq!(p.metadata.name.as_deref(), Some("p"));
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.host_network, Some(true));
+        assert!(spec.init_containers.is_empty());
+        let ports: Vec<(&str, u32)> = spec
+            .containers
+            .iter()
+            .map(|c| (c.name.as_str(), c.ports))
+            .collect();
+        assert_eq!(ports, [("app", 2), ("istio-proxy", 0)]);
+        let st = p.status.as_ref().unwrap();
+        assert_eq!(st.pod_ip.as_deref(), Some("10.0.0.1"));
+        assert_eq!(st.pod_ips[0].ip, "10.0.0.1");
+        assert_eq!(st.container_statuses[0].restart_count, 2);
+        // A field of the wrong type is still an error naming the pod.
+        let bad = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q"},
+                                     "spec": {"containers": "app"}});
+        let err = inputs.add(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("Pod q") && err.contains("invalid type"),
+            "{err}"
+        );
     }
 }

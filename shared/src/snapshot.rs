@@ -360,16 +360,38 @@ fn container_ports(spec: Option<&PodSpec>) -> u32 {
     .unwrap_or(0)
 }
 
+/// What a workload's pods look like: from a pod template, or from a pod.
 struct Template<'a> {
     meta: Option<&'a ObjectMeta>,
-    spec: Option<&'a PodSpec>,
+    has_proxy: bool,
+    container_ports: u32,
+    host_network: bool,
 }
 
 impl<'a> From<&'a PodTemplateSpec> for Template<'a> {
     fn from(t: &'a PodTemplateSpec) -> Self {
+        let spec = t.spec.as_ref();
         Template {
             meta: t.metadata.as_ref(),
-            spec: t.spec.as_ref(),
+            has_proxy: has_proxy(spec),
+            container_ports: container_ports(spec),
+            host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
+        }
+    }
+}
+
+impl<'a> From<&'a crate::inputs::Pod> for Template<'a> {
+    fn from(p: &'a crate::inputs::Pod) -> Self {
+        let spec = p.spec.as_ref();
+        let named = |c: &&crate::inputs::Container| c.name == "istio-proxy";
+        Template {
+            meta: Some(&p.metadata),
+            has_proxy: spec.is_some_and(|s| {
+                s.containers.iter().any(|c| named(&c))
+                    || s.init_containers.iter().any(|c| named(&c))
+            }),
+            container_ports: spec.map_or(0, |s| s.containers.iter().map(|c| c.ports).sum()),
+            host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         }
     }
 }
@@ -400,9 +422,9 @@ impl WorkloadBuilder {
             annotations: tpl.meta.map(|m| labels(&m.annotations)).unwrap_or_default(),
             pods: Vec::new(),
             replicas,
-            host_network: tpl.spec.and_then(|s| s.host_network).unwrap_or(false),
-            template_has_proxy: has_proxy(tpl.spec),
-            container_ports: container_ports(tpl.spec),
+            host_network: tpl.host_network,
+            template_has_proxy: tpl.has_proxy,
+            container_ports: tpl.container_ports,
             created: created(meta),
             injection: Injection::default(),
         });
@@ -487,7 +509,9 @@ impl MeshSnapshot {
             let tpl = rs.spec.as_ref().and_then(|s| s.template.as_ref());
             let tplv = tpl.map(Template::from).unwrap_or(Template {
                 meta: None,
-                spec: None,
+                has_proxy: false,
+                container_ports: 0,
+                host_network: false,
             });
             let id = match controller_of(&rs.metadata) {
                 Some(o) if o.kind == "Deployment" => {
@@ -542,10 +566,7 @@ impl MeshSnapshot {
             let ns = ns_of(&p.metadata);
             let name = name_of(&p.metadata);
             let plabels = labels(&p.metadata.labels);
-            let pod_tpl = || Template {
-                meta: Some(&p.metadata),
-                spec: p.spec.as_ref(),
-            };
+            let pod_tpl = || Template::from(p);
             let owner_meta = |n: &str| ObjectMeta {
                 name: Some(n.to_string()),
                 namespace: Some(ns.clone()),
@@ -596,7 +617,7 @@ impl MeshSnapshot {
             };
             let mut ips: Vec<IpAddr> = Vec::new();
             if let Some(st) = &p.status {
-                for ip in st.pod_ips.iter().flatten() {
+                for ip in &st.pod_ips {
                     if let Ok(a) = ip.ip.parse() {
                         ips.push(a);
                     }
@@ -616,12 +637,8 @@ impl MeshSnapshot {
                 annotations: labels(&p.metadata.annotations),
                 ips,
                 workload: wid,
-                has_proxy: has_proxy(p.spec.as_ref()),
-                host_network: p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.host_network)
-                    .unwrap_or(false),
+                has_proxy: pod_tpl().has_proxy,
+                host_network: pod_tpl().host_network,
                 injection: Injection::default(),
             });
         }
