@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, LogParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use meshscope_shared::inject::PROXY_CONTAINER;
 use meshscope_shared::inputs::Pod as ObservedPod;
 use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::snapshot::PodId;
@@ -439,7 +440,7 @@ impl Live {
                 p.status.as_ref().is_some_and(|s| {
                     s.container_statuses
                         .iter()
-                        .any(|c| c.name == "istio-proxy" && c.restart_count > 0)
+                        .any(|c| c.name == PROXY_CONTAINER && c.restart_count > 0)
                 })
             })
             .filter_map(|p| {
@@ -463,7 +464,7 @@ impl Live {
                 let pod = &snap.pods[p];
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
                 let lp = LogParams {
-                    container: Some("istio-proxy".into()),
+                    container: Some(PROXY_CONTAINER.into()),
                     since_seconds: Some(since.as_secs().max(1) as i64),
                     previous,
                     ..Default::default()

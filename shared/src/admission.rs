@@ -848,7 +848,7 @@ fn review_workload(
         .iter()
         .flatten()
         .chain(spec.init_containers.iter().flatten())
-        .any(|c| c.name.as_deref() == Some("istio-proxy"));
+        .any(|c| c.name.as_deref() == Some(crate::inject::PROXY_CONTAINER));
     let empty = NamespaceInfo::default();
     let injection = inject::evaluate(
         &PodFacts {

@@ -10,6 +10,9 @@ pub const INJECTION_LABEL: &str = "istio-injection";
 pub const REV_LABEL: &str = "istio.io/rev";
 pub const INJECT_LABEL: &str = "sidecar.istio.io/inject";
 pub const STATUS_ANNOTATION: &str = "sidecar.istio.io/status";
+/// The injected proxy's container: its presence marks a pod as injected,
+/// and its log is the access log.
+pub const PROXY_CONTAINER: &str = "istio-proxy";
 pub const DATAPLANE_LABEL: &str = "istio.io/dataplane-mode";
 pub const AMBIENT_REDIRECTION_ANNOTATION: &str = "ambient.istio.io/redirection";
 

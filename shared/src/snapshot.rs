@@ -346,7 +346,7 @@ fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
 
 fn has_proxy(spec: Option<&PodSpec>) -> bool {
     let Some(spec) = spec else { return false };
-    let named = |c: &Container| c.name == "istio-proxy";
+    let named = |c: &Container| c.name == crate::inject::PROXY_CONTAINER;
     spec.containers.iter().any(named) || spec.init_containers.iter().flatten().any(named)
 }
 
@@ -361,6 +361,7 @@ fn container_ports(spec: Option<&PodSpec>) -> u32 {
 }
 
 /// What a workload's pods look like: from a pod template, or from a pod.
+#[derive(Clone, Copy)]
 struct Template<'a> {
     meta: Option<&'a ObjectMeta>,
     has_proxy: bool,
@@ -383,12 +384,12 @@ impl<'a> From<&'a PodTemplateSpec> for Template<'a> {
 impl<'a> From<&'a crate::inputs::Pod> for Template<'a> {
     fn from(p: &'a crate::inputs::Pod) -> Self {
         let spec = p.spec.as_ref();
-        let named = |c: &&crate::inputs::Container| c.name == "istio-proxy";
         Template {
             meta: Some(&p.metadata),
             has_proxy: spec.is_some_and(|s| {
-                s.containers.iter().any(|c| named(&c))
-                    || s.init_containers.iter().any(|c| named(&c))
+                (s.containers.iter())
+                    .chain(&s.init_containers)
+                    .any(|c| c.name == crate::inject::PROXY_CONTAINER)
             }),
             container_ports: spec.map_or(0, |s| s.containers.iter().map(|c| c.ports).sum()),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
@@ -566,7 +567,7 @@ impl MeshSnapshot {
             let ns = ns_of(&p.metadata);
             let name = name_of(&p.metadata);
             let plabels = labels(&p.metadata.labels);
-            let pod_tpl = || Template::from(p);
+            let tpl = Template::from(p);
             let owner_meta = |n: &str| ObjectMeta {
                 name: Some(n.to_string()),
                 namespace: Some(ns.clone()),
@@ -584,36 +585,28 @@ impl MeshSnapshot {
                                 Some(dep) => wb
                                     .find(WorkloadKind::Deployment, &ns, dep)
                                     .unwrap_or_else(|| {
-                                        wb.add(
-                                            WorkloadKind::Deployment,
-                                            &owner_meta(dep),
-                                            pod_tpl(),
-                                            1,
-                                        )
+                                        wb.add(WorkloadKind::Deployment, &owner_meta(dep), tpl, 1)
                                     }),
-                                None => wb.add(
-                                    WorkloadKind::ReplicaSet,
-                                    &owner_meta(&o.name),
-                                    pod_tpl(),
-                                    1,
-                                ),
+                                None => {
+                                    wb.add(WorkloadKind::ReplicaSet, &owner_meta(&o.name), tpl, 1)
+                                }
                             }
                         }
                     },
                     "Job" => match job_owner.get(&(ns.clone(), o.name.clone())) {
                         Some(id) => *id,
-                        None => wb.add(WorkloadKind::Job, &owner_meta(&o.name), pod_tpl(), 1),
+                        None => wb.add(WorkloadKind::Job, &owner_meta(&o.name), tpl, 1),
                     },
                     kind => {
                         let k = WorkloadKind::parse(kind)
                             .unwrap_or_else(|| WorkloadKind::Other(kind.to_string()));
                         match wb.find(k.clone(), &ns, &o.name) {
                             Some(id) => id,
-                            None => wb.add(k, &owner_meta(&o.name), pod_tpl(), 1),
+                            None => wb.add(k, &owner_meta(&o.name), tpl, 1),
                         }
                     }
                 },
-                None => wb.add(WorkloadKind::Pod, &p.metadata, pod_tpl(), 1),
+                None => wb.add(WorkloadKind::Pod, &p.metadata, tpl, 1),
             };
             let mut ips: Vec<IpAddr> = Vec::new();
             if let Some(st) = &p.status {
@@ -637,8 +630,8 @@ impl MeshSnapshot {
                 annotations: labels(&p.metadata.annotations),
                 ips,
                 workload: wid,
-                has_proxy: pod_tpl().has_proxy,
-                host_network: pod_tpl().host_network,
+                has_proxy: tpl.has_proxy,
+                host_network: tpl.host_network,
                 injection: Injection::default(),
             });
         }
