@@ -13,7 +13,11 @@ use std::net::Ipv4Addr;
 
 pub mod bench;
 pub mod cluster;
+pub mod fidelity;
+pub mod istiod;
 pub mod kubelet;
+pub mod world;
+pub mod xds;
 
 /// The forms an access log can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -322,6 +326,28 @@ impl Scenario {
             .expect("writing to a Vec cannot fail");
         String::from_utf8(v).expect("logs are UTF-8")
     }
+}
+
+/// One client-side access-log line in Istio's default TEXT format: the
+/// proxy at `src_ip` sent a request to `host:port` through cluster
+/// `outbound|port||host`, answered by `upstream`.
+pub fn outbound_text_line(n: u64, src_ip: &str, host: &str, port: u32, upstream: &str) -> String {
+    let start = format!("2026-11-21T10:{:02}:{:02}.000Z", (n / 60) % 60, n % 60);
+    let sport = 30000 + (n % 30000) as u32;
+    let f = Fields {
+        start: &start,
+        authority: format!("{host}:{port}"),
+        upstream_host: upstream.to_string(),
+        cluster: format!("outbound|{port}||{host}"),
+        upstream_local: format!("{src_ip}:{}", sport + 1),
+        downstream_local: upstream.to_string(),
+        downstream_remote: format!("{src_ip}:{sport}"),
+        sni: "-".into(),
+        route: "default".into(),
+    };
+    let mut out = String::new();
+    f.text(&mut out);
+    out
 }
 
 struct Fields<'a> {
