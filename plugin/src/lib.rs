@@ -603,7 +603,12 @@ fn cmd_audit(a: args::AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
 // === explain ===
 
 fn cmd_explain(a: args::ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    let world = World::load(&a.common, err)?;
+    // One proxy's scope depends on pods everywhere (endpoints, headless
+    // Services' per-pod listeners): read them all, then look the target
+    // up in its namespace.
+    let mut everywhere = a.common.clone();
+    everywhere.all_namespaces = true;
+    let world = World::load(&everywhere, err)?;
     let snap = &world.snap;
     let live_ns = world
         .live
@@ -699,7 +704,7 @@ fn cmd_explain(a: args::ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -
             }
             writeln!(
                 out,
-                "Estimated config: {} clusters, {} listeners, {} routes, {} (unscoped: {} clusters, {})",
+                "Estimated xDS:    {} clusters, {} listeners, {} routes, {} (unscoped: {} clusters, {}); protobuf bytes as istiod sends them",
                 e.estimate.clusters,
                 e.estimate.listeners,
                 e.estimate.routes,
@@ -707,6 +712,16 @@ fn cmd_explain(a: args::ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -
                 e.unscoped_estimate.clusters,
                 bytes(e.unscoped_estimate.bytes)
             )?;
+            if wide {
+                writeln!(
+                    out,
+                    "  by type: CDS {}, EDS {}, LDS {}, RDS {}",
+                    bytes(e.estimate.bytes_cds),
+                    bytes(e.estimate.bytes_eds),
+                    bytes(e.estimate.bytes_lds),
+                    bytes(e.estimate.bytes_rds)
+                )?;
+            }
             writeln!(
                 out,
                 "Pushed on changes to: {} imported services{}{}{}",
@@ -781,7 +796,14 @@ fn cmd_impact(a: args::ImpactArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
                 .flat_map(|l| l.hosts.iter())
                 .filter_map(|h| scope::host::HostEntry::parse(h, snap.options.istio).ok())
                 .collect();
-            proposed.insert(r.workloads[0], vec![Listener { port: None, hosts }]);
+            proposed.insert(
+                r.workloads[0],
+                vec![Listener {
+                    port: None,
+                    protocol: None,
+                    hosts,
+                }],
+            );
         }
     }
     if world.obs.is_none() {

@@ -1060,6 +1060,7 @@ fn probe_workload(ns: &str, labels: Labels) -> Workload {
         host_network: false,
         template_has_proxy: true,
         container_ports: 0,
+        inbound: Default::default(),
         created: None,
         injection: inject::Injection {
             sidecar: true,

@@ -52,6 +52,9 @@ pub struct Explanation {
     pub egress_hosts: Vec<String>,
     pub visible_service_count: usize,
     pub visible_services: Vec<String>,
+    /// The outbound clusters istiod sends this proxy (see
+    /// [`MeshSnapshot::outbound_clusters`]).
+    pub outbound_clusters: Vec<String>,
     pub estimate: ConfigEstimate,
     pub unscoped_estimate: ConfigEstimate,
     pub pushed_by: PushSources,
@@ -172,8 +175,9 @@ pub fn explain(
         egress_hosts,
         visible_service_count: vis.services.len(),
         visible_services,
-        estimate: snap.estimate(&vis, wl.container_ports),
-        unscoped_estimate: snap.estimate(&unscoped, wl.container_ports),
+        outbound_clusters: snap.outbound_clusters(&vis),
+        estimate: snap.estimate_for_proxy(&vis, ns, labels, wl.inbound),
+        unscoped_estimate: snap.estimate_for_proxy(&unscoped, ns, labels, wl.inbound),
         pushed_by: PushSources {
             sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),
             services: vis.services.len(),
@@ -372,7 +376,7 @@ pub fn impact(
         let now = eval.visible_for(sel.source, &wl.namespace);
         if depends(&now) {
             out.now.proxies += n;
-            out.now.bytes += snap.estimate(&now, wl.container_ports).bytes * n as u64;
+            out.now.bytes += snap.estimate(&now, wl.inbound).bytes * n as u64;
             out.now.workloads.insert(wl.key(), n);
         }
         let after_vis;
@@ -385,7 +389,7 @@ pub fn impact(
         };
         if depends(after) {
             out.after.proxies += n;
-            out.after.bytes += snap.estimate(after, wl.container_ports).bytes * n as u64;
+            out.after.bytes += snap.estimate(after, wl.inbound).bytes * n as u64;
             out.after.workloads.insert(wl.key(), n);
         }
     }

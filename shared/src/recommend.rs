@@ -242,6 +242,7 @@ fn entry_for(snap: &MeshSnapshot, svc: SvcId) -> String {
 fn parse_listeners(snap: &MeshSnapshot, hosts: &[String]) -> Vec<Listener> {
     vec![Listener {
         port: None,
+        protocol: None,
         hosts: hosts
             .iter()
             .filter_map(|h| HostEntry::parse(h, snap.options.istio).ok())
@@ -367,7 +368,7 @@ fn recommend_workload(
     let ns = wl.namespace.as_str();
     let labels = snap.workload_labels(w);
     let selection = snap.select_sidecar(ns, labels);
-    let before = eval.estimate_for(selection.source, ns, wl.container_ports);
+    let before = eval.estimate_for(selection.source, ns, wl.inbound);
     let mut rec = Recommendation {
         workloads: vec![w],
         namespace: ns.to_string(),
@@ -447,7 +448,7 @@ fn recommend_workload(
         (Some(_), None) => Action::Update,
     };
     let after_vis = snap.visible(ns, &parse_listeners(snap, &hosts));
-    rec.after = Some(snap.estimate(&after_vis, wl.container_ports));
+    rec.after = Some(snap.estimate(&after_vis, wl.inbound));
     rec.outcome = Outcome::Sidecar {
         object: Box::new(build_sidecar(
             name,
@@ -477,7 +478,7 @@ fn recommend_namespace(
         .copied()
         .filter(|s| snap.sidecars[*s].selector.is_none())
         .collect();
-    let before = eval.estimate_for(crate::scope::ScopeSource::Implicit, ns, 0);
+    let before = eval.estimate_for(crate::scope::ScopeSource::Implicit, ns, Default::default());
     let mut rec = Recommendation {
         workloads: ws.to_vec(),
         namespace: ns.to_string(),
@@ -540,7 +541,7 @@ fn recommend_namespace(
         }
     };
     let after_vis = snap.visible(ns, &parse_listeners(snap, &hosts));
-    rec.after = Some(snap.estimate(&after_vis, 0));
+    rec.after = Some(snap.estimate(&after_vis, Default::default()));
     let name = managed
         .map(|m| m.name.clone())
         .unwrap_or_else(|| NAMESPACE_SIDECAR_NAME.to_string());

@@ -8,8 +8,8 @@ use std::rc::Rc;
 
 use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
 use crate::snapshot::{
-    selector_matches, DrId, Labels, Listener, MeshSnapshot, Protocol, Resolution, SidecarId, SvcId,
-    SvcKind, VsId,
+    selector_matches, DrId, Inbound, Labels, Listener, MeshSnapshot, Protocol, Resolution,
+    SidecarId, SvcId, SvcKind, VsId,
 };
 
 /// Where a proxy's scope comes from.
@@ -139,8 +139,23 @@ impl Extend<u32> for PortSet {
 /// What one scope imports, in one namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Visible {
+    /// The namespace of the proxies this import set is for.
+    pub namespace: String,
     /// Imported services with the ports kept for each.
     pub services: BTreeMap<SvcId, PortSet>,
+    /// The (service, ports) of `services` that only VirtualService
+    /// destinations pulled in: istiod builds clusters for them but no
+    /// outbound listeners or routes (they are not egress-listener
+    /// services).
+    pub pulled: BTreeMap<SvcId, PortSet>,
+    /// Same-namespace copies of an imported hostname that the scope's
+    /// services do not keep: they get outbound listeners, no clusters.
+    pub shadowed: BTreeMap<SvcId, PortSet>,
+    /// (service, port) imported through a port-specific listener that
+    /// declares another kind of protocol (HTTP vs not): istiod builds that
+    /// listener with the declared protocol, and the service's own one too
+    /// when another listener imports the port as well (the flag).
+    pub listener_protocols: BTreeMap<(SvcId, u32), (Protocol, bool)>,
     pub virtual_services: BTreeSet<VsId>,
     /// The DestinationRule chosen for each imported service.
     pub destination_rules: BTreeSet<DrId>,
@@ -162,7 +177,14 @@ impl MeshSnapshot {
     /// import for a proxy in `scope_ns`.
     pub fn visible(&self, scope_ns: &str, listeners: &[Listener]) -> Visible {
         let unified = self.options.istio.at_least(24);
-        let mut out = Visible::default();
+        let mut out = Visible {
+            namespace: scope_ns.to_string(),
+            ..Visible::default()
+        };
+        let overriding = listeners
+            .iter()
+            .any(|l| l.port.is_some() && l.protocol.is_some());
+        let mut per_listener: Vec<(Option<u32>, Option<Protocol>, Vec<SvcId>)> = Vec::new();
         for l in listeners {
             let (includes, excludes): (Vec<&HostEntry>, Vec<&HostEntry>) =
                 l.hosts.iter().partition(|e| !e.exclude);
@@ -196,6 +218,8 @@ impl MeshSnapshot {
             // hostname -> the one copy kept for this listener
             let mut chosen: HashMap<&str, SvcId> = HashMap::default();
             chosen.reserve(candidates.len());
+            // Other copies that passed, for same-namespace duplicates.
+            let mut others: Vec<SvcId> = Vec::new();
             for id in candidates {
                 let s = &self.services[id];
                 if !s.export.visible_to(scope_ns) {
@@ -225,12 +249,36 @@ impl MeshSnapshot {
                     Some(&cur) => {
                         if self.prefer(id, cur, scope_ns, unified) {
                             chosen.insert(&s.hostname, id);
+                            others.push(cur);
+                        } else {
+                            others.push(id);
                         }
                     }
                 }
             }
+            // istiod keeps, for a listener, every copy of a hostname in the
+            // chosen copy's namespace: each gets its listeners, while the
+            // scope's services keep one (a Kubernetes Service over a
+            // ServiceEntry). Known gap: istiod also merges the ports of
+            // like ServiceEntries of one hostname into clusters; here the
+            // extra copy gets listeners only.
+            for id in others {
+                let s = &self.services[id];
+                let keep = chosen[s.hostname.as_str()];
+                if self.services[keep].namespace != s.namespace {
+                    continue;
+                }
+                let ports = out.shadowed.entry(id).or_default();
+                match l.port {
+                    Some(p) => ports.insert(p),
+                    None => ports.extend(s.ports.iter().map(|p| p.number)),
+                }
+            }
             let mut ids: Vec<SvcId> = chosen.into_values().collect();
             ids.sort_unstable();
+            if overriding {
+                per_listener.push((l.port, l.protocol, ids.clone()));
+            }
             let ports_of = |id: SvcId| match l.port {
                 Some(p) => PortSet(vec![p]),
                 None => PortSet::from_unsorted(self.services[id].ports.iter().map(|p| p.number)),
@@ -247,7 +295,64 @@ impl MeshSnapshot {
                     }
                 }
             }
-            self.import_virtual_services(scope_ns, &includes, &excludes, &mut out);
+            self.import_virtual_services(scope_ns, l.port, &includes, &excludes, &mut out);
+        }
+        if overriding {
+            let is_http = |p: Protocol| p == Protocol::Http;
+            let mut marks: BTreeMap<(SvcId, u32), (Option<Protocol>, bool)> = BTreeMap::new();
+            for (port, proto, ids) in &per_listener {
+                for &id in ids {
+                    for sp in &self.services[id].ports {
+                        if port.is_some_and(|p| p != sp.number) {
+                            continue;
+                        }
+                        let declared = match (port, proto) {
+                            (Some(_), Some(d)) => *d,
+                            _ => sp.protocol,
+                        };
+                        let m = marks.entry((id, sp.number)).or_default();
+                        if is_http(declared) != is_http(sp.protocol) {
+                            m.0 = Some(declared);
+                        } else {
+                            m.1 = true;
+                        }
+                    }
+                }
+            }
+            out.listener_protocols = marks
+                .into_iter()
+                .filter_map(|(k, (d, native))| d.map(|d| (k, (d, native))))
+                .collect();
+        }
+        // Destinations the listeners imported anyway are listener services;
+        // the rest are clusters only.
+        let pulled = std::mem::take(&mut out.pulled);
+        for (id, ports) in pulled {
+            // A hostname the listeners already imported from another
+            // service keeps that one (istiod merges only the same service).
+            let host = &self.services[id].hostname;
+            if self
+                .services_named(host)
+                .iter()
+                .any(|o| *o != id && out.services.contains_key(o))
+            {
+                continue;
+            }
+            let have = out.services.get(&id);
+            let extra: Vec<u32> = ports
+                .iter()
+                .copied()
+                .filter(|p| have.is_none_or(|h| !h.contains(p)))
+                .collect();
+            if extra.is_empty() {
+                continue;
+            }
+            out.services
+                .entry(id)
+                .or_default()
+                .extend(extra.iter().copied());
+            out.pulled
+                .insert(id, PortSet::from_unsorted(extra.into_iter()));
         }
         self.choose_destination_rules(scope_ns, &mut out);
         out
@@ -269,6 +374,7 @@ impl MeshSnapshot {
     fn import_virtual_services(
         &self,
         scope_ns: &str,
+        listener_port: Option<u32>,
         includes: &[&HostEntry],
         excludes: &[&HostEntry],
         out: &mut Visible,
@@ -291,7 +397,7 @@ impl MeshSnapshot {
                 }
             }
         }
-        let mut newly = Vec::new();
+        let mut matched = Vec::new();
         for ns in namespaces {
             for &id in self.vss_in(ns) {
                 let vs = &self.virtual_services[id];
@@ -310,28 +416,50 @@ impl MeshSnapshot {
                 {
                     continue;
                 }
-                if out.virtual_services.insert(id) {
-                    newly.push(id);
-                }
+                out.virtual_services.insert(id);
+                matched.push(id);
             }
         }
-        // Destinations of imported VirtualServices are imported too.
-        for id in newly {
+        // Destinations of the listener's VirtualServices are imported too,
+        // as istiod does per listener: a port-specific listener keeps a
+        // destination only if it has the listener's port (and only that
+        // port); otherwise the ports the routes name (all of them when a
+        // route names none), and nothing when the service has none of them.
+        for id in matched {
+            let mut by_host: BTreeMap<&str, (bool, BTreeSet<u32>)> = BTreeMap::new();
             for d in &self.virtual_services[id].dests {
                 if !d.source_namespaces.is_empty()
                     && !d.source_namespaces.iter().any(|n| n == scope_ns)
                 {
                     continue;
                 }
-                if let Some(svc) = self.destination_service(&d.host, scope_ns) {
-                    let ports = out.services.entry(svc).or_default();
-                    match d.port {
-                        Some(p) => {
-                            ports.insert(p);
-                        }
-                        None => ports.extend(self.services[svc].ports.iter().map(|p| p.number)),
+                let e = by_host.entry(d.host.as_str()).or_default();
+                match d.port {
+                    Some(p) => {
+                        e.1.insert(p);
                     }
+                    None => e.0 = true,
                 }
+            }
+            for (host, (all, ports)) in by_host {
+                let Some(svc) = self.destination_service(host, scope_ns) else {
+                    continue;
+                };
+                let sp = &self.services[svc].ports;
+                let keep: Vec<u32> = match listener_port {
+                    Some(lp) if sp.iter().any(|p| p.number == lp) => vec![lp],
+                    Some(_) => continue,
+                    None if all || ports.is_empty() => sp.iter().map(|p| p.number).collect(),
+                    None => sp
+                        .iter()
+                        .map(|p| p.number)
+                        .filter(|n| ports.contains(n))
+                        .collect(),
+                };
+                if keep.is_empty() {
+                    continue;
+                }
+                out.pulled.entry(svc).or_default().extend(keep);
             }
         }
     }
@@ -342,6 +470,15 @@ impl MeshSnapshot {
     /// namespace before 1.30).
     pub fn destination_service(&self, host: &str, scope_ns: &str) -> Option<SvcId> {
         let ids = self.services_named(host);
+        // istiod takes the copy in the proxy's namespace whatever its
+        // exportTo.
+        if let Some(own) = ids
+            .iter()
+            .copied()
+            .find(|i| self.services[*i].namespace == scope_ns)
+        {
+            return Some(own);
+        }
         let visible = ids
             .iter()
             .copied()
@@ -369,6 +506,35 @@ impl MeshSnapshot {
             }
         }
         best
+    }
+
+    /// The subsets of the DestinationRule chosen for a service: istiod
+    /// merges the subsets of every selector-less rule for the same host in
+    /// that namespace (the first of a name wins).
+    pub fn merged_subsets(&self, dr: DrId, client_ns: &str) -> Vec<String> {
+        let d = &self.destination_rules[dr];
+        let mut out: Vec<String> = Vec::new();
+        let mut ids: Vec<DrId> = self
+            .drs_in(&d.namespace)
+            .iter()
+            .copied()
+            .filter(|o| {
+                let o = &self.destination_rules[*o];
+                o.host == d.host && !o.has_selector && o.export.visible_to(client_ns)
+            })
+            .collect();
+        if !ids.contains(&dr) {
+            ids.push(dr);
+        }
+        ids.sort_by_key(|i| (self.destination_rules[*i].created, *i));
+        for i in ids {
+            for sub in &self.destination_rules[i].subsets {
+                if !out.contains(sub) {
+                    out.push(sub.clone());
+                }
+            }
+        }
+        out
     }
 
     fn choose_destination_rules(&self, scope_ns: &str, out: &mut Visible) {
@@ -412,7 +578,10 @@ impl MeshSnapshot {
             }
             best.map(|(_, id)| id)
         };
-        pick(client_ns, false)
+        // Even in its own namespace a DestinationRule must be exported
+        // there (exportTo empty, `.`, `*` or the namespace itself): istiod
+        // leaves one exported only elsewhere out of the local pool.
+        pick(client_ns, true)
             .or_else(|| {
                 if client_ns == root {
                     None
@@ -432,106 +601,259 @@ impl MeshSnapshot {
 
 // === estimates ===
 
-/// Bytes per xDS resource, kept in one place so that calibration against a
-/// real istiod changes one table. The defaults reproduce the reference
-/// measurement (420 pods, 220 single-port HTTP services: ~1.2 MB per proxy
-/// unscoped, ~105 KB with a 10-host Sidecar).
+/// Protobuf bytes per xDS resource, as istiod sends them (the encoded size
+/// of each resource in a DiscoveryResponse), per type. Measured on istiod
+/// 1.31 with simulated sidecars (`tests/bench/run istiod`, BENCHMARKS.md
+/// "Calibration"); every constant says what it was fitted on.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
-    pub bytes_per_cluster: u64,
-    pub bytes_per_endpoint: u64,
-    pub bytes_per_listener: u64,
-    pub bytes_per_route_config: u64,
-    pub bytes_per_virtual_host: u64,
-    /// Inbound listeners, static-ish clusters and everything a proxy gets
-    /// whatever its scope.
-    pub bytes_base: u64,
+    /// CDS: BlackHoleCluster + PassthroughCluster + InboundPassthroughCluster.
+    pub cds_fixed: u64,
+    /// CDS: one `inbound|<port>||` cluster.
+    pub cds_inbound: u64,
+    /// CDS: one `outbound|<port>|<subset>|<host>` cluster.
+    pub cds_outbound: u64,
+    /// EDS: one ClusterLoadAssignment, without its endpoints.
+    pub eds_assignment: u64,
+    /// EDS: one endpoint in an assignment.
+    pub eds_endpoint: u64,
+    /// LDS: virtualOutbound + virtualInbound with no inbound ports.
+    pub lds_fixed: u64,
+    /// LDS: the filter chains an HTTP inbound port adds to virtualInbound.
+    pub lds_inbound_http: u64,
+    /// LDS: the filter chains a TCP inbound port adds to virtualInbound.
+    pub lds_inbound_tcp: u64,
+    /// LDS: one `0.0.0.0_<port>` HTTP listener.
+    pub lds_http: u64,
+    /// LDS: one `<address>_<port>` TCP listener.
+    pub lds_tcp: u64,
+    /// RDS: one route configuration (named by its port), with its
+    /// catch-all virtual host.
+    pub rds_route: u64,
+    /// RDS: one service's virtual host.
+    pub rds_virtual_host: u64,
 }
 
 pub const COST_MODEL: CostModel = CostModel {
-    bytes_per_cluster: 3_500,
-    bytes_per_endpoint: 300,
-    bytes_per_listener: 1_500,
-    bytes_per_route_config: 500,
-    bytes_per_virtual_host: 1_200,
-    bytes_base: 50_000,
+    cds_fixed: 761,
+    cds_inbound: 215,
+    cds_outbound: 1_050,
+    eds_assignment: 50,
+    eds_endpoint: 88,
+    lds_fixed: 7_745,
+    lds_inbound_http: 4_753,
+    lds_inbound_tcp: 1_698,
+    lds_http: 2_310,
+    lds_tcp: 263,
+    rds_route: 300,
+    rds_virtual_host: 245,
 };
 
-/// Fixed outbound clusters: BlackHoleCluster, PassthroughCluster,
+/// Fixed clusters: BlackHoleCluster, PassthroughCluster,
 /// InboundPassthroughCluster.
 pub const FIXED_CLUSTERS: u64 = 3;
 /// virtualOutbound and virtualInbound.
 pub const FIXED_LISTENERS: u64 = 2;
 
+/// What istiod sends one proxy, predicted: resource counts by kind, and
+/// protobuf bytes by xDS type.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ConfigEstimate {
     pub services: u64,
+    /// CDS resources (outbound, inbound and the fixed three).
     pub clusters: u64,
+    /// EDS resources (one per EDS cluster).
+    pub assignments: u64,
     pub endpoints: u64,
+    /// LDS resources.
     pub listeners: u64,
+    /// RDS resources (route configurations).
     pub routes: u64,
     pub virtual_hosts: u64,
+    /// Inbound ports (one inbound cluster and filter chains each).
+    pub inbound_ports: u64,
+    pub bytes_cds: u64,
+    pub bytes_eds: u64,
+    pub bytes_lds: u64,
+    pub bytes_rds: u64,
+    /// The sum of the four.
     pub bytes: u64,
 }
 
 impl MeshSnapshot {
-    pub fn estimate(&self, vis: &Visible, inbound_ports: u32) -> ConfigEstimate {
+    /// The config istiod sends a proxy with import set `vis` and inbound
+    /// ports `inbound`.
+    pub fn estimate(&self, vis: &Visible, inbound: Inbound) -> ConfigEstimate {
         let c = COST_MODEL;
         let mut est = ConfigEstimate {
             services: vis.services.len() as u64,
             clusters: FIXED_CLUSTERS,
             listeners: FIXED_LISTENERS,
+            bytes_cds: c.cds_fixed,
+            bytes_lds: c.lds_fixed,
             ..Default::default()
         };
+        // Ports with a `0.0.0.0_<port>` listener: HTTP ports (which also
+        // get a route configuration each), and TCP ports of services
+        // without an address.
         let mut http_ports: BTreeSet<u32> = BTreeSet::new();
+        let mut wildcard_tcp: BTreeSet<u32> = BTreeSet::new();
+        let mut tcp_listeners = 0u64;
+        let mut virtual_hosts = 0u64;
+        let mut listener =
+            |s: &crate::snapshot::ServiceInfo, port: u32, proto: Protocol| match proto {
+                Protocol::Http => {
+                    http_ports.insert(port);
+                    virtual_hosts += 1;
+                }
+                Protocol::Udp => {}
+                // Headless: one listener per pod IP.
+                _ if s.resolution == Resolution::Passthrough && s.kind == SvcKind::Kube => {
+                    tcp_listeners += s.endpoints as u64;
+                }
+                _ if s.addresses.is_empty() => {
+                    wildcard_tcp.insert(port);
+                }
+                _ => tcp_listeners += s.addresses.len() as u64,
+            };
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
+            let pulled = vis.pulled.get(&id);
             let subsets = vis
                 .dr_for_service
                 .get(&id)
-                .map_or(0, |d| self.destination_rules[*d].subsets as u64);
+                .map_or(0, |d| self.merged_subsets(*d, &vis.namespace).len() as u64);
             for p in &s.ports {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
                     continue;
                 }
                 est.clusters += 1 + subsets;
+                est.bytes_cds += (1 + subsets) * c.cds_outbound;
                 if s.resolution == Resolution::Eds {
-                    est.endpoints += s.endpoints as u64 * (1 + subsets);
+                    let cl = 1 + subsets;
+                    est.assignments += cl;
+                    est.endpoints += s.endpoints as u64 * cl;
+                    est.bytes_eds +=
+                        cl * c.eds_assignment + s.endpoints as u64 * cl * c.eds_endpoint;
                 }
-                match p.protocol {
-                    Protocol::Http => {
-                        http_ports.insert(p.number);
-                        est.virtual_hosts += 1;
+                if pulled.is_some_and(|pp| pp.contains(&p.number)) {
+                    // A VirtualService destination only: a cluster, no listener.
+                    continue;
+                }
+                match vis.listener_protocols.get(&(id, p.number)) {
+                    Some(&(declared, native)) => {
+                        listener(s, p.number, declared);
+                        if native {
+                            listener(s, p.number, p.protocol);
+                        }
                     }
-                    Protocol::Tcp
-                        if s.resolution == Resolution::Passthrough && s.kind == SvcKind::Kube =>
-                    {
-                        // Headless TCP: one listener per pod IP.
-                        est.listeners += (s.endpoints as u64).max(1);
-                    }
-                    _ => est.listeners += 1,
+                    None => listener(s, p.number, p.protocol),
                 }
             }
         }
-        est.listeners += http_ports.len() as u64;
+        for (&id, ports) in &vis.shadowed {
+            let s = &self.services[id];
+            for p in &s.ports {
+                if ports.contains(&p.number) && p.protocol != Protocol::Udp {
+                    listener(s, p.number, p.protocol);
+                }
+            }
+        }
+        est.virtual_hosts = virtual_hosts;
+        let wildcard_only_tcp = wildcard_tcp.difference(&http_ports).count() as u64;
+        est.listeners += http_ports.len() as u64 + tcp_listeners + wildcard_only_tcp;
+        est.bytes_lds +=
+            http_ports.len() as u64 * c.lds_http + (tcp_listeners + wildcard_only_tcp) * c.lds_tcp;
         est.routes = http_ports.len() as u64;
-        est.bytes = c.bytes_base
-            + est.clusters * c.bytes_per_cluster
-            + est.endpoints * c.bytes_per_endpoint
-            + est.listeners * c.bytes_per_listener
-            + est.routes * c.bytes_per_route_config
-            + est.virtual_hosts * c.bytes_per_virtual_host;
-        est.plus_inbound(inbound_ports)
+        est.bytes_rds = est.routes * c.rds_route + est.virtual_hosts * c.rds_virtual_host;
+        est.plus_inbound(inbound)
+    }
+}
+
+impl MeshSnapshot {
+    /// The outbound clusters istiod builds for an imported set, by name
+    /// (`outbound|<port>|<subset>|<host>`): one per kept port of each
+    /// service (UDP ports get none), and one more per subset of the
+    /// DestinationRule chosen for it. Sorted.
+    pub fn outbound_clusters(&self, vis: &Visible) -> Vec<String> {
+        let mut out = Vec::new();
+        for (&id, ports) in &vis.services {
+            let s = &self.services[id];
+            let subsets: Vec<String> = vis
+                .dr_for_service
+                .get(&id)
+                .map_or_else(Vec::new, |d| self.merged_subsets(*d, &vis.namespace));
+            for p in &s.ports {
+                if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
+                    continue;
+                }
+                out.push(format!("outbound|{}||{}", p.number, s.hostname));
+                for sub in &subsets {
+                    out.push(format!("outbound|{}|{sub}|{}", p.number, s.hostname));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+impl MeshSnapshot {
+    /// [`estimate`](Self::estimate) for one proxy in `ns` with `labels`:
+    /// istiod builds no outbound listener for the proxy's own IP on a
+    /// headless Service that selects it.
+    pub fn estimate_for_proxy(
+        &self,
+        vis: &Visible,
+        ns: &str,
+        labels: &Labels,
+        inbound: Inbound,
+    ) -> ConfigEstimate {
+        let mut est = self.estimate(vis, inbound);
+        let mut own = 0u64;
+        for (&id, ports) in &vis.services {
+            let s = &self.services[id];
+            if s.kind != SvcKind::Kube
+                || s.resolution != Resolution::Passthrough
+                || s.namespace != ns
+                || !s
+                    .selector
+                    .as_ref()
+                    .is_some_and(|sel| selector_matches(sel, labels))
+            {
+                continue;
+            }
+            let pulled = vis.pulled.get(&id);
+            own += s
+                .ports
+                .iter()
+                .filter(|p| {
+                    ports.contains(&p.number)
+                        && !matches!(p.protocol, Protocol::Http | Protocol::Udp)
+                        && !pulled.is_some_and(|pp| pp.contains(&p.number))
+                })
+                .count() as u64;
+        }
+        est.listeners -= own.min(est.listeners);
+        est.bytes_lds -= (own * COST_MODEL.lds_tcp).min(est.bytes_lds);
+        est.bytes = est.bytes_cds + est.bytes_eds + est.bytes_lds + est.bytes_rds;
+        est
     }
 }
 
 impl ConfigEstimate {
-    /// The same scope on a proxy that serves `ports` inbound ports: one
-    /// inbound cluster each. Estimates are linear in them, so a scope's
-    /// estimate is computed once and adjusted per proxy.
-    pub fn plus_inbound(mut self, ports: u32) -> Self {
-        self.clusters += ports as u64;
-        self.bytes += ports as u64 * COST_MODEL.bytes_per_cluster;
+    /// The same scope on a proxy with `inbound` ports: an inbound cluster
+    /// and filter chains on virtualInbound each. Estimates are linear in
+    /// them, so a scope's estimate is computed once and adjusted per proxy.
+    pub fn plus_inbound(mut self, inbound: Inbound) -> Self {
+        let c = COST_MODEL;
+        self.inbound_ports += inbound.ports() as u64;
+        self.clusters += inbound.ports() as u64;
+        self.bytes_cds += inbound.ports() as u64 * c.cds_inbound;
+        self.bytes_lds +=
+            inbound.http as u64 * c.lds_inbound_http + inbound.tcp as u64 * c.lds_inbound_tcp;
+        self.bytes = self.bytes_cds + self.bytes_eds + self.bytes_lds + self.bytes_rds;
         self
     }
 }
@@ -563,21 +885,21 @@ impl<'a> Evaluator<'a> {
         &mut self,
         source: ScopeSource,
         proxy_ns: &str,
-        inbound_ports: u32,
+        inbound: Inbound,
     ) -> ConfigEstimate {
         let key = (source.sidecar(), proxy_ns.to_string());
         if let Some(e) = self.estimates.get(&key) {
-            return e.plus_inbound(inbound_ports);
+            return e.plus_inbound(inbound);
         }
         let e = match self.cache.get(&key) {
-            Some(v) => self.snap.estimate(v, 0),
+            Some(v) => self.snap.estimate(v, Inbound::default()),
             None => {
                 let v = self.snap.visible(proxy_ns, &self.snap.listeners_of(source));
-                self.snap.estimate(&v, 0)
+                self.snap.estimate(&v, Inbound::default())
             }
         };
         self.estimates.insert(key, e);
-        e.plus_inbound(inbound_ports)
+        e.plus_inbound(inbound)
     }
 
     pub fn visible_for(&mut self, source: ScopeSource, proxy_ns: &str) -> Rc<Visible> {

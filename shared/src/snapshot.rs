@@ -9,6 +9,7 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::error::Error;
 use crate::host::{resolve_short_name, Export, HostEntry};
@@ -115,8 +116,25 @@ pub struct Workload {
     pub host_network: bool,
     pub template_has_proxy: bool,
     pub container_ports: u32,
+    /// The inbound ports istiod gives this workload's proxies: the distinct
+    /// targetPorts of the Kubernetes Services that select it.
+    pub inbound: Inbound,
     pub created: Created,
     pub injection: Injection,
+}
+
+/// A proxy's inbound ports, by protocol (each gets an inbound cluster and
+/// a filter chain on virtualInbound).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inbound {
+    pub http: u32,
+    pub tcp: u32,
+}
+
+impl Inbound {
+    pub fn ports(self) -> u32 {
+        self.http + self.tcp
+    }
 }
 
 impl Workload {
@@ -158,10 +176,13 @@ pub enum SvcKind {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
-    /// HTTP, HTTP2, gRPC, or unknown (sniffed; it gets an HTTP listener).
+    /// HTTP, HTTP2, gRPC: a `0.0.0.0_<port>` listener and a route per port.
     Http,
     Tcp,
     Udp,
+    /// Unknown (no recognised name prefix or appProtocol): istiod sniffs
+    /// it, on a listener at the service's address as for TCP.
+    Auto,
 }
 
 impl Protocol {
@@ -180,7 +201,7 @@ impl Protocol {
         explicit
             .and_then(pick)
             .or_else(|| name.and_then(pick))
-            .unwrap_or(Protocol::Http)
+            .unwrap_or(Protocol::Auto)
     }
 }
 
@@ -188,6 +209,9 @@ impl Protocol {
 pub struct PortInfo {
     pub number: u32,
     pub protocol: Protocol,
+    /// A Kubernetes Service port's numeric targetPort (the port itself
+    /// when it is unset or named); 0 for ServiceEntries.
+    pub target_port: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +238,9 @@ pub struct ServiceInfo {
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,
     pub endpoints: u32,
+    /// A Kubernetes Service's pod selector (`None` for ServiceEntries and
+    /// selector-less Services).
+    pub selector: Option<Labels>,
     /// Rank among services: oldest first, namespace-specific exports first.
     pub order: usize,
 }
@@ -221,6 +248,9 @@ pub struct ServiceInfo {
 #[derive(Clone, Debug)]
 pub struct Listener {
     pub port: Option<u32>,
+    /// The protocol a port-specific listener declares: istiod builds the
+    /// listener for its services with it instead of the services' own.
+    pub protocol: Option<Protocol>,
     pub hosts: Vec<HostEntry>,
 }
 
@@ -228,6 +258,7 @@ impl Listener {
     pub fn everything() -> Self {
         Self {
             port: None,
+            protocol: None,
             hosts: vec![HostEntry {
                 ns: crate::host::NsSel::Any,
                 host: "*".into(),
@@ -290,7 +321,8 @@ pub struct DrInfo {
     pub name: String,
     pub namespace: String,
     pub host: String,
-    pub subsets: usize,
+    /// Subset names, in the DestinationRule's order.
+    pub subsets: Vec<String>,
     pub export: Export,
     pub has_selector: bool,
     pub created: Created,
@@ -426,6 +458,7 @@ impl WorkloadBuilder {
             host_network: tpl.host_network,
             template_has_proxy: tpl.has_proxy,
             container_ports: tpl.container_ports,
+            inbound: Inbound::default(),
             created: created(meta),
             injection: Injection::default(),
         });
@@ -756,6 +789,40 @@ impl MeshSnapshot {
                 services_by_addr.entry(*a).or_default().push(id);
             }
         }
+        // Inbound ports: the distinct targetPorts of the Kubernetes
+        // Services in the workload's namespace that select its pods.
+        for w in workloads.iter_mut() {
+            let wl_labels = match w.pods.first() {
+                Some(p) => &pods[*p].labels,
+                None => &w.labels,
+            };
+            let mut seen: BTreeMap<u32, Protocol> = BTreeMap::new();
+            for &id in services_by_ns
+                .get(&w.namespace)
+                .map_or(&[][..], |v| v.as_slice())
+            {
+                let svc = &services[id];
+                let Some(sel) = &svc.selector else { continue };
+                if !selects(sel, wl_labels) {
+                    continue;
+                }
+                // UDP ports get an inbound cluster too.
+                for p in &svc.ports {
+                    seen.entry(p.target_port).or_insert(p.protocol);
+                }
+            }
+            w.inbound = Inbound {
+                // Sniffed ports get the HTTP inbound chains.
+                http: seen
+                    .values()
+                    .filter(|p| matches!(p, Protocol::Http | Protocol::Auto))
+                    .count() as u32,
+                tcp: seen
+                    .values()
+                    .filter(|p| matches!(p, Protocol::Tcp | Protocol::Udp))
+                    .count() as u32,
+            };
+        }
         for ids in services_by_host.values_mut() {
             ids.sort_by_key(|i| services[*i].order);
         }
@@ -803,7 +870,13 @@ impl MeshSnapshot {
                 DrInfo {
                     name: name_of(&dr.metadata),
                     host: resolve_short_name(&dr.spec.host, &ns, &domain),
-                    subsets: dr.spec.subsets.len(),
+                    subsets: dr
+                        .spec
+                        .subsets
+                        .iter()
+                        .filter_map(|v| v.get("name").and_then(|n| n.as_str()))
+                        .map(String::from)
+                        .collect(),
                     export: Export::for_destination_rule(
                         dr.spec.export_to.as_deref(),
                         &mesh.default_destination_rule_export_to,
@@ -993,6 +1066,10 @@ fn kube_service(
             } else {
                 Protocol::detect(p.app_protocol.as_deref(), p.name.as_deref())
             },
+            target_port: match &p.target_port {
+                Some(IntOrString::Int(n)) if *n > 0 => *n as u32,
+                _ => p.port as u32,
+            },
         })
         .collect();
     let endpoints = spec
@@ -1015,6 +1092,10 @@ fn kube_service(
         },
         endpoints,
         ports,
+        selector: spec
+            .selector
+            .filter(|s| !s.is_empty())
+            .map(|s| s.into_iter().collect()),
         name,
         namespace: ns,
         order: 0,
@@ -1057,6 +1138,7 @@ fn entry_services<'a>(
             } else {
                 Protocol::detect(p.protocol.as_deref(), p.name.as_deref())
             },
+            target_port: 0,
         })
         .collect();
     let endpoints = match &se.spec.workload_selector {
@@ -1075,6 +1157,7 @@ fn entry_services<'a>(
         addresses: addresses.clone(),
         resolution,
         endpoints,
+        selector: None,
         order: 0,
     })
 }
@@ -1094,6 +1177,12 @@ fn sidecar_info(sc: &Sidecar, options: &Options) -> SidecarInfo {
                 .filter(|_| {
                     l.port.as_ref().and_then(|p| p.protocol.as_deref()) != Some("HTTP_PROXY")
                 }),
+            protocol: l
+                .port
+                .as_ref()
+                .and_then(|p| p.protocol.as_deref())
+                .filter(|p| !p.is_empty() && *p != "HTTP_PROXY")
+                .map(|p| Protocol::detect(Some(p), None)),
             hosts: l
                 .hosts
                 .iter()

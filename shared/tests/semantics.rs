@@ -466,7 +466,10 @@ fn lds_test_with_default_sidecar_imports_ns1_only_with_istiods_counts() {
     let mut eval = Evaluator::new(&s);
     let vis = eval.visible_for(sel.source, "ns1");
     // One inbound port (8080) on the proxy.
-    let est = s.estimate(&vis, 1);
+    let est = s.estimate(
+        &vis,
+        meshscope_shared::snapshot::Inbound { http: 1, tcp: 0 },
+    );
     assert_eq!(
         est.listeners, 4,
         "virtualOutbound, virtualInbound, 0.0.0.0_8080, tcp1:3306"
