@@ -6,7 +6,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use meshscope_e2e::{LogForm, Scenario};
+use meshscope_e2e::{fidelity, LogForm, Scenario};
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
@@ -21,8 +21,27 @@ fn main() -> Result<()> {
             "--fanout" => s.fanout = val("--fanout")?.parse()?,
             "--requests-per-edge" => s.requests_per_edge = val("--requests-per-edge")?.parse()?,
             "--namespace" => s.namespace = val("--namespace")?,
+            "--fidelity" => {
+                // A fidelity scenario (tests/src/fidelity.rs): `fixed-N` or a
+                // random seed, as YAML on stdout, with its mesh config.
+                let which = val("--fidelity")?;
+                let sc = match which.strip_prefix("fixed-") {
+                    Some(i) => fidelity::fixed(1)
+                        .into_iter()
+                        .nth(i.parse::<usize>()?)
+                        .context("no such fixed scenario")?,
+                    None => fidelity::random(which.parse()?, 0),
+                };
+                println!(
+                    "# {}\n# mesh config:\n#   {}",
+                    sc.name,
+                    sc.mesh.trim_end().replace('\n', "\n#   ")
+                );
+                print!("{}", sc.world.spec_yaml());
+                return Ok(());
+            }
             "-h" | "--help" => {
-                println!("usage: meshscope-scenario --out DIR [--httpbins N] [--sleeps N] [--fanout N] [--requests-per-edge N] [--namespace NS]");
+                println!("usage: meshscope-scenario --out DIR [--httpbins N] [--sleeps N] [--fanout N] [--requests-per-edge N] [--namespace NS]\n       meshscope-scenario --fidelity fixed-N|SEED   (a fidelity-test scenario as YAML on stdout)");
                 return Ok(());
             }
             other => bail!("unknown argument {other:?} (see --help)"),

@@ -1,0 +1,814 @@
+//! Scenarios for holding the scope engine to a real istiod: a few fixed
+//! ones that pin known-tricky rules, and a seeded random generator that
+//! mixes exportTo (annotation, field, mesh defaults), ServiceEntries of
+//! every resolution, VirtualServices pulling hosts in, DestinationRule
+//! subsets, headless Services, and namespace, root and selector Sidecars
+//! with every kind of egress host.
+
+use std::fmt::Write as _;
+
+use crate::bench::Rng;
+use crate::world::{labels, Labels, Pod, Service, SvcPort, World};
+
+pub const ROOT_NS: &str = "istio-system";
+pub const DOMAIN: &str = "svc.cluster.local";
+
+/// One scenario: its world, the mesh config it runs under, and the objects
+/// it puts outside its own namespaces (deleted afterwards).
+pub struct Scenario {
+    pub name: String,
+    pub world: World,
+    /// The `mesh` key of ConfigMap istio-system/istio.
+    pub mesh: String,
+    /// (kind, namespace, name) of objects in other namespaces (the root
+    /// namespace's Sidecars).
+    pub outside: Vec<(String, String, String)>,
+}
+
+pub const DEFAULT_MESH: &str =
+    "rootNamespace: istio-system\noutboundTrafficPolicy:\n  mode: ALLOW_ANY\n";
+
+fn fqdn(name: &str, ns: &str) -> String {
+    format!("{name}.{ns}.{DOMAIN}")
+}
+
+/// A small builder over [`World`] with the IPs and names a scenario needs.
+pub struct Builder {
+    pub world: World,
+    pub outside: Vec<(String, String, String)>,
+    ip_base: (u32, u32),
+    next_ip: u32,
+}
+
+impl Builder {
+    /// `slot` keeps pod IPs of different scenarios apart (istiod indexes
+    /// pods by IP).
+    pub fn new(slot: u64) -> Self {
+        Builder {
+            world: World::default(),
+            outside: Vec::new(),
+            ip_base: (40 + (slot / 250) as u32 % 200, (slot % 250) as u32),
+            next_ip: 1,
+        }
+    }
+
+    pub fn namespace(&mut self, name: &str) {
+        self.world
+            .namespace(name, labels(&[("istio-injection", "enabled")]));
+    }
+
+    pub fn service(&mut self, ns: &str, name: &str, ports: Vec<SvcPort>, headless: bool) {
+        self.world.services.push(Service {
+            namespace: ns.into(),
+            name: name.into(),
+            selector: labels(&[("app", name)]),
+            ports,
+            headless,
+            annotations: Labels::new(),
+        });
+    }
+
+    pub fn export_service(&mut self, ns: &str, name: &str, export: &str) {
+        if let Some(s) = self
+            .world
+            .services
+            .iter_mut()
+            .find(|s| s.namespace == ns && s.name == name)
+        {
+            s.annotations
+                .insert("networking.istio.io/exportTo".into(), export.into());
+        }
+    }
+
+    pub fn pod(&mut self, ns: &str, name: &str, l: Labels) {
+        let ip = format!("10.{}.{}.{}", self.ip_base.0, self.ip_base.1, self.next_ip);
+        self.next_ip += 1;
+        assert!(self.next_ip < 255, "too many pods in one scenario");
+        self.world.pods.push(Pod {
+            namespace: ns.into(),
+            name: name.into(),
+            labels: l,
+            ip,
+            service_account: "default".into(),
+        });
+    }
+
+    pub fn istio(&mut self, doc: String) {
+        if let Some(rest) = doc.split("\n  namespace: ").nth(1) {
+            let ns = rest.lines().next().unwrap_or("").trim();
+            if ns == ROOT_NS {
+                let kind = doc
+                    .lines()
+                    .find_map(|l| l.strip_prefix("kind: "))
+                    .unwrap_or("")
+                    .to_string();
+                let name = doc
+                    .lines()
+                    .find_map(|l| l.strip_prefix("  name: "))
+                    .unwrap_or("")
+                    .to_string();
+                self.outside.push((kind, ns.to_string(), name));
+            }
+        }
+        self.world.istio.push(doc);
+    }
+
+    pub fn finish(self, name: String, mesh: String) -> Scenario {
+        Scenario {
+            name,
+            world: self.world,
+            mesh,
+            outside: self.outside,
+        }
+    }
+}
+
+/// One egress listener: optional (port, protocol), and hosts.
+pub type Egress<'a> = (Option<(u32, &'a str)>, Vec<String>);
+
+/// A generated Service: namespace, name, (port name, number) pairs.
+type SvcRef = (String, String, Vec<(String, u32)>);
+
+/// `egress` lists of (optional port, hosts).
+pub fn sidecar_doc(
+    ns: &str,
+    name: &str,
+    selector: Option<&Labels>,
+    egress: &[Egress<'_>],
+) -> String {
+    let mut d = format!(
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n"
+    );
+    if let Some(sel) = selector {
+        d.push_str("  workloadSelector:\n    labels:\n");
+        for (k, v) in sel {
+            let _ = writeln!(d, "      {k}: {v}");
+        }
+    }
+    if !egress.is_empty() {
+        d.push_str("  egress:\n");
+        for (port, hosts) in egress {
+            d.push_str("  - ");
+            if let Some((p, proto)) = port {
+                let _ = write!(
+                    d,
+                    "port:\n      number: {p}\n      protocol: {proto}\n      name: egress-{p}\n    "
+                );
+            }
+            d.push_str("hosts:\n");
+            for h in hosts {
+                let _ = writeln!(d, "    - \"{h}\"");
+            }
+        }
+    }
+    d
+}
+
+fn export_field(export: &Option<Vec<String>>) -> String {
+    match export {
+        None => String::new(),
+        Some(v) => format!(
+            "  exportTo: [{}]\n",
+            v.iter()
+                .map(|e| format!("\"{e}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn service_entry_doc(
+    ns: &str,
+    name: &str,
+    hosts: &[String],
+    ports: &[(u32, &str, &str)],
+    resolution: &str,
+    addresses: &[String],
+    endpoints: &[String],
+    export: &Option<Vec<String>>,
+) -> String {
+    let mut d = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hosts:\n"
+    );
+    for h in hosts {
+        let _ = writeln!(d, "  - \"{h}\"");
+    }
+    if !addresses.is_empty() {
+        d.push_str("  addresses:\n");
+        for a in addresses {
+            let _ = writeln!(d, "  - {a}");
+        }
+    }
+    d.push_str("  ports:\n");
+    for (n, pname, proto) in ports {
+        let _ = writeln!(
+            d,
+            "  - number: {n}\n    name: {pname}\n    protocol: {proto}"
+        );
+    }
+    let _ = writeln!(d, "  resolution: {resolution}\n  location: MESH_EXTERNAL");
+    if !endpoints.is_empty() {
+        d.push_str("  endpoints:\n");
+        for e in endpoints {
+            let _ = writeln!(d, "  - address: {e}");
+        }
+    }
+    d.push_str(&export_field(export));
+    d
+}
+
+/// A route destination: host, optional port, optional subset.
+pub type Dest = (String, Option<u32>, Option<String>);
+
+fn dest_yaml(d: &Dest, indent: &str) -> String {
+    let mut s = format!("{indent}host: {}\n", d.0);
+    if let Some(p) = d.1 {
+        let _ = writeln!(s, "{indent}port:\n{indent}  number: {p}");
+    }
+    if let Some(sub) = &d.2 {
+        let _ = writeln!(s, "{indent}subset: {sub}");
+    }
+    s
+}
+
+pub fn virtual_service_doc(
+    ns: &str,
+    name: &str,
+    hosts: &[String],
+    http: &[Dest],
+    mirror: Option<&Dest>,
+    tcp: &[Dest],
+    export: &Option<Vec<String>>,
+) -> String {
+    let mut d = format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hosts:\n"
+    );
+    for h in hosts {
+        let _ = writeln!(d, "  - \"{h}\"");
+    }
+    if !http.is_empty() {
+        d.push_str("  http:\n  - route:\n");
+        for dest in http {
+            d.push_str("    - destination:\n");
+            d.push_str(&dest_yaml(dest, "        "));
+        }
+        if let Some(m) = mirror {
+            d.push_str("    mirror:\n");
+            d.push_str(&dest_yaml(m, "      "));
+        }
+    }
+    if !tcp.is_empty() {
+        d.push_str("  tcp:\n  - route:\n");
+        for dest in tcp {
+            d.push_str("    - destination:\n");
+            d.push_str(&dest_yaml(dest, "        "));
+        }
+    }
+    d.push_str(&export_field(export));
+    d
+}
+
+pub fn destination_rule_doc(
+    ns: &str,
+    name: &str,
+    host: &str,
+    subsets: &[&str],
+    export: &Option<Vec<String>>,
+) -> String {
+    let mut d = format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  host: \"{host}\"\n"
+    );
+    if !subsets.is_empty() {
+        d.push_str("  subsets:\n");
+        for s in subsets {
+            let _ = writeln!(d, "  - name: {s}\n    labels:\n      version: {s}");
+        }
+    }
+    d.push_str(&export_field(export));
+    d
+}
+
+// === fixed scenarios ===
+
+/// Scenarios that pin rules by hand: each proxy's expected scope is
+/// obvious from the names.
+pub fn fixed(slot: u64) -> Vec<Scenario> {
+    let mut out = Vec::new();
+
+    // 1. Two namespaces, a namespace default, a selector Sidecar, exportTo
+    //    on a Service, a VirtualService pulling a host in, DR subsets.
+    {
+        let mut b = Builder::new(slot);
+        let (a, c) = (format!("fx{slot}-a"), format!("fx{slot}-b"));
+        b.namespace(&a);
+        b.namespace(&c);
+        b.service(&a, "web", vec![SvcPort::new("http", 80)], false);
+        b.service(&a, "db", vec![SvcPort::new("tcp-db", 5432)], false);
+        b.service(
+            &c,
+            "api",
+            vec![SvcPort::new("http", 8080), SvcPort::new("grpc", 9090)],
+            false,
+        );
+        b.service(&c, "hidden", vec![SvcPort::new("http", 80)], false);
+        b.export_service(&c, "hidden", ".");
+        b.service(&c, "pulled", vec![SvcPort::new("http", 80)], false);
+        b.pod(&a, "web-0", labels(&[("app", "web"), ("version", "v1")]));
+        b.pod(&a, "db-0", labels(&[("app", "db")]));
+        b.pod(&a, "client-0", labels(&[("app", "client")]));
+        b.pod(&c, "api-0", labels(&[("app", "api"), ("version", "v1")]));
+        b.pod(&c, "api-1", labels(&[("app", "api"), ("version", "v2")]));
+        b.pod(&c, "hidden-0", labels(&[("app", "hidden")]));
+        b.pod(&c, "pulled-0", labels(&[("app", "pulled")]));
+        b.istio(sidecar_doc(
+            &a,
+            "default",
+            None,
+            &[(None, vec!["./*".into()])],
+        ));
+        b.istio(sidecar_doc(
+            &a,
+            "client",
+            Some(&labels(&[("app", "client")])),
+            &[(
+                None,
+                vec![
+                    format!("{c}/api.{c}.{DOMAIN}"),
+                    format!("{c}/hidden.{c}.{DOMAIN}"),
+                ],
+            )],
+        ));
+        b.istio(virtual_service_doc(
+            &c,
+            "api-routes",
+            &[fqdn("api", &c)],
+            &[(fqdn("pulled", &c), Some(80), None)],
+            None,
+            &[],
+            &None,
+        ));
+        b.istio(destination_rule_doc(
+            &c,
+            "api",
+            &fqdn("api", &c),
+            &["v1", "v2"],
+            &None,
+        ));
+        out.push(b.finish("fixed-basic".into(), DEFAULT_MESH.into()));
+    }
+
+    // 2. ServiceEntries of each resolution, one hostname in two
+    //    namespaces, a port-specific listener, `~` and wildcard hosts.
+    {
+        let mut b = Builder::new(slot + 1);
+        let (a, c) = (format!("fx{slot}-c"), format!("fx{slot}-d"));
+        b.namespace(&a);
+        b.namespace(&c);
+        b.service(
+            &a,
+            "app",
+            vec![SvcPort::new("http", 80), SvcPort::new("tcp", 9000)],
+            false,
+        );
+        b.service(
+            &a,
+            "stateful",
+            vec![SvcPort::new("tcp-peer", 7000), SvcPort::new("http", 80)],
+            true,
+        );
+        b.pod(&a, "app-0", labels(&[("app", "app")]));
+        b.pod(&a, "stateful-0", labels(&[("app", "stateful")]));
+        b.pod(&a, "stateful-1", labels(&[("app", "stateful")]));
+        b.pod(&c, "ext-client-0", labels(&[("app", "ext-client")]));
+        b.pod(&c, "narrow-0", labels(&[("app", "narrow")]));
+        b.istio(service_entry_doc(
+            &a,
+            "dns",
+            &["api.example.com".into()],
+            &[(443, "tls", "TLS"), (80, "http", "HTTP")],
+            "DNS",
+            &[],
+            &[],
+            &None,
+        ));
+        b.istio(service_entry_doc(
+            &a,
+            "none",
+            &["*.wild.example.com".into()],
+            &[(443, "tls", "TLS")],
+            "NONE",
+            &[],
+            &[],
+            &None,
+        ));
+        b.istio(service_entry_doc(
+            &c,
+            "static",
+            &["db.example.com".into()],
+            &[(5432, "tcp", "TCP")],
+            "STATIC",
+            &["240.0.0.10".into()],
+            &["192.0.2.10".into()],
+            &Some(vec![".".into()]),
+        ));
+        // The same hostname defined in both namespaces, with different ports.
+        b.istio(service_entry_doc(
+            &a,
+            "shared-a",
+            &["shared.example.com".into()],
+            &[(8080, "http", "HTTP")],
+            "DNS",
+            &[],
+            &[],
+            &None,
+        ));
+        b.istio(service_entry_doc(
+            &c,
+            "shared-c",
+            &["shared.example.com".into()],
+            &[(9090, "grpc", "GRPC")],
+            "DNS",
+            &[],
+            &[],
+            &None,
+        ));
+        b.istio(sidecar_doc(
+            &c,
+            "default",
+            None,
+            &[(None, vec!["./*".into(), "*/*.example.com".into()])],
+        ));
+        b.istio(sidecar_doc(
+            &c,
+            "narrow",
+            Some(&labels(&[("app", "narrow")])),
+            &[
+                (Some((80, "HTTP")), vec![format!("{a}/*")]),
+                (None, vec!["~/*".into()]),
+            ],
+        ));
+        out.push(b.finish("fixed-serviceentries".into(), DEFAULT_MESH.into()));
+    }
+
+    // 3. The root default, oldest-wins between two selector Sidecars, and
+    //    mesh-wide exportTo defaults.
+    {
+        let mut b = Builder::new(slot + 2);
+        let (a, c) = (format!("fx{slot}-e"), format!("fx{slot}-f"));
+        b.namespace(&a);
+        b.namespace(&c);
+        b.service(&a, "one", vec![SvcPort::new("http", 80)], false);
+        b.service(&c, "two", vec![SvcPort::new("http", 80)], false);
+        b.service(&c, "three", vec![SvcPort::new("http-web", 8000)], false);
+        b.export_service(&c, "three", "*");
+        b.pod(&a, "one-0", labels(&[("app", "one"), ("tier", "front")]));
+        b.pod(&c, "two-0", labels(&[("app", "two")]));
+        b.pod(&c, "three-0", labels(&[("app", "three")]));
+        b.istio(sidecar_doc(
+            ROOT_NS,
+            &format!("fx{slot}-root"),
+            None,
+            &[(None, vec!["./*".into(), format!("{ROOT_NS}/*")])],
+        ));
+        b.istio(sidecar_doc(
+            &a,
+            "by-app",
+            Some(&labels(&[("app", "one")])),
+            &[(None, vec![format!("{c}/*")])],
+        ));
+        b.istio(sidecar_doc(
+            &a,
+            "by-tier",
+            Some(&labels(&[("tier", "front")])),
+            &[(None, vec!["./*".into()])],
+        ));
+        let mesh = format!("{DEFAULT_MESH}defaultServiceExportTo: [\".\"]\n");
+        out.push(b.finish("fixed-root-and-defaults".into(), mesh));
+    }
+    out
+}
+
+// === random scenarios ===
+
+const PORTS: &[(&str, u32)] = &[
+    ("http", 80),
+    ("http-alt", 8080),
+    ("grpc", 9090),
+    ("tcp-db", 5432),
+    ("plain", 7000),
+    ("udp-dns", 5353),
+    ("tls", 443),
+    ("https-x", 8443),
+];
+
+fn pick<'a, T>(rng: &mut Rng, v: &'a [T]) -> &'a T {
+    &v[rng.below(v.len())]
+}
+
+fn chance(rng: &mut Rng, p: f64) -> bool {
+    rng.unit() < p
+}
+
+/// A random scenario, the same for the same seed; `run` only keeps the
+/// namespace names of different runs apart (a deleted namespace lingers
+/// while it terminates).
+pub fn random(seed: u64, run: u64) -> Scenario {
+    let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
+    let mut b = Builder::new(1000 + seed);
+    let nns = 2 + rng.below(2);
+    let nss: Vec<String> = (0..nns)
+        .map(|i| format!("r{run}-{seed}-{}", (b'a' + i as u8) as char))
+        .collect();
+    for ns in &nss {
+        b.namespace(ns);
+    }
+    // Services and their pods.
+    let mut svcs: Vec<SvcRef> = Vec::new();
+    for ns in &nss {
+        for k in 0..1 + rng.below(4) {
+            let name = format!("svc{k}");
+            let mut ports: Vec<SvcPort> = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let (pn, pp) = *pick(&mut rng, PORTS);
+                if ports.iter().any(|p| p.port == pp || p.name == pn) {
+                    continue;
+                }
+                let mut sp = SvcPort::new(pn, pp);
+                if chance(&mut rng, 0.15) && pn == "plain" {
+                    sp.app_protocol = Some("http".into());
+                }
+                ports.push(sp);
+            }
+            let headless = chance(&mut rng, 0.15);
+            svcs.push((
+                ns.clone(),
+                name.clone(),
+                ports.iter().map(|p| (p.name.clone(), p.port)).collect(),
+            ));
+            b.service(ns, &name, ports, headless);
+            if chance(&mut rng, 0.3) {
+                let other = pick(&mut rng, &nss).clone();
+                let export = match rng.below(4) {
+                    0 => ".".to_string(),
+                    1 => "*".to_string(),
+                    2 => other,
+                    _ => format!(".,{}", pick(&mut rng, &nss)),
+                };
+                b.export_service(ns, &name, &export);
+            }
+            for r in 0..1 + rng.below(2) {
+                let version = if r == 0 { "v1" } else { "v2" };
+                b.pod(
+                    ns,
+                    &format!("{name}-{r}"),
+                    labels(&[("app", &name), ("version", version)]),
+                );
+            }
+        }
+        if chance(&mut rng, 0.6) {
+            b.pod(
+                ns,
+                "client-0",
+                labels(&[("app", "client"), ("role", "caller")]),
+            );
+        }
+    }
+    let svc_host = |rng: &mut Rng, short: bool| -> (String, String, Vec<(String, u32)>) {
+        let (ns, name, ports) = svcs[rng.below(svcs.len())].clone();
+        let host = if short {
+            name.clone()
+        } else {
+            fqdn(&name, &ns)
+        };
+        (ns, host, ports)
+    };
+    let export_opt = |rng: &mut Rng, nss: &[String]| -> Option<Vec<String>> {
+        if chance(rng, 0.6) {
+            return None;
+        }
+        Some(match rng.below(3) {
+            0 => vec![".".into()],
+            1 => vec!["*".into()],
+            _ => vec![pick(rng, nss).clone()],
+        })
+    };
+    // ServiceEntries.
+    for k in 0..rng.below(4) {
+        let ns = pick(&mut rng, &nss).clone();
+        let (host, resolution) = match rng.below(5) {
+            0 => ("api.example.com".to_string(), "DNS"),
+            1 => ("*.wild.example.com".to_string(), "NONE"),
+            2 => ("db.example.com".to_string(), "STATIC"),
+            3 => ("api.example.com".to_string(), "NONE"),
+            _ => {
+                // The hostname of a Kubernetes Service, from a ServiceEntry.
+                let (_, h, _) = svc_host(&mut rng, false);
+                (h, "DNS")
+            }
+        };
+        let ports: Vec<(u32, &str, &str)> = match rng.below(3) {
+            0 => vec![(443, "tls", "TLS")],
+            1 => vec![(80, "http", "HTTP"), (443, "https", "HTTPS")],
+            _ => vec![(5432, "tcp", "TCP")],
+        };
+        let endpoints: Vec<String> = if resolution == "STATIC" {
+            vec![format!("192.0.2.{}", 10 + k)]
+        } else {
+            vec![]
+        };
+        let addresses: Vec<String> = if chance(&mut rng, 0.3) && !host.starts_with('*') {
+            vec![format!("240.0.{}.{}", seed % 250, 10 + k)]
+        } else {
+            vec![]
+        };
+        let export = export_opt(&mut rng, &nss);
+        b.istio(service_entry_doc(
+            &ns,
+            &format!("se{k}"),
+            &[host],
+            &ports,
+            resolution,
+            &addresses,
+            &endpoints,
+            &export,
+        ));
+    }
+    // VirtualServices.
+    for k in 0..rng.below(4) {
+        let ns = pick(&mut rng, &nss).clone();
+        let (_, host, _) = svc_host(&mut rng, false);
+        let mut http: Vec<Dest> = Vec::new();
+        let mut tcp: Vec<Dest> = Vec::new();
+        let n = 1 + rng.below(2);
+        for _ in 0..n {
+            let short = chance(&mut rng, 0.2);
+            let (dns, dh, dports) = svc_host(&mut rng, short);
+            // A short name resolves in the VirtualService's namespace.
+            let dh = if short && dns != ns {
+                fqdn(&dh, &dns)
+            } else {
+                dh
+            };
+            let port = if chance(&mut rng, 0.5) {
+                Some(pick(&mut rng, &dports).1)
+            } else {
+                None
+            };
+            let subset = if chance(&mut rng, 0.2) {
+                Some("v1".to_string())
+            } else {
+                None
+            };
+            if chance(&mut rng, 0.25) {
+                tcp.push((dh, port, None));
+            } else {
+                http.push((dh, port, subset));
+            }
+        }
+        let mirror = if chance(&mut rng, 0.3) && !http.is_empty() {
+            let (_, mh, _) = svc_host(&mut rng, false);
+            Some((mh, None, None))
+        } else {
+            None
+        };
+        let export = export_opt(&mut rng, &nss);
+        b.istio(virtual_service_doc(
+            &ns,
+            &format!("vs{k}"),
+            &[host],
+            &http,
+            mirror.as_ref(),
+            &tcp,
+            &export,
+        ));
+    }
+    // DestinationRules.
+    for k in 0..rng.below(4) {
+        let ns = pick(&mut rng, &nss).clone();
+        let host = if chance(&mut rng, 0.2) {
+            format!("*.{}.{DOMAIN}", pick(&mut rng, &nss))
+        } else {
+            svc_host(&mut rng, false).1
+        };
+        let subsets: &[&str] = match rng.below(3) {
+            0 => &[],
+            1 => &["v1"],
+            _ => &["v1", "v2"],
+        };
+        let export = export_opt(&mut rng, &nss);
+        b.istio(destination_rule_doc(
+            &ns,
+            &format!("dr{k}"),
+            &host,
+            subsets,
+            &export,
+        ));
+    }
+    // Sidecars.
+    let host_entry = |rng: &mut Rng, ns: &str| -> String {
+        let other = pick(rng, &nss).clone();
+        match rng.below(12) {
+            0 => "./*".into(),
+            1 => format!("{other}/*"),
+            2 => "*/api.example.com".into(),
+            3 => "*/*.example.com".into(),
+            4 => {
+                let (sns, h, _) = svc_host(rng, false);
+                format!("{sns}/{h}")
+            }
+            5 => "~/*".into(),
+            6 => format!("{ROOT_NS}/*"),
+            7 => {
+                let (_, h, _) = svc_host(rng, false);
+                format!("*/{h}")
+            }
+            8 => {
+                // A short name: egress hosts do no expansion, so this
+                // imports nothing.
+                let (_, h, _) = svc_host(rng, true);
+                format!("./{h}")
+            }
+            9 => format!("{other}/*.{other}.{DOMAIN}"),
+            10 => format!("./*.{ns}.{DOMAIN}"),
+            _ => "*/*".into(),
+        }
+    };
+    let egress = |rng: &mut Rng, ns: &str| -> Vec<Egress<'static>> {
+        let mut ls = Vec::new();
+        let n = 1 + rng.below(2);
+        let mut used_ports: Vec<Option<u32>> = Vec::new();
+        for _ in 0..n {
+            let port = if chance(rng, 0.35) {
+                let (pn, pp) = *pick(rng, PORTS);
+                let proto = if pn.starts_with("http") {
+                    "HTTP"
+                } else if pn == "grpc" {
+                    "GRPC"
+                } else if pn.starts_with("udp") {
+                    continue;
+                } else {
+                    "TCP"
+                };
+                Some((pp, proto))
+            } else {
+                None
+            };
+            // istiod rejects two listeners on one port (or two catch-alls).
+            let key = port.map(|p| p.0);
+            if used_ports.contains(&key) {
+                continue;
+            }
+            used_ports.push(key);
+            let hosts: Vec<String> = (0..1 + rng.below(3)).map(|_| host_entry(rng, ns)).collect();
+            ls.push((port, hosts));
+        }
+        // A port-less listener must come last: istiod takes the first
+        // catch-all.
+        ls.sort_by_key(|(p, _)| p.is_none());
+        ls
+    };
+    if chance(&mut rng, 0.3) {
+        let e = egress(&mut rng, ROOT_NS);
+        b.istio(sidecar_doc(
+            ROOT_NS,
+            &format!("r{run}-{seed}-root"),
+            None,
+            &e,
+        ));
+    }
+    for ns in &nss {
+        if chance(&mut rng, 0.5) {
+            let e = egress(&mut rng, ns);
+            b.istio(sidecar_doc(ns, "default", None, &e));
+        }
+        for k in 0..rng.below(3) {
+            let sel = match rng.below(3) {
+                0 => labels(&[("version", "v2")]),
+                1 => labels(&[("role", "caller")]),
+                _ => {
+                    let names: Vec<&SvcRef> = svcs.iter().filter(|s| &s.0 == ns).collect();
+                    let s = names[rng.below(names.len())];
+                    labels(&[("app", &s.1)])
+                }
+            };
+            let e = if chance(&mut rng, 0.1) {
+                Vec::new()
+            } else {
+                egress(&mut rng, ns)
+            };
+            b.istio(sidecar_doc(ns, &format!("sel{k}"), Some(&sel), &e));
+        }
+    }
+    let mut mesh = DEFAULT_MESH.to_string();
+    if chance(&mut rng, 0.25) {
+        mesh.push_str("defaultServiceExportTo: [\".\"]\n");
+    }
+    if chance(&mut rng, 0.2) {
+        mesh.push_str("defaultVirtualServiceExportTo: [\".\"]\n");
+    }
+    if chance(&mut rng, 0.2) {
+        mesh.push_str("defaultDestinationRuleExportTo: [\".\"]\n");
+    }
+    b.finish(format!("random seed {seed}"), mesh)
+}

@@ -1,0 +1,200 @@
+//! A real istiod (pilot-discovery 1.31, built from Go modules by
+//! `tests/istiod/build`) against the test control plane, for fidelity
+//! tests and benchmarks. Each [`Istiod`] is its own process with its own
+//! state directory, started by `tests/istiod/up` and stopped on drop by
+//! `tests/istiod/down`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cluster::{repo_root, Cluster};
+
+/// The version istiod reports for itself (and that simulated sidecars send
+/// as `ISTIO_VERSION`): `tests/istiod/build` stamps the module's minor as a
+/// dev build.
+pub const ISTIOD_VERSION: &str = "1.31-dev";
+/// The `--istio-version` the scope engine is compared under.
+pub const ENGINE_VERSION: &str = "1.31";
+
+pub struct Istiod {
+    /// Debug endpoints and `/ready`.
+    pub http: String,
+    /// Plaintext ADS.
+    pub grpc: String,
+    /// `/metrics`.
+    pub monitoring: String,
+    pub pid: u32,
+    pub log: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+/// istiod's own cost at one moment.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct ProcessUsage {
+    pub rss_kb: u64,
+    /// user + system CPU seconds since start.
+    pub cpu_s: f64,
+}
+
+impl Istiod {
+    /// Starts an istiod watching `cluster`, and waits until it is ready.
+    pub fn start(cluster: &Cluster) -> Result<Istiod> {
+        let dir = tempfile::Builder::new()
+            .prefix("meshscope-istiod-")
+            .tempdir()?;
+        let up = repo_root().join("tests/istiod/up");
+        let out = Command::new(&up)
+            .env("MESHSCOPE_ISTIOD_DIR", dir.path().join("state"))
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("cannot run {}", up.display()))?;
+        if !out.status.success() {
+            bail!("tests/istiod/up failed (see its output above)");
+        }
+        let vars: BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let get = |k: &str| {
+            vars.get(k)
+                .cloned()
+                .with_context(|| format!("tests/istiod/up printed no {k}"))
+        };
+        Ok(Istiod {
+            http: get("MESHSCOPE_ISTIOD_HTTP")?,
+            grpc: get("MESHSCOPE_ISTIOD_GRPC")?,
+            monitoring: get("MESHSCOPE_ISTIOD_MONITORING")?,
+            pid: get("MESHSCOPE_ISTIOD_PID")?.parse()?,
+            log: PathBuf::from(get("MESHSCOPE_ISTIOD_LOG")?),
+            dir,
+        })
+    }
+
+    /// `http://` + the ADS address, as a gRPC client takes it.
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    fn get(&self, addr: &str, path: &str) -> Result<(u16, String)> {
+        let agent = ureq::Agent::new_with_config(
+            ureq::config::Config::builder()
+                .timeout_global(Some(Duration::from_secs(30)))
+                .http_status_as_error(false)
+                .build(),
+        );
+        let url = format!("http://{addr}{path}");
+        let mut resp = agent
+            .get(&url)
+            .call()
+            .with_context(|| format!("GET {url}"))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(512 * 1024 * 1024)
+            .read_to_string()
+            .with_context(|| format!("read {url}"))?;
+        Ok((status, body))
+    }
+
+    /// A debug endpoint (`/debug/...`) on the HTTP address, as text; an
+    /// error for anything but 200.
+    pub fn debug(&self, path: &str) -> Result<String> {
+        let (status, body) = self.get(&self.http, path)?;
+        if status != 200 {
+            bail!("istiod {path}: HTTP {status}: {}", body.trim());
+        }
+        Ok(body)
+    }
+
+    /// The SidecarScope istiod applied to a connected proxy
+    /// (`/debug/sidecarz`).
+    pub fn sidecarz(&self, pod: &str, namespace: &str) -> Result<serde_json::Value> {
+        let body = self.debug(&format!("/debug/sidecarz?proxyID={pod}.{namespace}"))?;
+        serde_json::from_str(&body).context("sidecarz is JSON")
+    }
+
+    /// `/debug/syncz`: per connected proxy, what was sent and ACKed.
+    pub fn syncz(&self) -> Result<serde_json::Value> {
+        serde_json::from_str(&self.debug("/debug/syncz")?).context("syncz is JSON")
+    }
+
+    /// istiod's Prometheus metrics.
+    pub fn metrics(&self) -> Result<String> {
+        let (status, body) = self.get(&self.monitoring, "/metrics")?;
+        if status != 200 {
+            bail!("istiod /metrics: HTTP {status}");
+        }
+        Ok(body)
+    }
+
+    /// The sum of a counter over all its label sets (0 when absent).
+    pub fn counter(&self, name: &str) -> Result<f64> {
+        let text = self.metrics()?;
+        Ok(text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+
+    /// RSS and CPU of the istiod process, from /proc.
+    pub fn usage(&self) -> Result<ProcessUsage> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .context("istiod is not running")?;
+        let rss_kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
+        let after = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // Fields 14 and 15 of stat (utime, stime), 0-based 11 and 12 after
+        // the command name.
+        let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(ProcessUsage {
+            rss_kb,
+            cpu_s: ticks as f64 / clock_ticks() as f64,
+        })
+    }
+
+    /// The last lines of istiod's log, for failure messages.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+fn clock_ticks() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100)
+}
+
+impl Drop for Istiod {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("tests/istiod/down"))
+            .env("MESHSCOPE_ISTIOD_DIR", self.dir.path().join("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}

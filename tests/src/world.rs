@@ -1,0 +1,272 @@
+//! A mesh written straight into the test API server for a real istiod:
+//! Services, Pods that carry an `istio-proxy` container, and the
+//! EndpointSlices and pod status a kubelet and the EndpointSlice controller
+//! would write (there is neither here). Istio kinds go in as raw YAML.
+//!
+//! Pods are bare (not bound to a Node), so kube-controller-manager never
+//! touches their endpoints: the slices written here, labelled
+//! `endpointslice.kubernetes.io/managed-by: meshscope-test`, are the only
+//! ones, and they stay Ready for as long as the test runs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::{bail, Result};
+
+use crate::cluster::Cluster;
+use crate::json_str;
+
+pub type Labels = BTreeMap<String, String>;
+
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[derive(Clone, Debug)]
+pub struct SvcPort {
+    pub name: String,
+    pub port: u32,
+    pub target_port: u32,
+    pub app_protocol: Option<String>,
+    /// `TCP` or `UDP`.
+    pub protocol: &'static str,
+}
+
+impl SvcPort {
+    pub fn new(name: &str, port: u32) -> Self {
+        SvcPort {
+            name: name.into(),
+            port,
+            target_port: port,
+            app_protocol: None,
+            protocol: if name.starts_with("udp") {
+                "UDP"
+            } else {
+                "TCP"
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Service {
+    pub namespace: String,
+    pub name: String,
+    pub selector: Labels,
+    pub ports: Vec<SvcPort>,
+    pub headless: bool,
+    pub annotations: Labels,
+}
+
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub labels: Labels,
+    pub ip: String,
+    pub service_account: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct World {
+    /// Namespaces and their labels.
+    pub namespaces: Vec<(String, Labels)>,
+    pub services: Vec<Service>,
+    pub pods: Vec<Pod>,
+    /// Istio objects (ServiceEntry, VirtualService, DestinationRule,
+    /// Sidecar), one YAML document each, applied in order.
+    pub istio: Vec<String>,
+}
+
+fn map_yaml(out: &mut String, indent: &str, m: &Labels) {
+    if m.is_empty() {
+        out.push_str(" {}\n");
+        return;
+    }
+    out.push('\n');
+    for (k, v) in m {
+        let _ = writeln!(out, "{indent}{}: {}", json_str(k), json_str(v));
+    }
+}
+
+impl World {
+    pub fn namespace(&mut self, name: &str, l: Labels) {
+        self.namespaces.push((name.to_string(), l));
+    }
+
+    /// Pods of `svc` in its namespace: those its selector matches.
+    pub fn endpoints_of<'a>(&'a self, svc: &'a Service) -> impl Iterator<Item = &'a Pod> + 'a {
+        self.pods.iter().filter(move |p| {
+            p.namespace == svc.namespace
+                && !svc.selector.is_empty()
+                && svc.selector.iter().all(|(k, v)| p.labels.get(k) == Some(v))
+        })
+    }
+
+    /// Namespaces, Services, Pods, EndpointSlices and the Istio objects, as
+    /// one multi-document YAML stream.
+    pub fn spec_yaml(&self) -> String {
+        let mut out = String::new();
+        for (ns, l) in &self.namespaces {
+            let _ = write!(
+                out,
+                "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels:"
+            );
+            map_yaml(&mut out, "    ", l);
+        }
+        for s in &self.services {
+            let _ = write!(
+                out,
+                "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}\n  annotations:",
+                s.name, s.namespace
+            );
+            map_yaml(&mut out, "    ", &s.annotations);
+            out.push_str("spec:\n");
+            if s.headless {
+                out.push_str("  clusterIP: None\n");
+            }
+            out.push_str("  selector:");
+            map_yaml(&mut out, "    ", &s.selector);
+            out.push_str("  ports:\n");
+            for p in &s.ports {
+                let _ = writeln!(
+                    out,
+                    "  - name: {}\n    port: {}\n    targetPort: {}\n    protocol: {}",
+                    p.name, p.port, p.target_port, p.protocol
+                );
+                if let Some(a) = &p.app_protocol {
+                    let _ = writeln!(out, "    appProtocol: {a}");
+                }
+            }
+        }
+        for p in &self.pods {
+            let _ = write!(
+                out,
+                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {}\n  namespace: {}\n  labels:",
+                p.name, p.namespace
+            );
+            map_yaml(&mut out, "    ", &p.labels);
+            let _ = writeln!(
+                out,
+                "spec:\n  serviceAccountName: {sa}\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: registry.invalid/app:1\n  - name: istio-proxy\n    image: docker.io/istio/proxyv2:1.31.0",
+                sa = p.service_account
+            );
+        }
+        out.push_str(&self.endpoint_slices_yaml());
+        for doc in &self.istio {
+            out.push_str("---\n");
+            out.push_str(doc.trim_start_matches("---\n"));
+            if !doc.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// One EndpointSlice per Service with endpoints: what the EndpointSlice
+    /// controller would write for the pods its selector matches.
+    pub fn endpoint_slices_yaml(&self) -> String {
+        let mut out = String::new();
+        for s in &self.services {
+            let eps: Vec<&Pod> = self.endpoints_of(s).collect();
+            if eps.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-meshscope\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: {name}\n    endpointslice.kubernetes.io/managed-by: meshscope-test\naddressType: IPv4\nendpoints:",
+                name = s.name,
+                ns = s.namespace
+            );
+            for p in eps {
+                let _ = writeln!(
+                    out,
+                    "- addresses: [\"{}\"]\n  conditions: {{ready: true, serving: true, terminating: false}}\n  targetRef: {{kind: Pod, name: {}, namespace: {}}}",
+                    p.ip, p.name, p.namespace
+                );
+            }
+            out.push_str("ports:\n");
+            for p in &s.ports {
+                let _ = writeln!(
+                    out,
+                    "- name: {}\n  port: {}\n  protocol: {}",
+                    p.name, p.target_port, p.protocol
+                );
+                if let Some(a) = &p.app_protocol {
+                    let _ = writeln!(out, "  appProtocol: {a}");
+                }
+            }
+        }
+        out
+    }
+
+    /// What a kubelet would report for every pod: Running, Ready, its IP.
+    pub fn status_yaml(&self) -> String {
+        let mut out = String::new();
+        for p in &self.pods {
+            let _ = writeln!(
+                out,
+                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {}\n  namespace: {}\nstatus:\n  phase: Running\n  podIP: {ip}\n  podIPs:\n  - ip: {ip}\n  conditions:\n  - type: Ready\n    status: \"True\"\n  - type: ContainersReady\n    status: \"True\"",
+                p.name,
+                p.namespace,
+                ip = p.ip
+            );
+        }
+        out
+    }
+
+    /// Writes the whole world into the API server: objects first, then the
+    /// pods' status (server-side apply on the status subresource).
+    pub fn apply(&self, cluster: &Cluster) -> Result<()> {
+        let ssa = |args: &[&str], yaml: &str| -> Result<()> {
+            let mut a = vec![
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager=meshscope-test",
+            ];
+            a.extend_from_slice(args);
+            a.extend(["-f", "-"]);
+            let o = cluster.kubectl(&a, Some(yaml));
+            if !o.status.success() {
+                bail!("kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
+            }
+            Ok(())
+        };
+        // Namespaces first: the rest of the stream needs them.
+        let spec = self.spec_yaml();
+        let (ns_docs, rest): (Vec<&str>, Vec<&str>) = spec
+            .split("---\n")
+            .filter(|d| !d.trim().is_empty())
+            .partition(|d| d.contains("\nkind: Namespace\n"));
+        if !ns_docs.is_empty() {
+            ssa(&[], &ns_docs.join("---\n"))?;
+        }
+        ssa(&[], &rest.join("---\n"))?;
+        if !self.pods.is_empty() {
+            ssa(&["--subresource=status"], &self.status_yaml())?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the world's namespaces and waits until they are gone.
+    pub fn delete(&self, cluster: &Cluster) -> Result<()> {
+        if self.namespaces.is_empty() {
+            return Ok(());
+        }
+        let mut args = vec!["delete", "namespace", "--wait=true", "--timeout=120s"];
+        let names: Vec<&str> = self.namespaces.iter().map(|(n, _)| n.as_str()).collect();
+        args.extend(names);
+        let o = cluster.kubectl(&args, None);
+        if !o.status.success() {
+            bail!(
+                "kubectl delete namespace: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        Ok(())
+    }
+}

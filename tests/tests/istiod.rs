@@ -1,0 +1,414 @@
+//! The scope engine held to a real istiod (pilot-discovery 1.31, built by
+//! tests/istiod/build) on the real test control plane. For every proxy of
+//! fixed and seeded random scenarios, the outbound clusters istiod sends a
+//! simulated sidecar must equal the ones `kubectl meshscope explain`
+//! predicts, and the Sidecar istiod applied (`/debug/sidecarz`) must be the
+//! one `explain` names. Then the safety property: recommending and
+//! applying Sidecars from observed traffic never removes a cluster that the
+//! traffic needs.
+//!
+//! The scenarios run one after another (a static lock): istiod and the
+//! engine both see the whole cluster, so a scenario must not change under
+//! another's feet.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use kubectl_meshscope::{args::Cli, run};
+use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::fidelity::{self, Scenario, DEFAULT_MESH, ROOT_NS};
+use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
+use meshscope_e2e::world::World;
+use meshscope_e2e::xds::{ProxySpec, Sim};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Seeds per run: `MESHSCOPE_FIDELITY_SEEDS` (default 20), starting at
+/// `MESHSCOPE_FIDELITY_SEED` (default: from the clock, printed).
+fn seeds() -> Vec<u64> {
+    let n: u64 = std::env::var("MESHSCOPE_FIDELITY_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let start: u64 = std::env::var("MESHSCOPE_FIDELITY_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs() % 100_000)
+        });
+    (start..start + n).collect()
+}
+
+/// Keeps this run's namespace names apart from an earlier run's, which
+/// may still be terminating.
+fn run_tag() -> u64 {
+    u64::from(std::process::id()) % 1000
+}
+
+fn meshscope(kubeconfig: &Path, args: &[&str]) -> Result<String> {
+    let mut argv = vec!["kubectl-meshscope"];
+    argv.extend_from_slice(args);
+    argv.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    let cli = Cli::try_parse_from(&argv).context("arguments parse")?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let outcome = run(cli, &mut out, &mut err);
+    if let Err(e) = outcome {
+        bail!(
+            "kubectl meshscope {}: {e:#}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&err)
+        );
+    }
+    Ok(String::from_utf8(out)?)
+}
+
+fn set_mesh(c: &Cluster, mesh: &str) {
+    let indented: String = mesh.lines().map(|l| format!("    {l}\n")).collect();
+    c.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: istio\n  namespace: {ROOT_NS}\ndata:\n  mesh: |-\n{indented}"
+    ));
+}
+
+fn specs(world: &World) -> Vec<ProxySpec> {
+    world
+        .pods
+        .iter()
+        .map(|p| {
+            let mut s = ProxySpec::new(&p.namespace, &p.name, &p.ip);
+            s.labels = p.labels.clone();
+            s.service_account = p.service_account.clone();
+            s.workload_name = p
+                .labels
+                .get("app")
+                .cloned()
+                .unwrap_or_else(|| p.name.clone());
+            s
+        })
+        .collect()
+}
+
+/// The Sidecar istiod applied, as `ns/name`, or `None` for its implicit
+/// default scope (`default-sidecar`, with no Sidecar spec).
+fn applied_sidecar(sidecarz: &serde_json::Value) -> Option<String> {
+    if sidecarz["sidecar"].is_null() {
+        return None;
+    }
+    let name = sidecarz["name"].as_str()?;
+    let ns = sidecarz["namespace"].as_str().unwrap_or("");
+    Some(format!("{ns}/{name}"))
+}
+
+#[derive(Default)]
+struct Tally {
+    proxies: usize,
+    clusters: usize,
+    failures: Vec<String>,
+}
+
+/// Applies a scenario, connects a simulated sidecar per pod, and compares
+/// every proxy with the engine's prediction.
+fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Result<()> {
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c)?;
+    // Let istiod's informers see the last object before proxies connect
+    // (later changes would be pushed anyway; this keeps the wait short).
+    std::thread::sleep(Duration::from_millis(800));
+    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 32)?;
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .with_context(|| format!("{}: istiod log:\n{}", sc.name, istiod.log_tail(20)))?;
+    for p in &sc.world.pods {
+        tally.proxies += 1;
+        let key = format!("{}/{}", p.namespace, p.name);
+        let proxy = sim.get(&key).context("a proxy per pod")?;
+        let actual: BTreeSet<String> = proxy
+            .cluster_names()
+            .into_iter()
+            .filter(|n| n.starts_with("outbound|"))
+            .collect();
+        let e: serde_json::Value = serde_json::from_str(&meshscope(
+            &c.kubeconfig,
+            &[
+                "explain",
+                "pod",
+                &p.name,
+                "-n",
+                &p.namespace,
+                "-o",
+                "json",
+                "--istio-version",
+                ENGINE_VERSION,
+            ],
+        )?)?;
+        let predicted: BTreeSet<String> = e["outbound_clusters"]
+            .as_array()
+            .context("explain -o json has outbound_clusters")?
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        tally.clusters += actual.len();
+        let missing: Vec<&String> = actual.difference(&predicted).collect();
+        let extra: Vec<&String> = predicted.difference(&actual).collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            tally.failures.push(format!(
+                "{}: proxy {key}: istiod sends but explain does not predict {missing:?}; explain predicts but istiod does not send {extra:?}",
+                sc.name
+            ));
+        }
+        // Resource counts: the estimate's clusters and listeners are
+        // istiod's CDS and LDS.
+        let snapshot = proxy.snapshot();
+        for (what, ty, field) in [
+            ("clusters", "cds", "clusters"),
+            ("listeners", "lds", "listeners"),
+        ] {
+            let got = snapshot.total(ty).count as u64;
+            let want = e["estimate"][field].as_u64().unwrap_or(u64::MAX);
+            if got != want {
+                tally.failures.push(format!(
+                    "{}: proxy {key}: istiod sends {got} {what} ({:?}), explain predicts {want}",
+                    sc.name,
+                    snapshot.names(ty)
+                ));
+            }
+        }
+        let z = istiod.sidecarz(&p.name, &p.namespace)?;
+        let got = applied_sidecar(&z);
+        // istiod shows the root namespace's default under the proxy's
+        // namespace (it is evaluated there).
+        let want = e["sidecar"]
+            .as_str()
+            .map(|s| match e["scope_source"].as_str() {
+                Some("root") => format!("{}/{}", p.namespace, s.split_once('/').map_or(s, |x| x.1)),
+                _ => s.to_string(),
+            });
+        if got != want {
+            tally.failures.push(format!(
+                "{}: proxy {key}: istiod applied Sidecar {got:?}, explain names {want:?}",
+                sc.name
+            ));
+        }
+    }
+    sim.close();
+    Ok(())
+}
+
+fn cleanup(c: &Cluster, sc: &Scenario) {
+    for (kind, ns, name) in &sc.outside {
+        let _ = c.kubectl(
+            &["delete", kind, name, "-n", ns, "--ignore-not-found"],
+            None,
+        );
+    }
+    if let Err(e) = sc.world.delete(c) {
+        eprintln!("cleanup of {}: {e:#}", sc.name);
+    }
+    set_mesh(c, DEFAULT_MESH);
+}
+
+fn run_all(scenarios: Vec<Scenario>) {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared();
+    let istiod = Istiod::start(c).expect("istiod starts");
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for sc in &scenarios {
+        let r = check(c, &istiod, sc, &mut tally);
+        cleanup(c, sc);
+        if let Err(e) = r {
+            tally.failures.push(format!("{}: {e:#}", sc.name));
+        }
+    }
+    eprintln!(
+        "fidelity: {} scenarios, {} proxies, {} outbound clusters compared in {:.1} s, {} disagreements",
+        scenarios.len(),
+        tally.proxies,
+        tally.clusters,
+        started.elapsed().as_secs_f64(),
+        tally.failures.len()
+    );
+    assert!(
+        tally.failures.is_empty(),
+        "the scope engine disagrees with istiod:\n{}",
+        tally.failures.join("\n")
+    );
+}
+
+#[test]
+fn fixed_scenarios_match_istiod() {
+    run_all(fidelity::fixed(run_tag()));
+}
+
+#[test]
+fn random_scenarios_match_istiod() {
+    let seeds = seeds();
+    eprintln!(
+        "fidelity: random seeds {}..={} (rerun one with MESHSCOPE_FIDELITY_SEED=N MESHSCOPE_FIDELITY_SEEDS=1)",
+        seeds[0],
+        seeds[seeds.len() - 1]
+    );
+    let run = run_tag();
+    run_all(
+        seeds
+            .into_iter()
+            .map(|s| fidelity::random(s, run))
+            .collect(),
+    );
+}
+
+/// Safety on a real istiod: after `kubectl meshscope apply` from observed
+/// traffic, every observed edge's cluster is still in its proxy's CDS, and
+/// the scopes did narrow (so the check is not vacuous).
+#[test]
+fn recommended_sidecars_keep_every_observed_cluster() {
+    use meshscope_e2e::fidelity::Builder;
+    use meshscope_e2e::outbound_text_line;
+    use meshscope_e2e::world::{labels, SvcPort};
+
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared();
+    let tag = run_tag();
+    let (a, b) = (format!("safe{tag}-a"), format!("safe{tag}-b"));
+    let mut w = Builder::new(900 + tag % 100);
+    w.namespace(&a);
+    w.namespace(&b);
+    w.service(&a, "web", vec![SvcPort::new("http", 80)], false);
+    w.service(&a, "db", vec![SvcPort::new("tcp-db", 5432)], false);
+    w.service(&a, "idle", vec![SvcPort::new("http", 80)], false);
+    w.service(
+        &b,
+        "api",
+        vec![SvcPort::new("http", 8080), SvcPort::new("grpc", 9090)],
+        false,
+    );
+    w.service(&b, "cache", vec![SvcPort::new("tcp-redis", 6379)], true);
+    w.service(&b, "other", vec![SvcPort::new("http", 80)], false);
+    w.pod(&a, "client-0", labels(&[("app", "client")]));
+    w.pod(&a, "web-0", labels(&[("app", "web")]));
+    w.pod(&a, "db-0", labels(&[("app", "db")]));
+    w.pod(&a, "idle-0", labels(&[("app", "idle")]));
+    w.pod(&b, "api-0", labels(&[("app", "api")]));
+    w.pod(&b, "cache-0", labels(&[("app", "cache")]));
+    w.pod(&b, "other-0", labels(&[("app", "other")]));
+    w.istio(fidelity::service_entry_doc(
+        &a,
+        "payments",
+        &["payments.example.com".into()],
+        &[(443, "tls", "TLS")],
+        "DNS",
+        &[],
+        &[],
+        &None,
+    ));
+    let sc = w.finish("safety".into(), DEFAULT_MESH.into());
+    let ip = |ns: &str, pod: &str| {
+        sc.world
+            .pods
+            .iter()
+            .find(|p| p.namespace == ns && p.name == pod)
+            .map(|p| p.ip.clone())
+            .expect("pod")
+    };
+    let host = |name: &str, ns: &str| format!("{name}.{ns}.svc.cluster.local");
+    // (source namespace, source pod, host, port)
+    let edges: Vec<(String, String, String, u32)> = vec![
+        (a.clone(), "client-0".into(), host("web", &a), 80),
+        (a.clone(), "client-0".into(), host("api", &b), 8080),
+        (a.clone(), "client-0".into(), host("api", &b), 9090),
+        (
+            a.clone(),
+            "client-0".into(),
+            "payments.example.com".into(),
+            443,
+        ),
+        (a.clone(), "web-0".into(), host("db", &a), 5432),
+        (b.clone(), "api-0".into(), host("cache", &b), 6379),
+        (b.clone(), "api-0".into(), host("web", &a), 80),
+    ];
+    let mut log = String::new();
+    for (n, (ns, pod, h, port)) in edges.iter().enumerate() {
+        for k in 0..3u64 {
+            log.push_str(&outbound_text_line(
+                n as u64 * 3 + k,
+                &ip(ns, pod),
+                h,
+                *port,
+                "10.255.0.1:80",
+            ));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::write(&log_path, &log).unwrap();
+
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    std::thread::sleep(Duration::from_millis(800));
+    let sim =
+        Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 16).expect("sidecars connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    let before: usize = sim.proxies().iter().map(|p| p.cluster_names().len()).sum();
+
+    let ns_arg = format!("{a},{b}");
+    let mut failures = Vec::new();
+    for ns in [&a, &b] {
+        let out = meshscope(
+            &c.kubeconfig,
+            &[
+                "apply",
+                "-n",
+                ns,
+                "--access-log",
+                log_path.to_str().unwrap(),
+            ],
+        );
+        if let Err(e) = out {
+            failures.push(format!("apply -n {ns}: {e:#}"));
+        }
+    }
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles after apply");
+    let after: usize = sim.proxies().iter().map(|p| p.cluster_names().len()).sum();
+    for (ns, pod, h, port) in &edges {
+        let want = format!("outbound|{port}||{h}");
+        let got = sim
+            .get(&format!("{ns}/{pod}"))
+            .expect("proxy")
+            .cluster_names();
+        if !got.contains(&want) {
+            failures.push(format!("{ns}/{pod} lost {want} (has {got:?})"));
+        }
+    }
+    let applied = c.kubectl_ok(
+        &[
+            "get",
+            "sidecars",
+            "-A",
+            "-l",
+            "app.kubernetes.io/managed-by=kubectl-meshscope",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    sim.close();
+    drop(istiod);
+    cleanup(c, &sc);
+    eprintln!(
+        "safety ({ns_arg}): {} clusters before, {after} after; Sidecars: {}",
+        before,
+        applied.split_whitespace().count()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        after < before,
+        "the recommended Sidecars did not narrow any scope ({before} -> {after} clusters)"
+    );
+}
