@@ -486,6 +486,85 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
         let mesh = format!("{DEFAULT_MESH}defaultServiceExportTo: [\".\"]\n");
         out.push(b.finish("fixed-root-and-defaults".into(), mesh));
     }
+
+    // 4. Rules the random scenarios found where istiod differed from the
+    //    engine: VirtualService destinations under a port-specific
+    //    listener, a DestinationRule exported only elsewhere, a listener's
+    //    declared protocol, a Service and a ServiceEntry of one hostname in
+    //    one namespace, UDP inbound ports, sniffed ports.
+    {
+        let mut b = Builder::new(slot + 3);
+        let (a, c) = (format!("fx{slot}-g"), format!("fx{slot}-h"));
+        b.namespace(&a);
+        b.namespace(&c);
+        b.service(&a, "grpc", vec![SvcPort::new("grpc", 9090)], false);
+        b.service(
+            &a,
+            "web",
+            vec![SvcPort::new("http", 80), SvcPort::new("udp-dns", 5353)],
+            false,
+        );
+        b.service(&a, "peers", vec![SvcPort::new("https-x", 8443)], true);
+        b.service(
+            &c,
+            "dest",
+            vec![SvcPort::new("http", 80), SvcPort::new("plain", 7000)],
+            false,
+        );
+        b.service(&c, "twin", vec![SvcPort::new("tls", 443)], true);
+        b.pod(&a, "grpc-0", labels(&[("app", "grpc")]));
+        b.pod(&a, "web-0", labels(&[("app", "web"), ("version", "v1")]));
+        b.pod(&a, "peers-0", labels(&[("app", "peers")]));
+        b.pod(&a, "peers-1", labels(&[("app", "peers")]));
+        b.pod(&c, "dest-0", labels(&[("app", "dest")]));
+        b.pod(&c, "twin-0", labels(&[("app", "twin")]));
+        b.pod(&c, "caller-0", labels(&[("app", "caller")]));
+        b.istio(virtual_service_doc(
+            &a,
+            "to-dest",
+            &[fqdn("web", &a)],
+            &[(fqdn("dest", &c), None, None)],
+            None,
+            &[],
+            &None,
+        ));
+        b.istio(destination_rule_doc(
+            &a,
+            "web-elsewhere",
+            &fqdn("web", &a),
+            &["v1"],
+            &Some(vec![c.clone()]),
+        ));
+        b.istio(service_entry_doc(
+            &c,
+            "twin-se",
+            &[fqdn("twin", &c)],
+            &[(443, "tls", "TLS")],
+            "DNS",
+            &["240.0.9.9".into()],
+            &[],
+            &None,
+        ));
+        // A port-specific listener (9090) whose VirtualService destination
+        // lacks that port, and an HTTP-declared listener on a TCP port.
+        b.istio(sidecar_doc(
+            &a,
+            "default",
+            None,
+            &[
+                (Some((9090, "GRPC")), vec!["*/*".into()]),
+                (Some((8443, "HTTP")), vec!["./*".into()]),
+                (None, vec!["./*".into()]),
+            ],
+        ));
+        b.istio(sidecar_doc(
+            &c,
+            "caller",
+            Some(&labels(&[("app", "caller")])),
+            &[(None, vec!["./*".into(), format!("{a}/*")])],
+        ));
+        out.push(b.finish("fixed-istiod-found".into(), DEFAULT_MESH.into()));
+    }
     out
 }
 

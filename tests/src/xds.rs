@@ -1009,6 +1009,26 @@ impl Sim {
         self.proxies.iter().filter_map(Proxy::last_received).max()
     }
 
+    /// After a change made at `t0`: wait until some proxy has received a
+    /// push since then, then until the config is stable again
+    /// ([`wait_stable`](Self::wait_stable)). Without the first wait, a
+    /// change istiod has not pushed yet looks stable.
+    pub fn wait_push_after(
+        &self,
+        t0: Instant,
+        quiet: Duration,
+        timeout: Duration,
+    ) -> Result<Instant> {
+        let deadline = Instant::now() + timeout;
+        while self.last_received().is_none_or(|t| t < t0) {
+            if Instant::now() > deadline {
+                bail!("no push within {timeout:?} of the change");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.wait_stable(quiet, deadline.saturating_duration_since(Instant::now()))
+    }
+
     /// Wait until no proxy has received anything for `quiet`, and every
     /// proxy has CDS and LDS and the EDS and RDS it subscribed to. Returns
     /// the time of the last response received. Fails after `timeout`, or

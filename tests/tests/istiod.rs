@@ -358,6 +358,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
 
     let ns_arg = format!("{a},{b}");
     let mut failures = Vec::new();
+    let t0 = Instant::now();
     for ns in [&a, &b] {
         let out = meshscope(
             &c.kubeconfig,
@@ -373,7 +374,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
             failures.push(format!("apply -n {ns}: {e:#}"));
         }
     }
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+    sim.wait_push_after(t0, Duration::from_millis(1500), Duration::from_secs(90))
         .expect("config settles after apply");
     let after: usize = sim.proxies().iter().map(|p| p.cluster_names().len()).sum();
     for (ns, pod, h, port) in &edges {

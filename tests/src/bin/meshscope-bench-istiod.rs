@@ -75,7 +75,7 @@ struct PushResult {
 fn measured_push(c: &Cluster, sim: &Sim, yaml: &str) -> Result<PushResult> {
     let t0 = Instant::now();
     c.apply(yaml);
-    sim.wait_stable(Duration::from_secs(3), Duration::from_secs(300))?;
+    sim.wait_push_after(t0, Duration::from_secs(3), Duration::from_secs(300))?;
     let mut r = PushResult::default();
     let mut last = t0;
     for p in sim.proxies() {
