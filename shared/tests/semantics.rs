@@ -644,3 +644,112 @@ fn workloads_resolve_to_their_top_controller() {
         .unwrap();
     assert_eq!(s.workloads[cj].pods.len(), 1);
 }
+
+// Rules found by holding the engine to a real istiod 1.31
+// (tests/tests/istiod.rs); each was a disagreement there first.
+
+fn port_sidecar(ns: &str, port: u32, protocol: &str, hosts: &[&str]) -> String {
+    let h: String = hosts.iter().map(|h| format!("    - \"{h}\"\n")).collect();
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: default\n  namespace: {ns}\nspec:\n  egress:\n  - port:\n      number: {port}\n      protocol: {protocol}\n      name: p\n    hosts:\n{h}"
+    )
+}
+
+fn route_vs(ns: &str, host: &str, dest: &str, port: Option<u32>) -> String {
+    let port = port
+        .map(|p| format!("        port:\n          number: {p}\n"))
+        .unwrap_or_default();
+    format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: r\n  namespace: {ns}\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {dest}\n{port}"
+    )
+}
+
+#[test]
+fn a_port_specific_listener_pulls_in_only_destinations_that_have_its_port() {
+    // db.c has only port 80; the listener is on 9090.
+    let yaml = mesh()
+        + &route_vs(
+            "b",
+            "api.b.svc.cluster.local",
+            "db.c.svc.cluster.local",
+            None,
+        )
+        + &port_sidecar("a", 9090, "GRPC", &["*/*"]);
+    let s = snap_v(&yaml, 31);
+    assert!(imported(&s, "a", &Labels::new()).is_empty());
+    // Without the port, the destination comes along, as a cluster only.
+    let yaml = mesh()
+        + &route_vs(
+            "b",
+            "api.b.svc.cluster.local",
+            "db.c.svc.cluster.local",
+            None,
+        )
+        + &sidecar(
+            "a",
+            "default",
+            "2024-01-01T00:00:00Z",
+            None,
+            &["b/api.b.svc.cluster.local"],
+        );
+    let s = snap_v(&yaml, 31);
+    let vis = s.visible(
+        "a",
+        &s.listeners_of(s.select_sidecar("a", &Labels::new()).source),
+    );
+    assert_eq!(vis.pulled.len(), 1, "{vis:?}");
+    let est = s.estimate(&vis, Default::default());
+    // api.b and db.c clusters; one 0.0.0.0_80 listener (api.b's) and the
+    // two virtual ones, no listener for the pulled-in destination's port.
+    assert_eq!(est.clusters, 3 + 2, "{est:?}");
+    assert_eq!(est.listeners, 2 + 1, "{est:?}");
+}
+
+#[test]
+fn a_destination_rule_exported_only_elsewhere_does_not_apply_in_its_own_namespace() {
+    let dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: web\n  namespace: a\nspec:\n  host: web.a.svc.cluster.local\n  exportTo: [b]\n  subsets:\n  - name: v1\n    labels:\n      version: v1\n";
+    let s = snap_v(&(mesh() + dr), 31);
+    let vis = s.visible(
+        "a",
+        &s.listeners_of(s.select_sidecar("a", &Labels::new()).source),
+    );
+    assert!(vis.destination_rules.is_empty(), "{vis:?}");
+    let vis_b = s.visible(
+        "b",
+        &s.listeners_of(s.select_sidecar("b", &Labels::new()).source),
+    );
+    assert_eq!(vis_b.destination_rules.len(), 1);
+    assert!(s
+        .outbound_clusters(&vis_b)
+        .contains(&"outbound|80|v1|web.a.svc.cluster.local".to_string()));
+}
+
+#[test]
+fn a_listener_declared_http_on_a_tcp_port_gets_a_wildcard_http_listener() {
+    let tcp = "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: db\n  namespace: a\nspec:\n  clusterIP: 10.96.1.1\n  ports:\n  - name: tcp-db\n    port: 5432\n";
+    let s = snap_v(
+        &(tcp.to_string() + &port_sidecar("a", 5432, "HTTP", &["./*"])),
+        31,
+    );
+    let vis = s.visible(
+        "a",
+        &s.listeners_of(s.select_sidecar("a", &Labels::new()).source),
+    );
+    let est = s.estimate(&vis, Default::default());
+    // 0.0.0.0_5432 (with a route) instead of 10.96.1.1_5432.
+    assert_eq!((est.listeners, est.routes), (3, 1), "{est:?}");
+}
+
+#[test]
+fn udp_ports_get_inbound_clusters_and_unnamed_ports_are_sniffed_on_the_service_address() {
+    let yaml = "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: dns\n  namespace: a\nspec:\n  clusterIP: 10.96.1.2\n  selector:\n    app: dns\n  ports:\n  - name: udp-dns\n    port: 53\n    protocol: UDP\n  - name: plain\n    port: 7000\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: dns-0\n  namespace: a\n  labels:\n    app: dns\nspec:\n  containers:\n  - name: app\n  - name: istio-proxy\n";
+    let s = snap_v(yaml, 31);
+    let w = s.workloads.iter().position(|w| w.name == "dns-0").unwrap();
+    assert_eq!(s.workloads[w].inbound.ports(), 2);
+    let vis = s.visible("a", &s.listeners_of(ScopeSource::Implicit));
+    let est = s.estimate(&vis, s.workloads[w].inbound);
+    // outbound|7000 only (UDP gets no outbound cluster), two inbound, three fixed.
+    assert_eq!(est.clusters, 1 + 2 + 3, "{est:?}");
+    // 10.96.1.2_7000 and the two virtual listeners; no route.
+    assert_eq!((est.listeners, est.routes), (3, 0), "{est:?}");
+}

@@ -221,21 +221,8 @@ impl World {
     /// Writes the whole world into the API server: objects first, then the
     /// pods' status (server-side apply on the status subresource).
     pub fn apply(&self, cluster: &Cluster) -> Result<()> {
-        let ssa = |args: &[&str], yaml: &str| -> Result<()> {
-            let mut a = vec![
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "--field-manager=meshscope-test",
-            ];
-            a.extend_from_slice(args);
-            a.extend(["-f", "-"]);
-            let o = cluster.kubectl(&a, Some(yaml));
-            if !o.status.success() {
-                bail!("kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
-            }
-            Ok(())
-        };
+        let ssa =
+            |args: &[&str], yaml: &str| server_side_apply(cluster, "meshscope-test", args, yaml);
         // Namespaces first: the rest of the stream needs them.
         let spec = self.spec_yaml();
         let (ns_docs, rest): (Vec<&str>, Vec<&str>) = spec
@@ -269,4 +256,28 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// `kubectl apply --server-side --force-conflicts` of a YAML stream, with a
+/// field manager and extra arguments (such as `--subresource=status`).
+pub fn server_side_apply(
+    cluster: &Cluster,
+    manager: &str,
+    args: &[&str],
+    yaml: &str,
+) -> Result<()> {
+    let field_manager = format!("--field-manager={manager}");
+    let mut a = vec![
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        &field_manager,
+    ];
+    a.extend_from_slice(args);
+    a.extend(["-f", "-"]);
+    let o = cluster.kubectl(&a, Some(yaml));
+    if !o.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    Ok(())
 }

@@ -22,9 +22,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use meshscope_e2e::cluster::{bin_dir, Cluster};
+use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::istiod::{Istiod, ProcessUsage, ENGINE_VERSION};
-use meshscope_e2e::world::{labels, Labels, Pod, Service, SvcPort, World};
+use meshscope_e2e::world::{labels, server_side_apply, Labels, Pod, Service, SvcPort, World};
 use meshscope_e2e::xds::{ProxyConfig, ProxySpec, Sim};
 use meshscope_e2e::{LogForm, Scenario};
 use meshscope_shared::mesh::{IstioVersion, Options};
@@ -117,13 +117,33 @@ fn kubectl_json(c: &Cluster, args: &[&str]) -> Result<serde_json::Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
+/// Removes the scenario's objects from `default` (Deployments and
+/// Services named `httpbin-*` and `sleep-*`, their slices, the managed
+/// Sidecars and the VirtualService) and waits until its pods are gone.
 fn cleanup(c: &Cluster) {
-    for what in [
-        "deployments",
-        "services",
-        "endpointslices",
-        "sidecars.networking.istio.io",
-        "virtualservices.networking.istio.io",
+    let ours = |name: &str| {
+        let n = name.rsplit('/').next().unwrap_or(name);
+        n.starts_with("httpbin-") || n.starts_with("sleep-")
+    };
+    for kind in ["deployments", "services"] {
+        let names: Vec<String> = c
+            .kubectl_ok(&["get", kind, "-n", NS, "-o", "name"], None)
+            .lines()
+            .filter(|l| ours(l))
+            .map(String::from)
+            .collect();
+        for chunk in names.chunks(200) {
+            let mut args = vec!["delete", "-n", NS, "--wait=false", "--ignore-not-found"];
+            args.extend(chunk.iter().map(String::as_str));
+            let _ = c.kubectl(&args, None);
+        }
+    }
+    for (what, selector) in [
+        ("endpointslices", "app=meshscope-bench"),
+        (
+            "sidecars.networking.istio.io",
+            "app.kubernetes.io/managed-by=kubectl-meshscope",
+        ),
     ] {
         let _ = c.kubectl(
             &[
@@ -132,24 +152,12 @@ fn cleanup(c: &Cluster) {
                 "-n",
                 NS,
                 "-l",
-                "app",
-                "--wait=true",
+                selector,
                 "--ignore-not-found",
             ],
             None,
         );
     }
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "sidecars.networking.istio.io",
-            "-n",
-            NS,
-            "--all",
-            "--ignore-not-found",
-        ],
-        None,
-    );
     let _ = c.kubectl(
         &[
             "delete",
@@ -164,15 +172,17 @@ fn cleanup(c: &Cluster) {
     // Pods go with their ReplicaSets; wait until none is left.
     let deadline = Instant::now() + Duration::from_secs(300);
     while Instant::now() < deadline {
-        let n = kubectl_json(c, &["get", "pods", "-n", NS, "-l", "app"])
-            .ok()
-            .and_then(|v| v["items"].as_array().map(|a| a.len()))
-            .unwrap_or(0);
-        if n == 0 {
-            break;
+        let left = c
+            .kubectl_ok(&["get", "pods", "-n", NS, "-o", "name"], None)
+            .lines()
+            .filter(|l| ours(l))
+            .count();
+        if left == 0 {
+            return;
         }
         std::thread::sleep(Duration::from_secs(1));
     }
+    eprintln!("[istiod-bench] pods of an earlier run are still terminating after 300 s");
 }
 
 /// Creates the scenario (Deployments and Services; the controllers make
@@ -231,21 +241,7 @@ fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
             });
         }
     }
-    let ssa = |args: &[&str], yaml: &str| -> Result<()> {
-        let mut a = vec![
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=meshscope-bench",
-        ];
-        a.extend_from_slice(args);
-        a.extend(["-f", "-"]);
-        let o = c.kubectl(&a, Some(yaml));
-        if !o.status.success() {
-            bail!("kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        Ok(())
-    };
+    let ssa = |args: &[&str], yaml: &str| server_side_apply(c, "meshscope-bench", args, yaml);
     ssa(&["--subresource=status"], &world.status_yaml())?;
     // Our slices carry the app label too, for cleanup.
     let slices = world.endpoint_slices_yaml().replace(
@@ -321,23 +317,23 @@ fn calibrate(snap: &MeshSnapshot, sim: &Sim) -> Calibration {
             got.total("lds").count as u64,
             got.total("rds").count as u64,
         );
-        if c == e.estimate.clusters {
-            cal.clusters_equal += 1;
-        } else if cal.mismatches.len() < 10 {
-            cal.mismatches.push(format!(
-                "{}: clusters predicted {} actual {c}",
-                p.key(),
-                e.estimate.clusters
-            ));
-        }
-        if l == e.estimate.listeners {
-            cal.listeners_equal += 1;
-        } else if cal.mismatches.len() < 10 {
-            cal.mismatches.push(format!(
-                "{}: listeners predicted {} actual {l}",
-                p.key(),
-                e.estimate.listeners
-            ));
+        for (what, got, predicted, equal) in [
+            ("clusters", c, e.estimate.clusters, &mut cal.clusters_equal),
+            (
+                "listeners",
+                l,
+                e.estimate.listeners,
+                &mut cal.listeners_equal,
+            ),
+        ] {
+            if got == predicted {
+                *equal += 1;
+            } else if cal.mismatches.len() < 10 {
+                cal.mismatches.push(format!(
+                    "{}: {what} predicted {predicted} actual {got}",
+                    p.key()
+                ));
+            }
         }
         if r == e.estimate.routes {
             cal.routes_equal += 1;
@@ -417,15 +413,29 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
     r.istiod_before = istiod.usage()?;
     r.istiod_cpu_connect_s = r.istiod_before.cpu_s - r.istiod_idle.cpu_s;
     r.before = sizes(&sim.snapshots());
+    eprintln!(
+        "[istiod-bench] {scale}x: unscoped: mean {:.0} B per proxy, by type {:?}; istiod {} MB",
+        r.before.bytes_mean,
+        r.before.by_type,
+        r.istiod_before.rss_kb / 1024
+    );
     let snap = engine_snapshot(c)?;
     r.calibration_before = calibrate(&snap, &sim);
     eprintln!("[istiod-bench] {scale}x: VirtualService change, unscoped");
     r.push_before = measured_push(c, &sim, &vs_yaml(5))?;
+    eprintln!(
+        "[istiod-bench] {scale}x: VirtualService change pushed to {} proxies, {} B, {:.3} s",
+        r.push_before.fanout, r.push_before.bytes, r.push_before.seconds
+    );
 
     // Recommend and apply from the scenario's access logs.
     let log = work.join(format!("access-{scale}x.log"));
     std::fs::write(&log, s.logs(LogForm::Text))?;
-    let plugin = bin_dir().join("kubectl-meshscope");
+    // target/<profile>/meshscope-bench-istiod -> target/<profile>/kubectl-meshscope
+    let plugin = std::env::current_exe()?
+        .parent()
+        .context("the benchmark's directory")?
+        .join("kubectl-meshscope");
     eprintln!("[istiod-bench] {scale}x: kubectl meshscope apply");
     let cpu0 = istiod.usage()?.cpu_s;
     let t0 = Instant::now();
