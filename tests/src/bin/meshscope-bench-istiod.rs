@@ -154,6 +154,7 @@ fn cleanup(c: &Cluster) {
                 "-l",
                 selector,
                 "--ignore-not-found",
+                "--wait=false",
             ],
             None,
         );
@@ -189,6 +190,18 @@ fn cleanup(c: &Cluster) {
 /// the pods), gives each pod the scenario's IP and status, and writes the
 /// EndpointSlices. Returns the pods.
 fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
+    // The pods carry their istio-proxy container, in an injected
+    // namespace, as the reference scenario says.
+    c.kubectl_ok(
+        &[
+            "label",
+            "namespace",
+            NS,
+            "istio-injection=enabled",
+            "--overwrite",
+        ],
+        None,
+    );
     c.apply(&s.live_manifests());
     let want = s.httpbins * s.httpbin_replicas + s.sleeps;
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -452,8 +465,25 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    sim.wait_stable(Duration::from_secs(3), Duration::from_secs(600))?;
-    r.apply_s = t0.elapsed().as_secs_f64();
+    let summary = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "[istiod-bench] {scale}x: kubectl meshscope apply: {}",
+        summary.lines().last().unwrap_or("")
+    );
+    let applied = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" created") || l.contains(" configured"))
+        .count();
+    if applied == 0 {
+        bail!(
+            "kubectl meshscope apply wrote no Sidecar:\n{}\n{summary}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // 220 Sidecars arrive over seconds; istiod debounces changes for up to
+    // 10 s (PILOT_DEBOUNCE_MAX), so the quiet window must be longer.
+    let last = sim.wait_push_after(t0, Duration::from_secs(12), Duration::from_secs(900))?;
+    r.apply_s = last.duration_since(t0).as_secs_f64();
     r.istiod_after = istiod.usage()?;
     r.istiod_cpu_apply_s = r.istiod_after.cpu_s - cpu0;
     r.after = sizes(&sim.snapshots());
@@ -509,7 +539,22 @@ fn main() -> Result<()> {
     let work = tempfile::tempdir()?;
     let mut results = Vec::new();
     for &k in &scales {
-        results.push(run_scale(c, k, work.path())?);
+        let r = run_scale(c, k, work.path())?;
+        eprintln!(
+            "[istiod-bench] {k}x done: {}",
+            serde_json::json!({
+                "bytes_mean_before": r.before.bytes_mean.round(),
+                "bytes_mean_after": r.after.bytes_mean.round(),
+                "fanout_before": r.push_before.fanout,
+                "fanout_after": r.push_after.fanout,
+                "push_s_before": r.push_before.seconds,
+                "push_s_after": r.push_after.seconds,
+                "istiod_rss_mb_before": r.istiod_before.rss_kb / 1024,
+                "istiod_rss_mb_after": r.istiod_after.rss_kb / 1024,
+                "apply_converged_s": r.apply_s,
+            })
+        );
+        results.push(r);
     }
     println!("| scale | proxies | phase | mean xDS per proxy | max | CDS | LDS | RDS | EDS | VS change pushed to | bytes pushed | push done | istiod RSS | istiod CPU |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -605,6 +650,7 @@ fn main() -> Result<()> {
         "safety_missing": first.safety_missing.len(),
         "istiod_rss_mb_before": first.istiod_before.rss_kb / 1024,
         "istiod_rss_mb_after": first.istiod_after.rss_kb / 1024,
+        "apply_converged_s": (first.apply_s * 1000.0).round() / 1000.0,
         "scales": results.iter().map(|r| serde_json::json!({
             "scale": r.scale,
             "proxies": r.proxies,
