@@ -515,6 +515,26 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
     Ok(r)
 }
 
+/// One scale's figures, for the per-scale progress line and the final JSON.
+fn scale_json(r: &ScaleResult) -> serde_json::Value {
+    serde_json::json!({
+        "scale": r.scale,
+        "proxies": r.proxies,
+        "services": r.services,
+        "bytes_mean_before": r.before.bytes_mean.round(),
+        "bytes_mean_after": r.after.bytes_mean.round(),
+        "fanout_before": r.push_before.fanout,
+        "fanout_after": r.push_after.fanout,
+        "push_s_before": r.push_before.seconds,
+        "push_s_after": r.push_after.seconds,
+        "istiod_rss_mb_before": r.istiod_before.rss_kb / 1024,
+        "istiod_rss_mb_after": r.istiod_after.rss_kb / 1024,
+        "istiod_cpu_connect_s": r.istiod_cpu_connect_s,
+        "istiod_cpu_apply_s": r.istiod_cpu_apply_s,
+        "apply_converged_s": r.apply_s,
+    })
+}
+
 fn kb(b: f64) -> String {
     format!("{:.1} KB", b / 1000.0)
 }
@@ -540,20 +560,7 @@ fn main() -> Result<()> {
     let mut results = Vec::new();
     for &k in &scales {
         let r = run_scale(c, k, work.path())?;
-        eprintln!(
-            "[istiod-bench] {k}x done: {}",
-            serde_json::json!({
-                "bytes_mean_before": r.before.bytes_mean.round(),
-                "bytes_mean_after": r.after.bytes_mean.round(),
-                "fanout_before": r.push_before.fanout,
-                "fanout_after": r.push_after.fanout,
-                "push_s_before": r.push_before.seconds,
-                "push_s_after": r.push_after.seconds,
-                "istiod_rss_mb_before": r.istiod_before.rss_kb / 1024,
-                "istiod_rss_mb_after": r.istiod_after.rss_kb / 1024,
-                "apply_converged_s": r.apply_s,
-            })
-        );
+        eprintln!("[istiod-bench] {k}x done: {}", scale_json(&r));
         results.push(r);
     }
     println!("| scale | proxies | phase | mean xDS per proxy | max | CDS | LDS | RDS | EDS | VS change pushed to | bytes pushed | push done | istiod RSS | istiod CPU |");
@@ -651,21 +658,7 @@ fn main() -> Result<()> {
         "istiod_rss_mb_before": first.istiod_before.rss_kb / 1024,
         "istiod_rss_mb_after": first.istiod_after.rss_kb / 1024,
         "apply_converged_s": (first.apply_s * 1000.0).round() / 1000.0,
-        "scales": results.iter().map(|r| serde_json::json!({
-            "scale": r.scale,
-            "proxies": r.proxies,
-            "services": r.services,
-            "bytes_mean_before": r.before.bytes_mean.round(),
-            "bytes_mean_after": r.after.bytes_mean.round(),
-            "fanout_before": r.push_before.fanout,
-            "fanout_after": r.push_after.fanout,
-            "push_s_before": r.push_before.seconds,
-            "push_s_after": r.push_after.seconds,
-            "istiod_rss_mb_before": r.istiod_before.rss_kb / 1024,
-            "istiod_rss_mb_after": r.istiod_after.rss_kb / 1024,
-            "istiod_cpu_connect_s": r.istiod_cpu_connect_s,
-            "istiod_cpu_apply_s": r.istiod_cpu_apply_s,
-        })).collect::<Vec<_>>(),
+        "scales": results.iter().map(scale_json).collect::<Vec<_>>(),
     });
     println!("{json}");
     Ok(())
