@@ -121,6 +121,65 @@ impl Istiod {
         serde_json::from_str(&body).context("sidecarz is JSON")
     }
 
+    /// Waits until istiod's registry holds every `(namespace, hostname)` of
+    /// `services` and its config store every `(namespace, name)` of
+    /// `configs`: proxies that connect later then get the whole scenario in
+    /// their first push instead of a later one.
+    pub fn wait_for(
+        &self,
+        services: &[(String, String)],
+        configs: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let registry: serde_json::Value =
+                serde_json::from_str(&self.debug("/debug/registryz")?)
+                    .context("registryz is JSON")?;
+            let have_svc: std::collections::BTreeSet<(String, String)> = registry
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| {
+                    Some((
+                        s["Attributes"]["Namespace"].as_str()?.to_string(),
+                        s["hostname"].as_str()?.to_string(),
+                    ))
+                })
+                .collect();
+            let store: serde_json::Value =
+                serde_json::from_str(&self.debug("/debug/configz")?).context("configz is JSON")?;
+            let have_cfg: std::collections::BTreeSet<(String, String)> = store
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    let m = if c["metadata"].is_object() {
+                        &c["metadata"]
+                    } else {
+                        c
+                    };
+                    Some((
+                        m["namespace"].as_str()?.to_string(),
+                        m["name"].as_str()?.to_string(),
+                    ))
+                })
+                .collect();
+            let missing: Vec<&(String, String)> = services
+                .iter()
+                .filter(|k| !have_svc.contains(*k))
+                .chain(configs.iter().filter(|k| !have_cfg.contains(*k)))
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("istiod has not seen {missing:?} after {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// `/debug/syncz`: per connected proxy, what was sent and ACKed.
     pub fn syncz(&self) -> Result<serde_json::Value> {
         serde_json::from_str(&self.debug("/debug/syncz")?).context("syncz is JSON")

@@ -115,9 +115,9 @@ struct Tally {
 fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Result<()> {
     set_mesh(c, &sc.mesh);
     sc.world.apply(c)?;
-    // Let istiod's informers see the last object before proxies connect
-    // (later changes would be pushed anyway; this keeps the wait short).
-    std::thread::sleep(Duration::from_millis(800));
+    // Proxies connect once istiod has seen the whole scenario: a change it
+    // sees later would be pushed, but perhaps after the quiet window.
+    wait_for_world(istiod, sc)?;
     let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 32)?;
     sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
         .with_context(|| format!("{}: istiod log:\n{}", sc.name, istiod.log_tail(20)))?;
@@ -195,6 +195,42 @@ fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Resu
     }
     sim.close();
     Ok(())
+}
+
+/// Waits until istiod has every Service, ServiceEntry host and Istio object
+/// of the scenario.
+fn wait_for_world(istiod: &Istiod, sc: &Scenario) -> Result<()> {
+    let mut services: Vec<(String, String)> = sc
+        .world
+        .services
+        .iter()
+        .map(|s| {
+            (
+                s.namespace.clone(),
+                format!("{}.{}.svc.cluster.local", s.name, s.namespace),
+            )
+        })
+        .collect();
+    let mut configs = Vec::new();
+    for doc in &sc.world.istio {
+        let v: serde_yaml::Value = serde_yaml::from_str(doc)?;
+        let ns = v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        configs.push((
+            ns.clone(),
+            v["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        ));
+        if v["kind"].as_str() == Some("ServiceEntry") {
+            for h in v["spec"]["hosts"].as_sequence().into_iter().flatten() {
+                if let Some(h) = h.as_str() {
+                    services.push((ns.clone(), h.to_string()));
+                }
+            }
+        }
+    }
+    istiod.wait_for(&services, &configs, Duration::from_secs(60))
 }
 
 fn cleanup(c: &Cluster, sc: &Scenario) {
@@ -348,7 +384,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
     set_mesh(c, &sc.mesh);
     sc.world.apply(c).expect("world applied");
     let istiod = Istiod::start(c).expect("istiod starts");
-    std::thread::sleep(Duration::from_millis(800));
+    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
     let sim =
         Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 16).expect("sidecars connect");
     sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
