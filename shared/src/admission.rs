@@ -1059,7 +1059,6 @@ fn probe_workload(ns: &str, labels: Labels) -> Workload {
         replicas: 1,
         host_network: false,
         template_has_proxy: true,
-        container_ports: 0,
         inbound: Default::default(),
         created: None,
         injection: inject::Injection {

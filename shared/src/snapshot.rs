@@ -115,7 +115,6 @@ pub struct Workload {
     pub replicas: u32,
     pub host_network: bool,
     pub template_has_proxy: bool,
-    pub container_ports: u32,
     /// The inbound ports istiod gives this workload's proxies: the distinct
     /// targetPorts of the Kubernetes Services that select it.
     pub inbound: Inbound,
@@ -382,22 +381,11 @@ fn has_proxy(spec: Option<&PodSpec>) -> bool {
     spec.containers.iter().any(named) || spec.init_containers.iter().flatten().any(named)
 }
 
-fn container_ports(spec: Option<&PodSpec>) -> u32 {
-    spec.map(|s| {
-        s.containers
-            .iter()
-            .map(|c| c.ports.as_ref().map_or(0, |p| p.len() as u32))
-            .sum()
-    })
-    .unwrap_or(0)
-}
-
 /// What a workload's pods look like: from a pod template, or from a pod.
 #[derive(Clone, Copy)]
 struct Template<'a> {
     meta: Option<&'a ObjectMeta>,
     has_proxy: bool,
-    container_ports: u32,
     host_network: bool,
 }
 
@@ -407,7 +395,6 @@ impl<'a> From<&'a PodTemplateSpec> for Template<'a> {
         Template {
             meta: t.metadata.as_ref(),
             has_proxy: has_proxy(spec),
-            container_ports: container_ports(spec),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         }
     }
@@ -423,7 +410,6 @@ impl<'a> From<&'a crate::inputs::Pod> for Template<'a> {
                     .chain(&s.init_containers)
                     .any(|c| c.name == crate::inject::PROXY_CONTAINER)
             }),
-            container_ports: spec.map_or(0, |s| s.containers.iter().map(|c| c.ports).sum()),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         }
     }
@@ -457,7 +443,6 @@ impl WorkloadBuilder {
             replicas,
             host_network: tpl.host_network,
             template_has_proxy: tpl.has_proxy,
-            container_ports: tpl.container_ports,
             inbound: Inbound::default(),
             created: created(meta),
             injection: Injection::default(),
@@ -544,7 +529,6 @@ impl MeshSnapshot {
             let tplv = tpl.map(Template::from).unwrap_or(Template {
                 meta: None,
                 has_proxy: false,
-                container_ports: 0,
                 host_network: false,
             });
             let id = match controller_of(&rs.metadata) {
