@@ -30,6 +30,8 @@ pub struct Istiod {
     pub pid: u32,
     pub log: PathBuf,
     dir: tempfile::TempDir,
+    /// One HTTP client for every debug and metrics request.
+    agent: ureq::Agent,
 }
 
 /// istiod's own cost at one moment.
@@ -74,6 +76,12 @@ impl Istiod {
             pid: get("MESHSCOPE_ISTIOD_PID")?.parse()?,
             log: PathBuf::from(get("MESHSCOPE_ISTIOD_LOG")?),
             dir,
+            agent: ureq::Agent::new_with_config(
+                ureq::config::Config::builder()
+                    .timeout_global(Some(Duration::from_secs(30)))
+                    .http_status_as_error(false)
+                    .build(),
+            ),
         })
     }
 
@@ -83,14 +91,9 @@ impl Istiod {
     }
 
     fn get(&self, addr: &str, path: &str) -> Result<(u16, String)> {
-        let agent = ureq::Agent::new_with_config(
-            ureq::config::Config::builder()
-                .timeout_global(Some(Duration::from_secs(30)))
-                .http_status_as_error(false)
-                .build(),
-        );
         let url = format!("http://{addr}{path}");
-        let mut resp = agent
+        let mut resp = self
+            .agent
             .get(&url)
             .call()
             .with_context(|| format!("GET {url}"))?;
@@ -238,13 +241,17 @@ impl Istiod {
     }
 }
 
+/// Clock ticks per second (`getconf CLK_TCK`), asked once.
 fn clock_ticks() -> u64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100)
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100)
+    })
 }
 
 impl Drop for Istiod {

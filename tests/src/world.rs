@@ -92,6 +92,22 @@ fn map_yaml(out: &mut String, indent: &str, m: &Labels) {
     }
 }
 
+impl Pod {
+    /// The simulated sidecar that stands for this pod: its labels and
+    /// service account, and its `app` label (else its name) as workload.
+    pub fn proxy_spec(&self) -> crate::xds::ProxySpec {
+        let mut s = crate::xds::ProxySpec::new(&self.namespace, &self.name, &self.ip);
+        s.labels = self.labels.clone();
+        s.service_account = self.service_account.clone();
+        s.workload_name = self
+            .labels
+            .get("app")
+            .cloned()
+            .unwrap_or_else(|| self.name.clone());
+        s
+    }
+}
+
 impl World {
     pub fn namespace(&mut self, name: &str, l: Labels) {
         self.namespaces.push((name.to_string(), l));

@@ -75,21 +75,7 @@ fn set_mesh(c: &Cluster, mesh: &str) {
 }
 
 fn specs(world: &World) -> Vec<ProxySpec> {
-    world
-        .pods
-        .iter()
-        .map(|p| {
-            let mut s = ProxySpec::new(&p.namespace, &p.name, &p.ip);
-            s.labels = p.labels.clone();
-            s.service_account = p.service_account.clone();
-            s.workload_name = p
-                .labels
-                .get("app")
-                .cloned()
-                .unwrap_or_else(|| p.name.clone());
-            s
-        })
-        .collect()
+    world.pods.iter().map(|p| p.proxy_spec()).collect()
 }
 
 /// The Sidecar istiod applied, as `ns/name`, or `None` for its implicit

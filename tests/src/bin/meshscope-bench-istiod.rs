@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::istiod::{Istiod, ProcessUsage, ENGINE_VERSION};
 use meshscope_e2e::world::{labels, server_side_apply, Labels, Pod, Service, SvcPort, World};
-use meshscope_e2e::xds::{ProxyConfig, ProxySpec, Sim};
+use meshscope_e2e::xds::{ProxyConfig, Sim};
 use meshscope_e2e::{LogForm, Scenario};
 use meshscope_shared::mesh::{IstioVersion, Options};
 use meshscope_shared::{Inputs, MeshSnapshot};
@@ -265,17 +265,6 @@ fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
     Ok(world.pods)
 }
 
-fn specs(pods: &[Pod]) -> Vec<ProxySpec> {
-    pods.iter()
-        .map(|p| {
-            let mut s = ProxySpec::new(&p.namespace, &p.name, &p.ip);
-            s.labels = p.labels.clone();
-            s.workload_name = p.labels.get("app").cloned().unwrap_or_default();
-            s
-        })
-        .collect()
-}
-
 /// The engine's view of the live cluster, built from the same kinds the
 /// plugin reads, for per-proxy predictions.
 fn engine_snapshot(c: &Cluster) -> Result<MeshSnapshot> {
@@ -421,7 +410,11 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
         "[istiod-bench] {scale}x: connecting {} simulated sidecars",
         pods.len()
     );
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&pods), 64)?;
+    let sim = Sim::connect_many(
+        &istiod.grpc_url(),
+        pods.iter().map(Pod::proxy_spec).collect(),
+        64,
+    )?;
     sim.wait_stable(Duration::from_secs(3), Duration::from_secs(600))?;
     r.istiod_before = istiod.usage()?;
     r.istiod_cpu_connect_s = r.istiod_before.cpu_s - r.istiod_idle.cpu_s;
