@@ -388,7 +388,7 @@ fn cmd_recommend(
                 "ACTION",
                 "DEPENDENCIES",
                 "SERVICES",
-                "CONFIG",
+                "XDS (PROTOBUF)",
                 "NOTES",
             ]);
             for r in &recs {
@@ -837,7 +837,7 @@ fn cmd_impact(a: args::ImpactArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
                 imp.after.proxies,
                 names(&imp.after)
             )?;
-            let mut t = Table::new(["", "PROXIES", "OF", "PUSHED BYTES", "WORKLOADS"]);
+            let mut t = Table::new(["", "PROXIES", "OF", "PUSHED (PROTOBUF)", "WORKLOADS"]);
             t.row([
                 "now".to_string(),
                 imp.now.proxies.to_string(),
