@@ -30,6 +30,11 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Show which proxies a change to a service or routing object is pushed to
     Impact(ImpactArgs),
+    /// Check against the cluster's istiod what each proxy really got
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope verify -n bookinfo\n  kubectl meshscope verify deployment/reviews-v1 -n bookinfo --from-pod-logs\n  kubectl meshscope verify -A -o json\n  kubectl -n istio-system port-forward deploy/istiod 15014 &\n  kubectl meshscope verify -n bookinfo --istiod-url http://localhost:15014\n\nExit codes: 0 every proxy matches, 1 any difference, missing edge, stale or unconnected proxy, 2 error."
+    )]
+    Verify(VerifyArgs),
     /// Document the finding codes (MS0001...)
     Codes(CodesArgs),
     /// Print the version
@@ -145,6 +150,39 @@ pub struct ApplyArgs {
     /// Drop hosts of managed Sidecars that were not seen in the observed window
     #[arg(long)]
     pub prune_hosts: bool,
+    /// Wait until istiod has pushed the new scopes and the proxies ACKed them, then verify them (default timeout 5m)
+    #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, require_equals = true, default_missing_value = "5m")]
+    pub wait: Option<String>,
+    #[command(flatten)]
+    pub istiod: IstiodFlags,
+}
+
+/// How to reach istiod's debug endpoints (`verify`, `apply --wait`).
+#[derive(Debug, Args, Clone)]
+pub struct IstiodFlags {
+    /// Reach istiod at this URL instead of port-forwarding to its pods (repeatable, one per replica)
+    #[arg(long = "istiod-url", value_name = "URL")]
+    pub istiod_urls: Vec<String>,
+    /// The namespace istiod runs in
+    #[arg(long, default_value = "istio-system", value_name = "NAMESPACE")]
+    pub istio_namespace: String,
+    /// The istiod revision (the istio.io/rev label of its pods)
+    #[arg(long, value_name = "REVISION")]
+    pub revision: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Only this pod or workload: pod/NAME or KIND/NAME (e.g. deployment/reviews-v1)
+    #[arg(value_name = "pod/NAME | KIND/NAME")]
+    pub target: Option<String>,
+    /// Output format (wide adds the proxies' versions and route counts)
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: ReportOutput,
+    #[command(flatten)]
+    pub istiod: IstiodFlags,
 }
 
 /// Flags shared by `recommend` and `apply`.

@@ -4,9 +4,10 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
-pub mod apply;
 pub mod args;
+pub mod cmd;
 pub mod input;
+pub mod istiod;
 pub mod live;
 pub mod output;
 pub mod prometheus;
@@ -44,7 +45,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
     match cli.command {
         Command::Recommend(a) => cmd_recommend(a, out, err),
-        Command::Apply(a) => apply::cmd_apply(a, out, err),
+        Command::Apply(a) => cmd::apply::cmd_apply(a, out, err),
+        Command::Verify(a) => cmd::verify::cmd_verify(a, out, err),
         Command::Audit(a) => cmd_audit(a, out, err),
         Command::Explain(a) => cmd_explain(a, out, err),
         Command::Impact(a) => cmd_impact(a, out, err),
@@ -264,7 +266,11 @@ fn mesh_from_file(text: &str) -> Result<MeshConfig> {
     Ok(MeshConfig::from_yaml(text)?)
 }
 
-fn find_workload(snap: &MeshSnapshot, spec: &str, ns: Option<&str>) -> Result<WorkloadId> {
+pub(crate) fn find_workload(
+    snap: &MeshSnapshot,
+    spec: &str,
+    ns: Option<&str>,
+) -> Result<WorkloadId> {
     let (kind, name) = match spec.split_once('/') {
         Some((k, n)) => (
             Some(WorkloadKind::parse(k).ok_or_else(|| {

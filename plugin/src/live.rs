@@ -515,6 +515,100 @@ impl Live {
     }
 }
 
+/// A permission a command needs, for the one-pass RBAC check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Need {
+    pub verb: &'static str,
+    pub group: &'static str,
+    /// `pods` or `pods/portforward`.
+    pub resource: &'static str,
+    pub namespace: Option<String>,
+}
+
+impl Live {
+    /// Asks the API server (SelfSubjectAccessReview) which of `needs` the
+    /// caller lacks, all at once. A server that cannot answer (old, or
+    /// the review itself forbidden) lacks nothing here: the calls then
+    /// fail one by one with their own message.
+    pub async fn missing(&self, needs: &[Need]) -> Vec<Need> {
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+        };
+        let api: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
+        let checks = needs.iter().map(|n| {
+            let api = api.clone();
+            async move {
+                let (resource, sub) = match n.resource.split_once('/') {
+                    Some((r, s)) => (r, Some(s.to_string())),
+                    None => (n.resource, None),
+                };
+                let review = SelfSubjectAccessReview {
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: Some(ResourceAttributes {
+                            verb: Some(n.verb.into()),
+                            group: Some(n.group.into()),
+                            resource: Some(resource.into()),
+                            subresource: sub,
+                            namespace: n.namespace.clone(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let allowed = match api.create(&Default::default(), &review).await {
+                    Ok(r) => r.status.is_none_or(|s| s.allowed),
+                    Err(_) => true,
+                };
+                (!allowed).then(|| n.clone())
+            }
+        });
+        futures::future::join_all(checks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+/// One Role (or ClusterRole, when a need is cluster-wide) granting every
+/// missing permission, named after the command.
+pub fn role_for(name: &str, missing: &[Need]) -> String {
+    let ns = missing.iter().find_map(|n| n.namespace.clone());
+    let cluster_wide =
+        missing.iter().any(|n| n.namespace.is_none()) || missing.iter().any(|n| n.namespace != ns);
+    let mut out = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: {}\nmetadata:\n  name: {name}{}\nrules:",
+        if cluster_wide { "ClusterRole" } else { "Role" },
+        match (&ns, cluster_wide) {
+            (Some(ns), false) => format!("\n  namespace: {ns}"),
+            _ => String::new(),
+        }
+    );
+    let mut rules: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for n in missing {
+        match rules
+            .iter_mut()
+            .find(|(g, r, _)| *g == n.group && *r == n.resource)
+        {
+            Some((_, _, verbs)) if !verbs.contains(&n.verb) => verbs.push(n.verb),
+            Some(_) => {}
+            None => rules.push((n.group, n.resource, vec![n.verb])),
+        }
+    }
+    for (g, r, verbs) in rules {
+        out.push_str(&format!(
+            "\n- apiGroups: [\"{g}\"]\n  resources: [\"{r}\"]\n  verbs: [{}]",
+            verbs
+                .iter()
+                .map(|v| format!("\"{v}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out
+}
+
 pub fn istio(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: meshscope_shared::istio::NETWORKING_GROUP.into(),
@@ -595,6 +689,33 @@ mod tests {
         assert!(
             f.minimal_role().contains("kind: ClusterRole")
                 && f.minimal_role().contains("apiGroups: [\"\"]")
+        );
+    }
+
+    #[test]
+    fn one_role_for_everything_missing() {
+        let need = |verb, resource, ns: Option<&str>| Need {
+            verb,
+            group: "",
+            resource,
+            namespace: ns.map(String::from),
+        };
+        let r = role_for(
+            "meshscope-verifier",
+            &[
+                need("list", "pods", Some("istio-system")),
+                need("get", "pods/portforward", Some("istio-system")),
+                need("create", "pods/portforward", Some("istio-system")),
+            ],
+        );
+        assert_eq!(
+            r,
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: meshscope-verifier\n  namespace: istio-system\nrules:\n- apiGroups: [\"\"]\n  resources: [\"pods\"]\n  verbs: [\"list\"]\n- apiGroups: [\"\"]\n  resources: [\"pods/portforward\"]\n  verbs: [\"get\", \"create\"]"
+        );
+        let r = role_for("x", &[need("list", "pods", None)]);
+        assert!(
+            r.contains("kind: ClusterRole") && !r.contains("namespace:"),
+            "{r}"
         );
     }
 

@@ -76,3 +76,8 @@ pub fn bytes(n: u64) -> String {
         format!("{n} B")
     }
 }
+
+/// `1 proxy`, `2 proxies`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

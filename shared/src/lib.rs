@@ -28,6 +28,7 @@ pub mod observe;
 pub mod recommend;
 pub mod scope;
 pub mod snapshot;
+pub mod verify;
 
 pub use error::Error;
 

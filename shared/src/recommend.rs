@@ -18,6 +18,9 @@ pub const WORKLOAD_NAME_LABEL: &str = "meshscope.io/workload-name";
 pub const SOURCES_ANNOTATION: &str = "meshscope.io/sources";
 pub const WINDOW_ANNOTATION: &str = "meshscope.io/window";
 pub const REQUESTS_ANNOTATION: &str = "meshscope.io/requests";
+/// The egress meshscope wrote, as JSON: `verify` compares it with the live
+/// spec to tell an edit made outside meshscope.
+pub const EGRESS_ANNOTATION: &str = "meshscope.io/egress";
 /// The egress entry that imports nothing (valid on every Istio version).
 pub const CLOSED: &str = "~/*";
 
@@ -334,8 +337,16 @@ fn build_sidecar(
     selector: Option<Labels>,
     hosts: Vec<String>,
     labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
+    mut annotations: BTreeMap<String, String>,
 ) -> Sidecar {
+    let egress = vec![EgressListener {
+        hosts,
+        ..Default::default()
+    }];
+    annotations.insert(
+        EGRESS_ANNOTATION.to_string(),
+        serde_json::to_string(&egress).unwrap_or_default(),
+    );
     Sidecar {
         api_version: "networking.istio.io/v1".into(),
         kind: "Sidecar".into(),
@@ -348,10 +359,7 @@ fn build_sidecar(
         },
         spec: SidecarSpec {
             workload_selector: selector.map(|labels| WorkloadSelector { labels }),
-            egress: vec![EgressListener {
-                hosts,
-                ..Default::default()
-            }],
+            egress,
             extra: BTreeMap::new(),
         },
     }

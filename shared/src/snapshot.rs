@@ -1146,6 +1146,12 @@ fn entry_services<'a>(
     })
 }
 
+/// The listeners istiod builds from a Sidecar's egress (invalid hosts
+/// dropped).
+pub fn sidecar_listeners(sc: &Sidecar, options: &Options) -> Vec<Listener> {
+    sidecar_info(sc, options).listeners
+}
+
 fn sidecar_info(sc: &Sidecar, options: &Options) -> SidecarInfo {
     let mut invalid_hosts = Vec::new();
     let listeners = sc

@@ -1,0 +1,823 @@
+//! `kubectl meshscope apply`: server-side apply of the recommended Sidecars,
+//! field manager `kubectl-meshscope`. It never takes over a Sidecar it does
+//! not own, reports per object, and a failure in one object does not stop
+//! the others.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use meshscope_shared::istio::Sidecar;
+use meshscope_shared::recommend::{Recommendation, WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL};
+use meshscope_shared::scope::ScopeSource;
+use meshscope_shared::snapshot::{PodId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use meshscope_shared::verify as verify_shared;
+use serde_json::Value;
+
+use crate::args::{ApplyArgs, DryRun, ReportOutput};
+use crate::cmd::verify;
+use crate::istiod::Istiod;
+use crate::live::{istio, parse_duration, ApiFailure};
+use crate::output::plural;
+use crate::{recommend_world, summarize_recommendations, Outcome};
+
+pub const FIELD_MANAGER: &str = "kubectl-meshscope";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ApplyResult {
+    Created,
+    Configured,
+    Unchanged,
+    Skipped,
+    Pruned,
+    Failed,
+}
+
+impl ApplyResult {
+    fn word(self) -> &'static str {
+        match self {
+            ApplyResult::Created => "created",
+            ApplyResult::Configured => "configured",
+            ApplyResult::Unchanged => "unchanged",
+            ApplyResult::Skipped => "skipped",
+            ApplyResult::Pruned => "pruned",
+            ApplyResult::Failed => "failed",
+        }
+    }
+}
+
+/// The parts of a Sidecar that apply decides: spec, and our labels and
+/// annotations. Used to tell "unchanged" from "configured".
+fn comparable(v: &Value, keys_from: &Value) -> Value {
+    let pick = |field: &str| -> Value {
+        let wanted = keys_from
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object);
+        let have = v
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object);
+        let mut out = serde_json::Map::new();
+        if let Some(w) = wanted {
+            for k in w.keys() {
+                if let Some(val) = have.and_then(|h| h.get(k)) {
+                    out.insert(k.clone(), val.clone());
+                }
+            }
+        }
+        Value::Object(out)
+    };
+    serde_json::json!({
+        "labels": pick("labels"),
+        "annotations": pick("annotations"),
+        "spec": v.get("spec").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// A readable view of a Sidecar for diffs: no managed fields or status.
+fn diffable(v: Option<&Value>) -> String {
+    let Some(v) = v else { return String::new() };
+    let mut v = v.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "generation",
+            "creationTimestamp",
+        ] {
+            meta.remove(k);
+        }
+    }
+    if let Some(m) = v.as_object_mut() {
+        m.remove("status");
+    }
+    serde_yaml::to_string(&v).unwrap_or_default()
+}
+
+fn unified(old: &str, new: &str, name: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("live/{name}"), &format!("meshscope/{name}"))
+        .to_string();
+    out.write_all(text.as_bytes())
+}
+
+/// One Sidecar to write, and what is known about it before writing.
+struct Planned {
+    ns: String,
+    name: String,
+    desired: Value,
+    desired_sc: Sidecar,
+    existing: Option<Value>,
+    /// Written first when `desired` drops hosts and `--wait` confirms each
+    /// step: the old hosts and the new ones.
+    widened: Option<Sidecar>,
+    /// Injected pods whose scope this Sidecar decides.
+    pods: Vec<PodId>,
+}
+
+type Row = (ApplyResult, String, String, String);
+
+/// Server-side applies `body` as `name` (or only compares, for a client
+/// dry run). `Err` is the row to report.
+fn write(
+    ctx: &crate::LiveCtx,
+    a: &ApplyArgs,
+    ns: &str,
+    name: &str,
+    body: &Value,
+) -> Result<Value, (ApplyResult, String)> {
+    if a.dry_run == DryRun::Client {
+        // Client dry run: what the server would get, merged naively.
+        return Ok(body.clone());
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.live.client.clone(), ns, &istio("Sidecar", "sidecars"));
+    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    if a.dry_run == DryRun::Server {
+        pp = pp.dry_run();
+    }
+    if a.force_conflicts {
+        pp = pp.force();
+    }
+    match ctx.rt.block_on(api.patch(name, &pp, &Patch::Apply(body))) {
+        Ok(o) => Ok(serde_json::to_value(o).unwrap_or_default()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Err((
+            ApplyResult::Skipped,
+            format!(
+                "conflict: {}; rerun with --force-conflicts to take those fields over",
+                s.message
+            ),
+        )),
+        Err(e) => Err((
+            ApplyResult::Failed,
+            ApiFailure::from_kube(
+                e,
+                "patch",
+                "sidecars.networking.istio.io",
+                Some(ns),
+                &ctx.live.server,
+            )
+            .to_string(),
+        )),
+    }
+}
+
+/// The injected pods whose scope a recommendation's Sidecar decides: its
+/// workloads' pods, except (for a namespace-wide Sidecar) those that a
+/// workload-selecting Sidecar scopes.
+fn affected_pods(world: &crate::World, r: &Recommendation, sc: &Sidecar) -> Vec<PodId> {
+    let snap = &world.snap;
+    (0..snap.pods.len())
+        .filter(|p| {
+            let pod = &snap.pods[*p];
+            pod.injection.sidecar
+                && pod.namespace == r.namespace
+                && r.workloads.contains(&pod.workload)
+                && (sc.spec.workload_selector.is_some()
+                    || match snap.select_sidecar(&pod.namespace, &pod.labels).source {
+                        ScopeSource::Workload(id) => {
+                            Some(snap.sidecars[id].name.as_str()) == sc.metadata.name.as_deref()
+                        }
+                        _ => true,
+                    })
+        })
+        .collect()
+}
+
+pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
+    if !a.common.manifests.is_empty() {
+        bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
+    }
+    let wait_for = match &a.wait {
+        Some(_) if a.dry_run != DryRun::None => {
+            bail!("--wait waits for istiod to push what was written; a dry run writes nothing")
+        }
+        Some(t) => Some(parse_duration(t).map_err(|e| anyhow!("--wait: {e}"))?),
+        None => None,
+    };
+    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune_hosts, err)?;
+    summarize_recommendations(&world, &recs, err)?;
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let live = &ctx.live;
+    // --wait needs istiod: find it before writing anything.
+    let mut istiods = match wait_for {
+        Some(_) => Some(
+            ctx.rt
+                .block_on(verify::connect_istiods(
+                    &world,
+                    &a.istiod,
+                    a.common.request_timeout,
+                ))
+                .map_err(|e| {
+                    anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+                })?,
+        ),
+        None => None,
+    };
+    let ar = istio("Sidecar", "sidecars");
+    let mut results: Vec<Row> = Vec::new();
+    let mut plan: Vec<Planned> = Vec::new();
+    for r in &recs {
+        let Some(sc) = r.sidecar() else { continue };
+        let name = sc.metadata.name.clone().unwrap_or_default();
+        let ns = r.namespace.clone();
+        let desired = serde_json::to_value(sc)?;
+        let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), &ns, &ar);
+        let existing = match ctx.rt.block_on(api.get_opt(&name)) {
+            Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or_default()),
+            Err(e) => {
+                let f = ApiFailure::from_kube(
+                    e,
+                    "get",
+                    "sidecars.networking.istio.io",
+                    Some(&ns),
+                    &live.server,
+                );
+                results.push((ApplyResult::Failed, ns, name, f.to_string()));
+                continue;
+            }
+        };
+        if let Some(ex) = &existing {
+            let managed = ex
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(MANAGED_BY_LABEL))
+                .and_then(Value::as_str)
+                == Some(MANAGED_BY_VALUE);
+            if !managed {
+                results.push((
+                    ApplyResult::Skipped,
+                    ns,
+                    name,
+                    format!("a Sidecar with this name exists and is not labelled {MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; it belongs to its owner"),
+                ));
+                continue;
+            }
+        }
+        let widened = match (&existing, wait_for) {
+            (Some(ex), Some(_)) => serde_json::from_value::<Sidecar>(ex.clone())
+                .ok()
+                .and_then(|old| verify_shared::widened(&old, sc)),
+            _ => None,
+        };
+        plan.push(Planned {
+            pods: affected_pods(&world, r, sc),
+            ns,
+            name,
+            desired,
+            desired_sc: sc.clone(),
+            existing,
+            widened,
+        });
+    }
+
+    // Step 1: every Sidecar as it ends up, except those that drop hosts
+    // under --wait: they get the old hosts and the new ones.
+    let mut waits = Waits::default();
+    let mut applied: Vec<Option<Value>> = vec![None; plan.len()];
+    let mut step1: Vec<(usize, Sidecar)> = Vec::new();
+    if let Some(istiods) = istiods.as_mut() {
+        let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
+        waits.before = ctx
+            .rt
+            .block_on(waiting::snapshot(&world, istiods, &pods, err))?;
+    }
+    for (i, p) in plan.iter().enumerate() {
+        let (body, sc) = match &p.widened {
+            Some(w) => (serde_json::to_value(w)?, w.clone()),
+            None => (p.desired.clone(), p.desired_sc.clone()),
+        };
+        match write(ctx, &a, &p.ns, &p.name, &body) {
+            Ok(v) => {
+                if p.widened.is_none() {
+                    applied[i] = Some(v);
+                }
+                step1.push((i, sc));
+            }
+            Err((res, why)) => results.push((res, p.ns.clone(), p.name.clone(), why)),
+        }
+    }
+    let mut outcome = Outcome::Ok;
+    if let (Some(istiods), Some(limit)) = (istiods.as_mut(), wait_for) {
+        let targets =
+            waiting::targets(&plan_refs(&plan), &step1, &applied_changed(&plan, &applied));
+        let w = ctx.rt.block_on(waiting::wait(
+            &world,
+            istiods,
+            &targets,
+            &waits.before,
+            limit,
+            err,
+        ))?;
+        waits.add(w);
+    }
+    // Step 2: the narrowing ones, once step 1 is confirmed.
+    let mut step2: Vec<(usize, Sidecar)> = Vec::new();
+    if waits.timed_out.is_empty() {
+        if let Some(istiods) = istiods.as_mut() {
+            let pods: Vec<PodId> = plan
+                .iter()
+                .filter(|p| p.widened.is_some())
+                .flat_map(|p| p.pods.iter().copied())
+                .collect();
+            if !pods.is_empty() {
+                waits.before = ctx
+                    .rt
+                    .block_on(waiting::snapshot(&world, istiods, &pods, err))?;
+            }
+        }
+        for (i, p) in plan.iter().enumerate() {
+            if p.widened.is_none() || !step1.iter().any(|(j, _)| *j == i) {
+                continue;
+            }
+            match write(ctx, &a, &p.ns, &p.name, &p.desired) {
+                Ok(v) => {
+                    applied[i] = Some(v);
+                    step2.push((i, p.desired_sc.clone()));
+                }
+                Err((res, why)) => results.push((res, p.ns.clone(), p.name.clone(), why)),
+            }
+        }
+        if let (Some(istiods), Some(limit)) = (istiods.as_mut(), wait_for) {
+            if !step2.is_empty() {
+                let changed = vec![true; plan.len()];
+                let targets = waiting::targets(&plan_refs(&plan), &step2, &changed);
+                let w = ctx.rt.block_on(waiting::wait(
+                    &world,
+                    istiods,
+                    &targets,
+                    &waits.before,
+                    limit.saturating_sub(waits.elapsed),
+                    err,
+                ))?;
+                waits.add(w);
+            }
+        }
+    } else {
+        for p in plan.iter().filter(|p| p.widened.is_some()) {
+            writeln!(
+                err,
+                "not narrowed: {}/{} keeps its old hosts as well as the new ones, since istiod did not confirm the first step",
+                p.ns, p.name
+            )?;
+        }
+    }
+    for (i, p) in plan.iter().enumerate() {
+        let Some(v) = &applied[i] else {
+            if p.widened.is_some() && step1.iter().any(|(j, _)| *j == i) {
+                results.push((
+                    ApplyResult::Configured,
+                    p.ns.clone(),
+                    p.name.clone(),
+                    String::new(),
+                ));
+            }
+            continue;
+        };
+        if a.diff {
+            unified(
+                &diffable(p.existing.as_ref()),
+                &diffable(Some(v)),
+                &format!("{}/{}", p.ns, p.name),
+                out,
+            )?;
+        }
+        results.push((result_of(p, v), p.ns.clone(), p.name.clone(), String::new()));
+    }
+    if a.prune {
+        prune(&world, &a, &mut results)?;
+    }
+    let suffix = match a.dry_run {
+        DryRun::None => "",
+        DryRun::Server => " (server dry run)",
+        DryRun::Client => " (dry run)",
+    };
+    let mut counts: BTreeMap<ApplyResult, usize> = BTreeMap::new();
+    for (res, ns, name, why) in &results {
+        *counts.entry(*res).or_default() += 1;
+        let line = format!(
+            "sidecar.networking.istio.io/{name} {}{suffix} (namespace {ns})",
+            res.word()
+        );
+        match res {
+            ApplyResult::Skipped | ApplyResult::Failed => {
+                writeln!(out, "{line}")?;
+                writeln!(err, "{}: {ns}/{name}: {why}", res.word())?;
+            }
+            _ => writeln!(out, "{line}")?,
+        }
+    }
+    let summary: Vec<String> = counts
+        .iter()
+        .map(|(r, n)| format!("{n} {}", r.word()))
+        .collect();
+    writeln!(
+        err,
+        "apply{suffix}: {}",
+        if summary.is_empty() {
+            "nothing to apply".to_string()
+        } else {
+            summary.join(", ")
+        }
+    )?;
+    if counts.contains_key(&ApplyResult::Failed) {
+        outcome = Outcome::Findings;
+    }
+    if let Some(istiods) = istiods.as_mut() {
+        let waited: Vec<PodId> = waits.pods.iter().copied().collect();
+        writeln!(
+            err,
+            "waited {:.2} s for istiod to push {} and for {} to ACK{}",
+            waits.elapsed.as_secs_f64(),
+            plural(waits.sidecars, "Sidecar", "Sidecars"),
+            plural(waits.confirmed, "proxy", "proxies"),
+            if waits.steps > 1 {
+                format!(" ({} steps: hosts added first, then removed)", waits.steps)
+            } else {
+                String::new()
+            }
+        )?;
+        if !waits.not_connected.is_empty() {
+            writeln!(
+                err,
+                "not waited for (not connected to istiod): {}",
+                waits.not_connected.join(", ")
+            )?;
+        }
+        if !waits.timed_out.is_empty() {
+            writeln!(
+                err,
+                "timed out after {} waiting for: {}",
+                a.wait.as_deref().unwrap_or_default(),
+                waits.timed_out.join(", ")
+            )?;
+            outcome = Outcome::Findings;
+        }
+        if !waited.is_empty() {
+            // Verify against a fresh read: the snapshot above predates the
+            // writes.
+            let traffic = verify::traffic_by_workload(&world);
+            let mut again = a.common.clone();
+            again.all_namespaces = true;
+            again.access_logs.clear();
+            again.from_pod_logs = false;
+            again.prometheus = None;
+            let fresh = crate::World::load(&again, err)?;
+            let keys: Vec<(String, String)> = waited
+                .iter()
+                .map(|p| {
+                    (
+                        world.snap.pods[*p].namespace.clone(),
+                        world.snap.pods[*p].name.clone(),
+                    )
+                })
+                .collect();
+            let pods: Vec<PodId> = keys
+                .iter()
+                .filter_map(|(ns, name)| fresh.snap.find_pod(ns, name))
+                .collect();
+            writeln!(out)?;
+            let checks = ctx
+                .rt
+                .block_on(verify::check_pods(&fresh, &traffic, &pods, istiods, err))?;
+            if verify::report(&checks, ReportOutput::Table, out, err)? == Outcome::Findings {
+                outcome = Outcome::Findings;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+fn result_of(p: &Planned, applied: &Value) -> ApplyResult {
+    match &p.existing {
+        None => ApplyResult::Created,
+        Some(ex) if comparable(ex, &p.desired) == comparable(applied, &p.desired) => {
+            ApplyResult::Unchanged
+        }
+        Some(_) => ApplyResult::Configured,
+    }
+}
+
+fn plan_refs(plan: &[Planned]) -> Vec<(&str, &str, &[PodId])> {
+    plan.iter()
+        .map(|p| (p.ns.as_str(), p.name.as_str(), p.pods.as_slice()))
+        .collect()
+}
+
+/// Whether step 1 changed each planned Sidecar (an unchanged one is not
+/// pushed, so nothing is waited for).
+fn applied_changed(plan: &[Planned], applied: &[Option<Value>]) -> Vec<bool> {
+    plan.iter()
+        .zip(applied)
+        .map(|(p, v)| match v {
+            Some(v) => result_of(p, v) != ApplyResult::Unchanged,
+            None => p.widened.is_some(),
+        })
+        .collect()
+}
+
+/// What the waits add up to.
+#[derive(Default)]
+struct Waits {
+    before: waiting::Before,
+    elapsed: Duration,
+    steps: usize,
+    sidecars: usize,
+    confirmed: usize,
+    pods: std::collections::BTreeSet<PodId>,
+    not_connected: Vec<String>,
+    timed_out: Vec<String>,
+}
+
+impl Waits {
+    fn add(&mut self, w: waiting::Waited) {
+        if w.sidecars == 0 {
+            return;
+        }
+        self.elapsed += w.elapsed;
+        self.steps += 1;
+        self.sidecars = self.sidecars.max(w.sidecars);
+        self.confirmed = self.confirmed.max(w.confirmed.len());
+        self.pods.extend(w.confirmed.iter().copied());
+        self.pods.extend(w.timed_out.iter().map(|(p, _)| *p));
+        for n in w.not_connected {
+            if !self.not_connected.contains(&n) {
+                self.not_connected.push(n);
+            }
+        }
+        self.timed_out
+            .extend(w.timed_out.into_iter().map(|(_, why)| why));
+    }
+}
+
+/// Waiting for istiod to push a written Sidecar and its proxies to ACK.
+mod waiting {
+    use super::*;
+
+    /// Per proxy id, before a write: the last CDS nonce sent, and the
+    /// scope istiod applied.
+    pub type Before = HashMap<String, (String, verify_shared::AppliedScope)>;
+
+    pub struct Target {
+        pub pod: PodId,
+        pub sidecar: Sidecar,
+    }
+
+    pub struct Waited {
+        pub elapsed: Duration,
+        pub sidecars: usize,
+        pub confirmed: Vec<PodId>,
+        pub not_connected: Vec<String>,
+        pub timed_out: Vec<(PodId, String)>,
+    }
+
+    /// The proxies to wait for: those of each written Sidecar that changed.
+    pub fn targets(
+        plan: &[(&str, &str, &[PodId])],
+        written: &[(usize, Sidecar)],
+        changed: &[bool],
+    ) -> Vec<Target> {
+        written
+            .iter()
+            .filter(|(i, _)| changed[*i])
+            .flat_map(|(i, sc)| {
+                plan[*i].2.iter().map(|p| Target {
+                    pod: *p,
+                    sidecar: sc.clone(),
+                })
+            })
+            .collect()
+    }
+
+    pub async fn snapshot(
+        world: &crate::World,
+        istiods: &mut [Istiod],
+        pods: &[PodId],
+        err: &mut dyn Write,
+    ) -> Result<Before> {
+        let by_proxy = verify::sync_status(istiods, err).await?;
+        let mut out = Before::new();
+        for p in pods {
+            let pod = &world.snap.pods[*p];
+            let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
+            let Some((i, sync)) = by_proxy.get(&id) else {
+                continue;
+            };
+            let (status, body) = istiods[*i]
+                .get(&format!("/debug/sidecarz?proxyID={id}"))
+                .await?;
+            let applied = if status == 200 {
+                verify_shared::parse_sidecarz(&body).unwrap_or_default()
+            } else {
+                Default::default()
+            };
+            out.insert(id, (sync.cds_sent().to_string(), applied));
+        }
+        Ok(out)
+    }
+
+    /// Polls istiod until every target proxy has the target Sidecar's
+    /// scope and has ACKed a push made after the write, or `limit` passes.
+    pub async fn wait(
+        world: &crate::World,
+        istiods: &mut [Istiod],
+        targets: &[Target],
+        before: &Before,
+        limit: Duration,
+        err: &mut dyn Write,
+    ) -> Result<Waited> {
+        let started = Instant::now();
+        let mut sidecars: Vec<String> = targets
+            .iter()
+            .map(|t| {
+                format!(
+                    "{:?}/{:?}",
+                    t.sidecar.metadata.namespace, t.sidecar.metadata.name
+                )
+            })
+            .collect();
+        sidecars.sort();
+        sidecars.dedup();
+        let mut pending: Vec<&Target> = targets.iter().collect();
+        let mut done = Waited {
+            elapsed: Duration::ZERO,
+            sidecars: sidecars.len(),
+            confirmed: Vec::new(),
+            not_connected: Vec::new(),
+            timed_out: Vec::new(),
+        };
+        let tty = std::io::stderr().is_terminal();
+        loop {
+            let by_proxy = verify::sync_status(istiods, err).await?;
+            let mut still = Vec::new();
+            let mut why_waiting: HashMap<PodId, String> = HashMap::new();
+            for t in pending {
+                let pod = &world.snap.pods[t.pod];
+                let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
+                let Some((i, sync)) = by_proxy.get(&id) else {
+                    done.not_connected
+                        .push(format!("{}/{}", pod.namespace, pod.name));
+                    continue;
+                };
+                let (status, body) = istiods[*i]
+                    .get(&format!("/debug/sidecarz?proxyID={id}"))
+                    .await?;
+                let applied = if status == 200 {
+                    verify_shared::parse_sidecarz(&body).ok()
+                } else {
+                    None
+                };
+                let has_scope = applied
+                    .as_ref()
+                    .is_some_and(|a| verify_shared::scope_applied(a, &t.sidecar));
+                let (nonce_before, had_scope) = match before.get(&id) {
+                    Some((n, a)) => (n.as_str(), verify_shared::scope_applied(a, &t.sidecar)),
+                    None => ("", false),
+                };
+                let pushed = had_scope || sync.cds_sent() != nonce_before;
+                if has_scope && pushed && sync.in_sync() {
+                    done.confirmed.push(t.pod);
+                } else {
+                    why_waiting.insert(
+                        t.pod,
+                        if !has_scope {
+                            "istiod has not applied the new Sidecar".to_string()
+                        } else if !pushed {
+                            "istiod has not pushed yet".to_string()
+                        } else {
+                            format!("not yet ACKed: {}", sync.pending().join(", "))
+                        },
+                    );
+                    still.push(t);
+                }
+            }
+            pending = still;
+            done.elapsed = started.elapsed();
+            if pending.is_empty() {
+                break;
+            }
+            if done.elapsed >= limit {
+                done.timed_out = pending
+                    .iter()
+                    .map(|t| {
+                        let pod = &world.snap.pods[t.pod];
+                        (
+                            t.pod,
+                            format!(
+                                "{}/{} ({})",
+                                pod.namespace,
+                                pod.name,
+                                why_waiting.get(&t.pod).cloned().unwrap_or_default()
+                            ),
+                        )
+                    })
+                    .collect();
+                break;
+            }
+            if tty && done.elapsed > Duration::from_secs(2) {
+                let _ = write!(
+                    err,
+                    "\rwaiting for istiod: {} of {} proxies confirmed",
+                    done.confirmed.len(),
+                    done.confirmed.len() + pending.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if tty && done.elapsed > Duration::from_secs(2) {
+            let _ = writeln!(err);
+        }
+        Ok(done)
+    }
+}
+
+/// Deletes managed Sidecars whose workload no longer exists, and only those.
+fn prune(
+    world: &crate::World,
+    a: &ApplyArgs,
+    results: &mut Vec<(ApplyResult, String, String, String)>,
+) -> Result<()> {
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let live = &ctx.live;
+    let ar = istio("Sidecar", "sidecars");
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
+    let namespaces: Vec<Option<String>> = match &world.namespaces {
+        None => vec![None],
+        Some(set) => set.iter().cloned().map(Some).collect(),
+    };
+    for ns in namespaces {
+        let api: Api<DynamicObject> = match &ns {
+            Some(n) => Api::namespaced_with(live.client.clone(), n, &ar),
+            None => Api::all_with(live.client.clone(), &ar),
+        };
+        let list = match ctx
+            .rt
+            .block_on(api.list(&ListParams::default().labels(&selector)))
+        {
+            Ok(l) => l,
+            Err(e) => {
+                let f = ApiFailure::from_kube(
+                    e,
+                    "list",
+                    "sidecars.networking.istio.io",
+                    ns.as_deref(),
+                    &live.server,
+                );
+                results.push((
+                    ApplyResult::Failed,
+                    ns.unwrap_or_default(),
+                    "(prune)".into(),
+                    f.to_string(),
+                ));
+                continue;
+            }
+        };
+        for sc in list.items {
+            let labels = sc.metadata.labels.clone().unwrap_or_default();
+            let (Some(kind), Some(wname)) = (
+                labels.get(WORKLOAD_KIND_LABEL),
+                labels.get(WORKLOAD_NAME_LABEL),
+            ) else {
+                // Per-namespace Sidecars have no workload; never pruned.
+                continue;
+            };
+            let sns = sc.metadata.namespace.clone().unwrap_or_default();
+            let kind =
+                WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
+            if world.snap.find_workload(&kind, &sns, wname).is_some() {
+                continue;
+            }
+            let name = sc.metadata.name.clone().unwrap_or_default();
+            let nsapi: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), &sns, &ar);
+            let dp = DeleteParams {
+                dry_run: a.dry_run == DryRun::Server,
+                ..DeleteParams::default()
+            };
+            if a.dry_run == DryRun::Client {
+                results.push((ApplyResult::Pruned, sns, name, String::new()));
+                continue;
+            }
+            match ctx.rt.block_on(nsapi.delete(&name, &dp)) {
+                Ok(_) => results.push((ApplyResult::Pruned, sns, name, String::new())),
+                Err(e) => {
+                    let f = ApiFailure::from_kube(
+                        e,
+                        "delete",
+                        "sidecars.networking.istio.io",
+                        Some(&sns),
+                        &live.server,
+                    );
+                    results.push((ApplyResult::Failed, sns, name, f.to_string()));
+                }
+            }
+        }
+    }
+    Ok(())
+}

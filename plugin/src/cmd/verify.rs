@@ -1,0 +1,429 @@
+//! `kubectl meshscope verify`: asks the istiod each proxy is connected to
+//! for the SidecarScope it applied and the clusters it sends, and compares
+//! them with what `explain` predicts; with a traffic source, checks every
+//! observed edge against istiod's clusters.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use meshscope_shared::explain;
+use meshscope_shared::observe::WorkloadTraffic;
+use meshscope_shared::snapshot::PodId;
+use meshscope_shared::verify::{self, ProxyCheck, Reported, Status, SyncStatus};
+
+use crate::args::{IstiodFlags, ReportOutput, VerifyArgs};
+use crate::istiod::{Discovery, Istiod};
+use crate::live::{role_for, Need};
+use crate::output::{bytes, plural, Table};
+use crate::{find_workload, Outcome, World};
+
+/// The RBAC file `verify` needs besides the reader role.
+pub const RBAC_FILE: &str = "deploy/rbac/meshscope-verifier.yaml";
+
+pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
+    if !a.common.manifests.is_empty() {
+        bail!("verify asks the cluster's istiod: drop --manifests");
+    }
+    // Predictions need every namespace's pods and services, as explain does.
+    let mut everywhere = a.common.clone();
+    everywhere.all_namespaces = true;
+    let world = World::load(&everywhere, err)?;
+    world.report_ingest(err)?;
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let ns = if a.common.all_namespaces {
+        None
+    } else {
+        Some(
+            a.common
+                .namespace
+                .clone()
+                .unwrap_or_else(|| ctx.live.default_namespace.clone()),
+        )
+    };
+    let pods = select_pods(&world, a.target.as_deref(), ns.as_deref())?;
+    if pods.is_empty() {
+        writeln!(
+            err,
+            "no injected pods to verify{}",
+            ns.as_deref()
+                .map(|n| format!(" in namespace {n}"))
+                .unwrap_or_default()
+        )?;
+        return Ok(Outcome::Ok);
+    }
+    let mut istiods =
+        ctx.rt
+            .block_on(connect_istiods(&world, &a.istiod, a.common.request_timeout))?;
+    let traffic = traffic_by_workload(&world);
+    let checks = ctx
+        .rt
+        .block_on(check_pods(&world, &traffic, &pods, &mut istiods, err))?;
+    report(&checks, a.output, out, err)
+}
+
+/// Pods to check: injected, in `ns` (all when `None`), matching `-l`, and
+/// the target's when one is given.
+fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<Vec<PodId>> {
+    let snap = &world.snap;
+    let in_ns = |p: PodId| ns.is_none_or(|n| snap.pods[p].namespace == n);
+    let pods: Vec<PodId> = match target {
+        None => (0..snap.pods.len())
+            .filter(|p| in_ns(*p) && world.in_scope(snap.pods[*p].workload))
+            .filter(|p| snap.pods[*p].injection.sidecar)
+            .collect(),
+        Some(t) => {
+            let (kind, name) = t.split_once('/').ok_or_else(|| {
+                anyhow!("expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got {t:?}")
+            })?;
+            let hits: Vec<PodId> =
+                if matches!(kind.to_ascii_lowercase().as_str(), "pod" | "pods" | "po") {
+                    let hits: Vec<PodId> = snap
+                        .pods_named(name)
+                        .iter()
+                        .copied()
+                        .filter(|p| in_ns(*p))
+                        .collect();
+                    if hits.is_empty() {
+                        bail!(
+                            "pod {name:?} not found{}",
+                            ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
+                        );
+                    }
+                    hits
+                } else {
+                    let w = find_workload(snap, t, ns)?;
+                    (0..snap.pods.len())
+                        .filter(|p| snap.pods[*p].workload == w)
+                        .collect()
+                };
+            if let Some(p) = hits.iter().find(|p| !snap.pods[**p].injection.sidecar) {
+                let pod = &snap.pods[*p];
+                bail!(
+                    "pod {}/{} has no Envoy sidecar ({}), so istiod has no scope for it",
+                    pod.namespace,
+                    pod.name,
+                    pod.injection.reason
+                );
+            }
+            hits
+        }
+    };
+    Ok(pods)
+}
+
+/// Finds istiod (or takes `--istiod-url`), checking first in one pass that
+/// the caller may reach it.
+pub async fn connect_istiods(
+    world: &World,
+    flags: &IstiodFlags,
+    timeout_secs: u64,
+) -> Result<Vec<Istiod>> {
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let live = &ctx.live;
+    let d = Discovery {
+        urls: &flags.istiod_urls,
+        namespace: &flags.istio_namespace,
+        revision: flags.revision.as_deref(),
+        timeout: Duration::from_secs(timeout_secs.max(1)),
+    };
+    if flags.istiod_urls.is_empty() {
+        let ns = Some(flags.istio_namespace.clone());
+        let needs = [
+            Need {
+                verb: "list",
+                group: "",
+                resource: "pods",
+                namespace: ns.clone(),
+            },
+            Need {
+                verb: "get",
+                group: "",
+                resource: "pods/portforward",
+                namespace: ns.clone(),
+            },
+            Need {
+                verb: "create",
+                group: "",
+                resource: "pods/portforward",
+                namespace: ns,
+            },
+        ];
+        let missing = live.missing(&needs).await;
+        if !missing.is_empty() {
+            bail!(
+                "RBAC does not let you reach istiod's debug endpoints in namespace {} ({}); grant {RBAC_FILE}, or at least:\n{}\nor run `kubectl port-forward -n {} deploy/istiod 15014` yourself and pass --istiod-url http://localhost:15014",
+                flags.istio_namespace,
+                missing
+                    .iter()
+                    .map(|n| format!("{} {}", n.verb, n.resource))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                role_for("meshscope-verifier", &missing),
+                flags.istio_namespace
+            );
+        }
+    }
+    d.find(&live.client, &live.server).await
+}
+
+/// The observed traffic of each workload, by `kind/ns/name`, so that a
+/// snapshot read later can find it.
+pub fn traffic_by_workload(world: &World) -> HashMap<String, WorkloadTraffic> {
+    let Some(obs) = &world.obs else {
+        return HashMap::new();
+    };
+    obs.traffic
+        .iter()
+        .map(|(w, t)| (world.snap.workloads[*w].key(), t.clone()))
+        .collect()
+}
+
+/// Every istiod's `/debug/syncz`: which replica each proxy is connected
+/// to, and its nonces. An istiod that cannot be read is named on stderr;
+/// its proxies then show as not connected.
+pub async fn sync_status(
+    istiods: &mut [Istiod],
+    err: &mut dyn Write,
+) -> Result<HashMap<String, (usize, SyncStatus)>> {
+    let mut by_proxy = HashMap::new();
+    let mut failures = Vec::new();
+    for (i, istiod) in istiods.iter_mut().enumerate() {
+        match istiod.get_ok("/debug/syncz").await {
+            Ok(body) => {
+                for s in verify::parse_syncz(&body)? {
+                    by_proxy.entry(s.proxy.clone()).or_insert((i, s));
+                }
+            }
+            Err(e) => failures.push(format!("{e:#}")),
+        }
+    }
+    if failures.len() == istiods.len() {
+        bail!("{}", failures.join("; "));
+    }
+    for f in failures {
+        writeln!(err, "warning: {f}; its proxies show as NOT CONNECTED")?;
+    }
+    Ok(by_proxy)
+}
+
+/// What the istiod a proxy is connected to reports for it, or `None` when
+/// it is not connected (anymore).
+pub async fn reported(istiod: &mut Istiod, sync: &SyncStatus) -> Result<Option<Reported>> {
+    let id = sync.proxy.as_str();
+    let (status, body) = istiod.get(&format!("/debug/sidecarz?proxyID={id}")).await?;
+    if status == 404 {
+        return Ok(None);
+    }
+    if status != 200 {
+        bail!(
+            "istiod {} answered {status} for /debug/sidecarz: {}",
+            istiod.name,
+            String::from_utf8_lossy(&body).trim()
+        );
+    }
+    let applied = verify::parse_sidecarz(&body)?;
+    let (status, body) = istiod
+        .get(&format!(
+            "/debug/config_dump?proxyID={id}&types=cds,lds,rds"
+        ))
+        .await?;
+    if status == 404 {
+        return Ok(None);
+    }
+    if status != 200 {
+        bail!(
+            "istiod {} answered {status} for /debug/config_dump: {}",
+            istiod.name,
+            String::from_utf8_lossy(&body).trim()
+        );
+    }
+    let generated = verify::parse_config_dump(&body)?;
+    Ok(Some(Reported {
+        istiod: istiod.name.clone(),
+        sync: sync.clone(),
+        applied,
+        generated,
+    }))
+}
+
+/// Checks `pods` of `world` (whose predictions are compared) against
+/// istiod. `traffic` is keyed by workload key.
+pub async fn check_pods(
+    world: &World,
+    traffic: &HashMap<String, WorkloadTraffic>,
+    pods: &[PodId],
+    istiods: &mut [Istiod],
+    err: &mut dyn Write,
+) -> Result<Vec<ProxyCheck>> {
+    let snap = &world.snap;
+    let by_proxy = sync_status(istiods, err).await?;
+    let mut checks = Vec::with_capacity(pods.len());
+    for &p in pods {
+        let pod = &snap.pods[p];
+        let e = explain::explain(snap, pod.workload, Some(p), None);
+        let id = verify::proxy_id(&pod.name, &pod.namespace);
+        let rep = match by_proxy.get(&id) {
+            Some((i, sync)) => reported(&mut istiods[*i], sync).await?,
+            None => None,
+        };
+        let t = traffic.get(&snap.workloads[pod.workload].key());
+        checks.push(verify::check_proxy(snap, p, &e, rep.as_ref(), t));
+    }
+    Ok(checks)
+}
+
+/// Prints the checks and picks the exit code: 0 when every proxy is OK.
+pub fn report(
+    checks: &[ProxyCheck],
+    output: ReportOutput,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome> {
+    let summary = verify::summarize(checks);
+    match output {
+        ReportOutput::Json => crate::output::json(
+            out,
+            &serde_json::json!({"proxies": checks, "summary": summary}),
+        )?,
+        ReportOutput::Yaml => crate::output::yaml(
+            out,
+            &serde_json::json!({"proxies": checks, "summary": summary}),
+        )?,
+        ReportOutput::Table | ReportOutput::Wide => {
+            let wide = output == ReportOutput::Wide;
+            let mut head = vec![
+                "NAMESPACE",
+                "POD",
+                "STATUS",
+                "SIDECAR",
+                "CLUSTERS (ISTIOD/PREDICTED)",
+                "LISTENERS",
+                "PREDICTED XDS (PROTOBUF)",
+                "ISTIOD",
+            ];
+            if wide {
+                head.extend(["ROUTES", "PROXY VERSION"]);
+            }
+            let mut t = Table::new(head);
+            for c in checks {
+                let counts = |f: fn(&verify::Counts) -> u64| match &c.istiod_counts {
+                    Some(i) => format!("{}/{}", f(i), f(&c.predicted)),
+                    None => format!("-/{}", f(&c.predicted)),
+                };
+                let sidecar = if !c.connected {
+                    "-".to_string()
+                } else {
+                    c.applied_sidecar.clone().unwrap_or_else(|| "(none)".into())
+                };
+                let mut row = vec![
+                    c.namespace.clone(),
+                    c.pod.clone(),
+                    c.label(),
+                    sidecar,
+                    counts(|x| x.clusters),
+                    counts(|x| x.listeners),
+                    bytes(c.predicted_bytes),
+                    c.istiod.clone().unwrap_or_else(|| "-".into()),
+                ];
+                if wide {
+                    row.push(counts(|x| x.routes));
+                    row.push(c.proxy_version.clone().unwrap_or_else(|| "-".into()));
+                }
+                t.row(row);
+            }
+            t.write(out)?;
+            details(checks, out)?;
+        }
+    }
+    writeln!(
+        err,
+        "{}: {} OK, {} differ, {} with missing edges ({} edges), {} stale, {} not connected",
+        plural(summary.proxies, "proxy", "proxies"),
+        summary.ok,
+        summary.differs,
+        summary.missing,
+        summary.missing_edges,
+        summary.stale,
+        summary.not_connected
+    )?;
+    Ok(if summary.ok == summary.proxies {
+        Outcome::Ok
+    } else {
+        Outcome::Findings
+    })
+}
+
+/// What differs, per proxy that is not OK.
+fn details(checks: &[ProxyCheck], out: &mut dyn Write) -> Result<()> {
+    let mut first = true;
+    for c in checks.iter().filter(|c| c.status != Status::Ok) {
+        if first {
+            writeln!(out)?;
+            first = false;
+        }
+        writeln!(out, "{}/{}: {}", c.namespace, c.pod, c.label())?;
+        if !c.connected {
+            writeln!(
+                out,
+                "  no istiod lists the proxy in /debug/syncz: it is not connected (starting, or its istio-proxy is down)"
+            )?;
+            continue;
+        }
+        if !c.sidecar_matches {
+            writeln!(
+                out,
+                "  Sidecar: istiod applied {}, meshscope predicts {}",
+                c.applied_sidecar
+                    .as_deref()
+                    .unwrap_or("none (istiod's default scope)"),
+                c.predicted_sidecar
+                    .as_deref()
+                    .unwrap_or("none (istiod's default scope)")
+            )?;
+        }
+        for cl in &c.only_istiod {
+            writeln!(out, "  + {cl} (istiod sends it; not predicted)")?;
+        }
+        for cl in &c.only_predicted {
+            writeln!(out, "  - {cl} (predicted; istiod does not send it)")?;
+        }
+        if let Some(d) = &c.drift {
+            writeln!(
+                out,
+                "  Sidecar {} was edited outside meshscope: meshscope wrote hosts {}, it now has {}",
+                d.sidecar,
+                d.written_hosts.join(", "),
+                d.live_hosts.join(", ")
+            )?;
+            for cl in &d.only_istiod {
+                writeln!(
+                    out,
+                    "  + {cl} (istiod sends it; meshscope did not write it)"
+                )?;
+            }
+            for cl in &d.only_written {
+                writeln!(
+                    out,
+                    "  - {cl} (meshscope wrote it; istiod does not send it)"
+                )?;
+            }
+        }
+        for m in &c.missing_edges {
+            writeln!(
+                out,
+                "  missing: {}:{} ({} requests observed): istiod sends no {} to this proxy",
+                m.host, m.port, m.requests, m.cluster
+            )?;
+        }
+        if !c.pending.is_empty() {
+            writeln!(out, "  not yet ACKed: {}", c.pending.join(", "))?;
+        }
+        let nacks: BTreeMap<_, _> = c.nacks.iter().collect();
+        for (t, msg) in nacks {
+            writeln!(out, "  NACK on {t}: {msg}")?;
+        }
+    }
+    Ok(())
+}
