@@ -1,21 +1,32 @@
-//! A stand-in for the kubelet's container-log endpoint.
+//! A stand-in for the kubelet's container-log and port-forward endpoints.
 //!
 //! The test control plane has no kubelet: there is no container runtime on
 //! these machines, so no real one can run. Pod logs reach a client through
 //! the kube-apiserver, which looks up the pod's Node, dials the address and
 //! port that Node reports, and proxies `GET /containerLogs/{ns}/{pod}/{container}`.
-//! This server answers that one request over TLS from memory. Everything
-//! else on the path is real: the API server's routing, authorization and
-//! proxying, and the plugin's client.
+//! This server answers that request over TLS from memory.
+//!
+//! Port-forward takes the same path: for a WebSocket client (subprotocol
+//! `v4.channel.k8s.io`, as kube-rs speaks it) the API server passes the
+//! upgrade request on to `/portForward/{ns}/{pod}?port=P[,Q...]` and then
+//! splices bytes. This server completes the upgrade and relays each port to
+//! a TCP address on this machine registered for `ns/pod:port`, framing
+//! bytes as the kubelet does (see [`StandInKubelet::start_with`]).
+//! Everything else on the path is real: the API server's routing,
+//! authorization and proxying, and the client.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use tungstenite::protocol::{Role, WebSocket};
+use tungstenite::Message;
 
 /// What the stand-in answers for one container log.
 #[derive(Clone, Debug)]
@@ -29,13 +40,32 @@ pub enum LogReply {
 /// previous instance of a restarted container.
 pub type Logs = HashMap<String, LogReply>;
 
+/// Port-forward targets keyed by `ns/pod:port`: where the stand-in connects
+/// when a client forwards that port of that pod.
+pub type Forwards = HashMap<String, SocketAddr>;
+
+/// The WebSocket subprotocol the kubelet's port-forward speaks in binary.
+const PORT_FORWARD_PROTOCOL: &str = "v4.channel.k8s.io";
+
+type Tls = StreamOwned<ServerConnection, TcpStream>;
+
 pub struct StandInKubelet {
     pub port: u16,
     requests: Arc<Mutex<Vec<String>>>,
+    forwards: Arc<Mutex<Forwards>>,
 }
 
 impl StandInKubelet {
     pub fn start(logs: Logs) -> Result<StandInKubelet> {
+        Self::start_with(logs, Forwards::new())
+    }
+
+    /// Serves `logs`, and port-forwards each `ns/pod:port` in `forwards` to
+    /// its address. A pod with no forward is unknown to this kubelet (404);
+    /// a port of a known pod with no forward, or whose address cannot be
+    /// dialled, gets its error on the port's error channel, as from a
+    /// kubelet whose runtime cannot connect.
+    pub fn start_with(logs: Logs, forwards: Forwards) -> Result<StandInKubelet> {
         let key = rcgen::KeyPair::generate()?;
         let cert =
             rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])?.self_signed(&key)?;
@@ -51,19 +81,36 @@ impl StandInKubelet {
         let listener = TcpListener::bind("127.0.0.1:0").context("bind the stand-in kubelet")?;
         let port = listener.local_addr()?.port();
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let forwards = Arc::new(Mutex::new(forwards));
         let logs = Arc::new(logs);
-        let seen = Arc::clone(&requests);
+        let (seen, fwd) = (Arc::clone(&requests), Arc::clone(&forwards));
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (config, logs, seen) =
-                    (Arc::clone(&config), Arc::clone(&logs), Arc::clone(&seen));
+                let (config, logs, seen, fwd) = (
+                    Arc::clone(&config),
+                    Arc::clone(&logs),
+                    Arc::clone(&seen),
+                    Arc::clone(&fwd),
+                );
                 std::thread::spawn(move || {
                     // A failed connection only fails the request it carried.
-                    let _ = serve(conn, config, &logs, &seen);
+                    let _ = serve(conn, config, &logs, &seen, &fwd);
                 });
             }
         });
-        Ok(StandInKubelet { port, requests })
+        Ok(StandInKubelet {
+            port,
+            requests,
+            forwards,
+        })
+    }
+
+    /// Adds (or replaces) the target of `ns/pod:port` for later requests.
+    pub fn forward(&self, ns_pod_port: &str, to: SocketAddr) {
+        self.forwards
+            .lock()
+            .unwrap()
+            .insert(ns_pod_port.to_string(), to);
     }
 
     /// Every request path (with its query) received so far.
@@ -77,21 +124,34 @@ fn serve(
     config: Arc<ServerConfig>,
     logs: &Logs,
     seen: &Mutex<Vec<String>>,
+    forwards: &Mutex<Forwards>,
 ) -> Result<()> {
     let conn = ServerConnection::new(config)?;
     let mut tls = StreamOwned::new(conn, tcp);
     let mut reader = BufReader::new(&mut tls);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
+    // Header names lower-cased; a name may repeat.
+    let mut headers: Vec<(String, String)> = Vec::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header)? == 0 || header == "\r\n" {
             break;
         }
+        if let Some((name, value)) = header.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
     }
+    // Whatever the client sent after the headers (nothing, for these
+    // requests) belongs to the next protocol: keep it.
+    let early = reader.buffer().to_vec();
+    drop(reader);
     let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
     seen.lock().unwrap().push(path.clone());
     let (route, query) = path.split_once('?').unwrap_or((&path, ""));
+    if let Some(rest) = route.strip_prefix("/portForward/") {
+        return port_forward(tls, early, rest, query, &headers, forwards);
+    }
     let previous = query.split('&').any(|kv| kv == "previous=true");
     let reply = route.strip_prefix("/containerLogs/").and_then(|key| {
         let key = if previous {
@@ -106,6 +166,11 @@ fn serve(
         Some(LogReply::Fail(code, msg)) => (code, msg),
         None => (404, format!("no log for {route}")),
     };
+    respond(tls, status, &body)
+}
+
+/// A plain (non-upgrade) answer, then the end of the connection.
+fn respond(mut tls: Tls, status: u16, body: &str) -> Result<()> {
     write!(
         tls,
         "HTTP/1.1 {status} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -116,4 +181,226 @@ fn serve(
     tls.conn.send_close_notify();
     tls.flush()?;
     Ok(())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &'a str) -> impl Iterator<Item = &'a str> {
+    headers
+        .iter()
+        .filter(move |(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Decodes the few percent-escapes a port list can carry (`%2C`).
+fn unescape(s: &str) -> String {
+    s.replace("%2C", ",").replace("%2c", ",")
+}
+
+/// `GET /portForward/{ns}/{pod}[/{uid}]?port=P[,Q...]`, upgraded to a
+/// WebSocket as the kubelet does (its `portforward/websocket.go`): for the
+/// i-th port, channel 2i carries data both ways and channel 2i+1 errors
+/// from the kubelet; each channel first gets the port, little-endian; every
+/// binary frame is `[channel, payload...]`.
+fn port_forward(
+    mut tls: Tls,
+    early: Vec<u8>,
+    pod_path: &str,
+    query: &str,
+    headers: &[(String, String)],
+    forwards: &Mutex<Forwards>,
+) -> Result<()> {
+    let mut parts = pod_path.split('/');
+    let (Some(ns), Some(pod)) = (parts.next(), parts.next()) else {
+        return respond(tls, 404, "not found");
+    };
+    let websocket = header(headers, "upgrade").any(|v| v.eq_ignore_ascii_case("websocket"));
+    let Some(key) = header(headers, "sec-websocket-key")
+        .next()
+        .map(str::to_string)
+    else {
+        return respond(
+            tls,
+            400,
+            "the stand-in kubelet port-forwards over WebSocket only (not SPDY)",
+        );
+    };
+    if !websocket {
+        return respond(tls, 400, "expected an Upgrade: websocket request");
+    }
+    // The kubelet takes its ports from `port` (comma-separated, repeatable).
+    let mut ports: Vec<u16> = Vec::new();
+    for kv in query.split('&') {
+        let Some(list) = kv.strip_prefix("port=") else {
+            continue;
+        };
+        for p in unescape(list).split(',') {
+            match p.parse::<u16>() {
+                Ok(n) if n > 0 => ports.push(n),
+                _ => return respond(tls, 400, &format!("unable to parse {p:?} as a port")),
+            }
+        }
+    }
+    if ports.is_empty() {
+        return respond(tls, 400, "query parameter \"port\" is required");
+    }
+    let prefix = format!("{ns}/{pod}:");
+    let targets: Vec<Option<SocketAddr>> = {
+        let forwards = forwards.lock().unwrap();
+        if !forwards.keys().any(|k| k.starts_with(&prefix)) {
+            return respond(tls, 404, "pod does not exist");
+        }
+        ports
+            .iter()
+            .map(|p| forwards.get(&format!("{prefix}{p}")).copied())
+            .collect()
+    };
+    // The kubelet also accepts no subprotocol (same binary framing); it
+    // would take v4.base64.channel.k8s.io too, which this stand-in does not.
+    let offered: Vec<&str> = header(headers, "sec-websocket-protocol")
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    let protocol = if offered.is_empty() {
+        String::new()
+    } else if offered.contains(&PORT_FORWARD_PROTOCOL) {
+        format!("Sec-WebSocket-Protocol: {PORT_FORWARD_PROTOCOL}\r\n")
+    } else {
+        return respond(
+            tls,
+            400,
+            &format!("none of the offered subprotocols {offered:?} is {PORT_FORWARD_PROTOCOL}"),
+        );
+    };
+    write!(
+        tls,
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n{protocol}\r\n",
+        tungstenite::handshake::derive_accept_key(key.as_bytes())
+    )?;
+    tls.flush()?;
+    let mut ws = WebSocket::from_partially_read(tls, early, Role::Server, None);
+    for (i, port) in ports.iter().enumerate() {
+        let [lo, hi] = port.to_le_bytes();
+        let data = (2 * i) as u8;
+        ws.send(Message::binary(vec![data, lo, hi]))?;
+        ws.send(Message::binary(vec![data + 1, lo, hi]))?;
+    }
+
+    // Dial every port now, as the runtime does when the kubelet hands it
+    // the stream. Bytes from the targets come back through one channel.
+    let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
+    let mut conns: Vec<Option<TcpStream>> = Vec::with_capacity(ports.len());
+    for (i, (port, target)) in ports.iter().zip(&targets).enumerate() {
+        let dialled = match target {
+            None => Err(format!(
+                "no forward for {prefix}{port} in the stand-in kubelet"
+            )),
+            Some(addr) => TcpStream::connect_timeout(addr, Duration::from_secs(5))
+                .map_err(|e| format!("dial {addr}: {e}")),
+        };
+        match dialled.and_then(|c| c.try_clone().map(|r| (c, r)).map_err(|e| e.to_string())) {
+            Ok((conn, mut from)) => {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 32 * 1024];
+                    loop {
+                        match from.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                if tx.send((i, Some(buf[..n].to_vec()))).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    let _ = tx.send((i, None));
+                });
+                conns.push(Some(conn));
+            }
+            Err(why) => {
+                // The kubelet's wording, with the runtime's reason.
+                let msg = format!(
+                    "error forwarding port {port} to pod {ns}/{pod}: failed to connect to localhost:{port} inside the pod's network namespace: {why}"
+                );
+                let mut frame = vec![(2 * i + 1) as u8];
+                frame.extend_from_slice(msg.as_bytes());
+                ws.send(Message::binary(frame))?;
+                conns.push(None);
+            }
+        }
+    }
+    drop(tx);
+
+    // One thread drives the WebSocket: reads poll with a short timeout, and
+    // in between, the targets' bytes go out.
+    ws.get_ref()
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(10)))?;
+    let mut closing: Option<Instant> = None;
+    let result = loop {
+        if closing.is_none() {
+            while let Ok((i, bytes)) = rx.try_recv() {
+                match bytes {
+                    Some(b) => {
+                        let mut frame = Vec::with_capacity(b.len() + 1);
+                        frame.push((2 * i) as u8);
+                        frame.extend_from_slice(&b);
+                        ws.send(Message::binary(frame))?;
+                    }
+                    None => {
+                        if let Some(c) = conns[i].take() {
+                            let _ = c.shutdown(Shutdown::Both);
+                        }
+                    }
+                }
+            }
+            // When every port is done, so is the connection.
+            if conns.iter().all(Option::is_none) {
+                closing = Some(Instant::now());
+                ws.close(None)?;
+            }
+        } else if closing.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
+            break Ok(());
+        }
+        match ws.read() {
+            Ok(Message::Binary(b)) => {
+                let Some((&ch, payload)) = b.split_first() else {
+                    continue;
+                };
+                let ch = ch as usize;
+                if ch.is_multiple_of(2) && !payload.is_empty() {
+                    if let Some(Some(c)) = conns.get_mut(ch / 2) {
+                        if c.write_all(payload).is_err() {
+                            let _ = c.shutdown(Shutdown::Both);
+                            conns[ch / 2] = None;
+                        }
+                    }
+                }
+            }
+            Ok(Message::Close(_)) => {
+                // The client is done: so are the targets. Tungstenite
+                // answers the close; the next read ends the connection.
+                for c in conns.iter_mut().filter_map(Option::take) {
+                    let _ = c.shutdown(Shutdown::Both);
+                }
+                closing.get_or_insert_with(Instant::now);
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                break Ok(())
+            }
+            Err(e) => break Err(e.into()),
+        }
+    };
+    for c in conns.iter_mut().filter_map(Option::take) {
+        let _ = c.shutdown(Shutdown::Both);
+    }
+    let tls = ws.get_mut();
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    result
 }

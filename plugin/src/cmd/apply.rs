@@ -487,6 +487,7 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
             let checks = ctx
                 .rt
                 .block_on(verify::check_pods(&fresh, &traffic, &pods, istiods, err))?;
+            verify::warn_version_skew(&fresh, &checks, err)?;
             if verify::report(&checks, ReportOutput::Table, out, err)? == Outcome::Findings {
                 outcome = Outcome::Findings;
             }

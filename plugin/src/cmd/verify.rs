@@ -60,7 +60,32 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
     let checks = ctx
         .rt
         .block_on(check_pods(&world, &traffic, &pods, &mut istiods, err))?;
+    warn_version_skew(&world, &checks, err)?;
     report(&checks, a.output, out, err)
+}
+
+/// Says once when the proxies run another Istio minor version than the
+/// one whose semantics the predictions use.
+pub fn warn_version_skew(world: &World, checks: &[ProxyCheck], err: &mut dyn Write) -> Result<()> {
+    let used = world.snap.options.istio;
+    let mut seen: Vec<String> = checks
+        .iter()
+        .filter_map(|c| c.proxy_version.as_deref())
+        .filter_map(|v| v.parse::<meshscope_shared::IstioVersion>().ok())
+        .filter(|v| *v != used)
+        .map(|v| v.to_string())
+        .collect();
+    seen.sort();
+    seen.dedup();
+    if !seen.is_empty() {
+        writeln!(
+            err,
+            "warning: proxies run Istio {} but the predictions use Istio {used} semantics; pass --istio-version {} for a like-for-like check",
+            seen.join(", "),
+            seen[0]
+        )?;
+    }
+    Ok(())
 }
 
 /// Pods to check: injected, in `ns` (all when `None`), matching `-l`, and
@@ -339,12 +364,12 @@ pub fn report(
     }
     writeln!(
         err,
-        "{}: {} OK, {} differ, {} with missing edges ({} edges), {} stale, {} not connected",
+        "{}: {} OK, {} differ, {} with missing edges ({}), {} stale, {} not connected",
         plural(summary.proxies, "proxy", "proxies"),
         summary.ok,
         summary.differs,
         summary.missing,
-        summary.missing_edges,
+        plural(summary.missing_edges, "edge", "edges"),
         summary.stale,
         summary.not_connected
     )?;

@@ -1,0 +1,568 @@
+//! `kubectl meshscope verify` and `apply --wait` against a real istiod
+//! (pilot-discovery 1.31 from tests/istiod/build) on the real test control
+//! plane, with simulated sidecars connected over ADS. istiod is reached at
+//! its monitoring address (`--istiod-url`), where a cluster's istiod serves
+//! the debug endpoints on port 15014; the port-forward path is
+//! `verify_reaches_istiod_through_a_port_forward`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use kubectl_meshscope::{args::Cli, run, Outcome};
+use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
+use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
+use meshscope_e2e::outbound_text_line;
+use meshscope_e2e::world::{labels, SvcPort};
+use meshscope_e2e::xds::Sim;
+use serde_json::Value;
+
+struct Run {
+    outcome: Result<Outcome, String>,
+    stdout: String,
+    stderr: String,
+}
+
+fn meshscope(kubeconfig: &Path, args: &[&str]) -> Run {
+    let mut argv = vec!["kubectl-meshscope"];
+    argv.extend_from_slice(args);
+    argv.extend([
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--istio-version",
+        ENGINE_VERSION,
+    ]);
+    let cli = Cli::try_parse_from(&argv).expect("arguments parse");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let outcome = run(cli, &mut out, &mut err).map_err(|e| format!("{e:#}"));
+    Run {
+        outcome,
+        stdout: String::from_utf8(out).unwrap(),
+        stderr: String::from_utf8(err).unwrap(),
+    }
+}
+
+/// `verify -o json`'s proxies by `ns/pod`.
+fn proxies(json: &str) -> BTreeMap<String, Value> {
+    let v: Value = serde_json::from_str(json).expect("verify -o json is JSON");
+    v["proxies"]
+        .as_array()
+        .expect("proxies")
+        .iter()
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p["namespace"].as_str().unwrap(),
+                    p["pod"].as_str().unwrap()
+                ),
+                p.clone(),
+            )
+        })
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect()
+}
+
+fn tag() -> u64 {
+    u64::from(std::process::id()) % 1000
+}
+
+struct Setup {
+    c: &'static Cluster,
+    ns: String,
+    sc: Scenario,
+    istiod: Istiod,
+    sim: Sim,
+    url: String,
+    log: tempfile::NamedTempFile,
+}
+
+impl Setup {
+    fn host(&self, name: &str) -> String {
+        format!("{name}.{}.svc.cluster.local", self.ns)
+    }
+    fn cluster(&self, name: &str, port: u32) -> String {
+        format!("outbound|{port}||{}", self.host(name))
+    }
+    fn outbound(&self, pod: &str) -> Vec<String> {
+        self.sim
+            .get(&format!("{}/{pod}", self.ns))
+            .expect("a simulated sidecar")
+            .cluster_names()
+            .into_iter()
+            .filter(|n| n.starts_with("outbound|"))
+            .collect()
+    }
+    fn verify(&self, extra: &[&str]) -> Run {
+        let mut args = vec!["verify", "-n", &self.ns, "--istiod-url", &self.url];
+        args.extend_from_slice(extra);
+        meshscope(&self.c.kubeconfig, &args)
+    }
+    fn sidecar_of(&self, pod: &str) -> String {
+        self.c
+            .kubectl_ok(
+                &[
+                    "get",
+                    "sidecars",
+                    "-n",
+                    &self.ns,
+                    "-l",
+                    &format!("meshscope.io/workload-name={pod}"),
+                    "-o",
+                    "jsonpath={.items[0].metadata.name}",
+                ],
+                None,
+            )
+            .trim()
+            .to_string()
+    }
+    /// Edits a Sidecar as a user would, and waits for istiod's push.
+    fn edit_hosts(&self, name: &str, hosts: &[String]) {
+        let t0 = Instant::now();
+        let patch =
+            serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
+        self.c.kubectl_ok(
+            &[
+                "patch",
+                "sidecar",
+                name,
+                "-n",
+                &self.ns,
+                "--type=json",
+                "-p",
+                &patch.to_string(),
+            ],
+            None,
+        );
+        self.sim
+            .wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
+            .expect("istiod pushes the edit");
+    }
+}
+
+fn setup(prefix: &str, slot: u64) -> Setup {
+    let c = Cluster::shared();
+    let ns = format!("{prefix}{}", tag());
+    let mut w = Builder::new(slot + tag() % 50);
+    w.namespace(&ns);
+    w.service(&ns, "web", vec![SvcPort::new("http", 80)], false);
+    w.service(&ns, "db", vec![SvcPort::new("tcp-db", 5432)], false);
+    w.service(&ns, "extra", vec![SvcPort::new("http", 80)], false);
+    for (pod, app) in [
+        ("client-0", "client"),
+        ("web-0", "web"),
+        ("db-0", "db"),
+        ("extra-0", "extra"),
+        ("lonely-0", "lonely"),
+        ("ghost-0", "ghost"),
+    ] {
+        w.pod(&ns, pod, labels(&[("app", app)]));
+    }
+    let sc = w.finish("verify".into(), DEFAULT_MESH.into());
+    let ip = |pod: &str| {
+        sc.world
+            .pods
+            .iter()
+            .find(|p| p.name == pod)
+            .map(|p| p.ip.clone())
+            .unwrap()
+    };
+    let host = |name: &str| format!("{name}.{ns}.svc.cluster.local");
+    let mut log = String::new();
+    let mut n = 0;
+    for (pod, h, port) in [
+        ("client-0", host("web"), 80),
+        ("client-0", host("db"), 5432),
+        ("web-0", host("db"), 5432),
+    ] {
+        for _ in 0..3 {
+            log.push_str(&outbound_text_line(n, &ip(pod), &h, port, "10.255.0.1:80"));
+            n += 1;
+        }
+    }
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut file, log.as_bytes()).unwrap();
+
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    let services: Vec<(String, String)> = ["web", "db", "extra"]
+        .iter()
+        .map(|s| (ns.clone(), host(s)))
+        .collect();
+    istiod
+        .wait_for(&services, &[], Duration::from_secs(60))
+        .expect("istiod sees the services");
+    // ghost-0 has no sidecar connected.
+    let specs = sc
+        .world
+        .pods
+        .iter()
+        .filter(|p| p.name != "ghost-0")
+        .map(|p| p.proxy_spec())
+        .collect();
+    let sim = Sim::connect_many(&istiod.grpc_url(), specs, 8).expect("sidecars connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    let url = format!("http://{}", istiod.monitoring);
+    Setup {
+        c,
+        ns,
+        sc,
+        istiod,
+        sim,
+        url,
+        log: file,
+    }
+}
+
+#[test]
+fn verify_and_apply_wait_against_a_real_istiod() {
+    let s = setup("vfy", 800);
+    let log = s.log.path().to_str().unwrap().to_string();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&s, &log)));
+    s.sim.close();
+    if let Err(e) = s.sc.world.delete(s.c) {
+        eprintln!("cleanup: {e:#}");
+    }
+    if let Err(p) = result {
+        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
+        std::panic::resume_unwind(p);
+    }
+}
+
+fn scenario(s: &Setup, log: &str) {
+    let ns = &s.ns;
+    let (web, db, extra) = (
+        s.cluster("web", 80),
+        s.cluster("db", 5432),
+        s.cluster("extra", 80),
+    );
+    let before = s.outbound("client-0");
+    assert!(
+        before.contains(&extra),
+        "unscoped proxies see every service: {before:?}"
+    );
+
+    // Before any Sidecar: every connected proxy is OK; ghost-0 is not connected.
+    let r = s.verify(&["-o", "json"]);
+    assert_eq!(r.outcome, Ok(Outcome::Findings), "{}", r.stderr);
+    let p = proxies(&r.stdout);
+    assert_eq!(p.len(), 6, "{}", r.stdout);
+    for pod in ["client-0", "web-0", "db-0", "extra-0", "lonely-0"] {
+        assert_eq!(
+            p[&format!("{ns}/{pod}")]["status"],
+            "OK",
+            "{pod}: {}",
+            r.stdout
+        );
+    }
+    assert_eq!(p[&format!("{ns}/ghost-0")]["status"], "NOT_CONNECTED");
+    assert_eq!(p[&format!("{ns}/ghost-0")]["connected"], false);
+    // Counts istiod generates, next to the prediction.
+    let c0 = &p[&format!("{ns}/client-0")];
+    assert_eq!(
+        c0["istiod_counts"]["clusters"], c0["predicted"]["clusters"],
+        "{c0}"
+    );
+
+    // apply --wait: returns once istiod pushed and the sidecars ACKed.
+    let t0 = Instant::now();
+    let r = meshscope(
+        &s.c.kubeconfig,
+        &[
+            "apply",
+            "-n",
+            ns,
+            "--access-log",
+            log,
+            "--wait",
+            "--istiod-url",
+            &s.url,
+        ],
+    );
+    let took = t0.elapsed();
+    // ghost-0 is not connected, so the closing verify reports it only if
+    // it was waited for; it has no traffic and no Sidecar.
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    let after = s.outbound("client-0");
+    assert_eq!(
+        after,
+        vec![db.clone(), web.clone()],
+        "client-0 right after apply --wait"
+    );
+    let client = s.sim.get(&format!("{ns}/client-0")).unwrap();
+    let pushes = client.pushes_since(t0);
+    assert!(!pushes.is_empty(), "apply --wait returned before any push");
+    assert!(
+        pushes
+            .iter()
+            .all(|p| p.acked_at.is_some_and(|a| a - t0 <= took)),
+        "apply --wait returned before client-0 ACKed"
+    );
+    let waited = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("waited "))
+        .unwrap_or_else(|| panic!("apply --wait says how long it waited: {}", r.stderr));
+    eprintln!(
+        "apply --wait: {waited} (the command took {:.2} s)",
+        took.as_secs_f64()
+    );
+    assert!(
+        r.stdout.contains("client-0") && r.stdout.contains("OK"),
+        "{}",
+        r.stdout
+    );
+
+    // Scoped and unscoped proxies alike are OK now, in the table too.
+    let r = s.verify(&["pod/client-0"]);
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.starts_with("NAMESPACE"), "{}", r.stdout);
+    let r = s.verify(&["pod/lonely-0", "-o", "json"]);
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}", r.stdout);
+    assert_eq!(
+        proxies(&r.stdout)[&format!("{ns}/lonely-0")]["applied_sidecar"],
+        Value::Null
+    );
+
+    // Someone adds a host to the managed Sidecar outside meshscope.
+    let name = s.sidecar_of("client-0");
+    let dot = |h: &str| format!("./{}", s.host(h));
+    s.edit_hosts(&name, &[dot("web"), dot("db"), dot("extra")]);
+    let r = s.verify(&["pod/client-0", "-o", "json"]);
+    assert_eq!(r.outcome, Ok(Outcome::Findings), "{}", r.stderr);
+    let c0 = &proxies(&r.stdout)[&format!("{ns}/client-0")];
+    assert_eq!(c0["status"], "DIFFERS", "{c0}");
+    assert_eq!(
+        strings(&c0["drift"]["only_istiod"]),
+        vec![extra.clone()],
+        "{c0}"
+    );
+    let r = s.verify(&["pod/client-0"]);
+    assert!(
+        r.stdout.contains(&format!(
+            "+ {extra} (istiod sends it; meshscope did not write it)"
+        )) && r.stdout.contains("was edited outside meshscope"),
+        "{}",
+        r.stdout
+    );
+
+    // The host of an observed edge is removed: MISSING, with the edge.
+    s.edit_hosts(&name, &[dot("db"), dot("extra")]);
+    let r = s.verify(&["pod/client-0", "--access-log", log, "-o", "json"]);
+    assert_eq!(r.outcome, Ok(Outcome::Findings), "{}", r.stderr);
+    let c0 = &proxies(&r.stdout)[&format!("{ns}/client-0")];
+    assert_eq!(c0["status"], "MISSING", "{c0}");
+    assert_eq!(c0["missing_edges"][0]["cluster"], web.as_str(), "{c0}");
+    assert_eq!(c0["missing_edges"][0]["requests"], 3, "{c0}");
+    let r = s.verify(&["pod/client-0", "--access-log", log]);
+    assert!(r.stdout.contains("MISSING 1"), "{}", r.stdout);
+    eprintln!(
+        "verify after two edits outside meshscope:\n{}{}",
+        r.stdout, r.stderr
+    );
+
+    // apply --wait --prune-hosts puts web back and drops extra: hosts are
+    // added (and ACKed) before any is removed. The kubectl edit owns the
+    // egress now, so taking it back needs --force-conflicts.
+    let t1 = Instant::now();
+    let r = meshscope(
+        &s.c.kubeconfig,
+        &[
+            "apply",
+            "-n",
+            ns,
+            "--access-log",
+            log,
+            "--workload",
+            "pod/client-0",
+            "--prune-hosts",
+            "--force-conflicts",
+            "--wait=60s",
+            "--istiod-url",
+            &s.url,
+        ],
+    );
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("(2 steps: hosts added first, then removed)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(s.outbound("client-0"), vec![db.clone(), web.clone()]);
+    // The first step's push held the old hosts and the new ones at once.
+    let cds: Vec<usize> = s
+        .sim
+        .get(&format!("{ns}/client-0"))
+        .unwrap()
+        .pushes_since(t1)
+        .iter()
+        .filter(|p| p.ty == "cds")
+        .map(|p| p.resources)
+        .collect();
+    assert!(
+        cds.len() >= 2,
+        "two CDS pushes, widened then narrowed: {cds:?}"
+    );
+    assert!(
+        cds.windows(2).any(|w| w[0] > w[1]),
+        "the widened CDS is larger: {cds:?}"
+    );
+    let r = s.verify(&["pod/client-0", "--access-log", log]);
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+}
+
+/// Without `--istiod-url`, verify finds istiod's pod in istio-system and
+/// port-forwards to its debug port through the API server, as istioctl
+/// does. The pod is bound to a stand-in kubelet (no container runtime can
+/// run here) that forwards port 15014 to the real istiod's monitoring
+/// address; the API server, its authorization and the WebSocket
+/// port-forward are real. RBAC is checked in one pass first.
+#[test]
+fn verify_reaches_istiod_through_a_port_forward() {
+    use meshscope_e2e::cluster::repo_root;
+    use meshscope_e2e::kubelet::{Forwards, Logs, StandInKubelet};
+
+    let s = setup("vpf", 850);
+    let c = s.c;
+    let pod = format!("istiod-{}", s.ns);
+    let mut forwards = Forwards::new();
+    forwards.insert(
+        format!("istio-system/{pod}:15014"),
+        s.istiod.monitoring.parse().unwrap(),
+    );
+    let kubelet = StandInKubelet::start_with(Logs::new(), forwards).unwrap();
+    let node = c.stand_in_node("vpf-node", kubelet.port).unwrap();
+    c.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: istio-system\n  labels: {{app: istiod, istio.io/rev: default}}\n  annotations: {{prometheus.io/port: \"15014\"}}\nspec:\n  containers: [{{name: discovery, image: istio/pilot:1.31.0}}]\n"
+    ));
+    c.bind_pod("istio-system", &pod, &node).unwrap();
+    c.set_pod_ip("istio-system", &pod, "10.254.0.2").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let user = format!("meshscope-verify-{}", s.ns);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // As admin: through the port-forward, every connected proxy is OK.
+        let r = meshscope(&c.kubeconfig, &["verify", "-n", &s.ns, "-o", "json"]);
+        assert_eq!(r.outcome, Ok(Outcome::Findings), "{}", r.stderr);
+        let p = proxies(&r.stdout);
+        assert_eq!(
+            p[&format!("{}/client-0", s.ns)]["status"],
+            "OK",
+            "{}",
+            r.stdout
+        );
+        assert_eq!(p[&format!("{}/client-0", s.ns)]["istiod"], pod.as_str());
+        assert_eq!(p[&format!("{}/ghost-0", s.ns)]["status"], "NOT_CONNECTED");
+        assert!(
+            kubelet
+                .requests()
+                .iter()
+                .any(|r| r == &format!("/portForward/istio-system/{pod}?port=15014")),
+            "{:?}",
+            kubelet.requests()
+        );
+        // --revision selects istiod pods by istio.io/rev.
+        let r = meshscope(
+            &c.kubeconfig,
+            &["verify", "-n", &s.ns, "--revision", "canary"],
+        );
+        let e = r.outcome.unwrap_err();
+        assert!(
+            e.contains(
+                "no running istiod pods (app=istiod,istio.io/rev=canary) in namespace istio-system"
+            ),
+            "{e}"
+        );
+
+        // A reader may not port-forward: one error naming everything missing.
+        let reader = repo_root().join("deploy/rbac/meshscope-reader.yaml");
+        c.kubectl_ok(&["apply", "-f", reader.to_str().unwrap()], None);
+        c.kubectl_ok(
+            &[
+                "create",
+                "clusterrolebinding",
+                &user,
+                "--clusterrole=meshscope-reader",
+                &format!("--user={user}"),
+            ],
+            None,
+        );
+        let kc = c.impersonating(&user, dir.path()).unwrap();
+        let r = meshscope(&kc, &["verify", "-n", &s.ns]);
+        let e = r.outcome.unwrap_err();
+        assert!(
+            e.starts_with("RBAC does not let you reach istiod's debug endpoints in namespace istio-system (get pods/portforward, create pods/portforward)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("grant deploy/rbac/meshscope-verifier.yaml")
+                && e.contains("kind: Role\n")
+                && e.contains("resources: [\"pods/portforward\"]\n  verbs: [\"get\", \"create\"]")
+                && e.contains("--istiod-url"),
+            "{e}"
+        );
+        // The shipped verifier Role is enough.
+        let verifier = repo_root().join("deploy/rbac/meshscope-verifier.yaml");
+        c.kubectl_ok(&["apply", "-f", verifier.to_str().unwrap()], None);
+        c.kubectl_ok(
+            &[
+                "create",
+                "rolebinding",
+                &user,
+                "-n",
+                "istio-system",
+                "--role=meshscope-verifier",
+                &format!("--user={user}"),
+            ],
+            None,
+        );
+        let r = meshscope(&kc, &["verify", "pod/client-0", "-n", &s.ns]);
+        assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    }));
+    let _ = c.kubectl(
+        &["delete", "clusterrolebinding", &user, "--ignore-not-found"],
+        None,
+    );
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "rolebinding",
+            &user,
+            "-n",
+            "istio-system",
+            "--ignore-not-found",
+        ],
+        None,
+    );
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "pod",
+            &pod,
+            "-n",
+            "istio-system",
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let _ = c.kubectl(&["delete", "node", &node], None);
+    s.sim.close();
+    if let Err(e) = s.sc.world.delete(c) {
+        eprintln!("cleanup: {e:#}");
+    }
+    if let Err(p) = result {
+        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
+        std::panic::resume_unwind(p);
+    }
+}
