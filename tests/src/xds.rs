@@ -751,6 +751,15 @@ struct ProxyShared {
     key: String,
     state: Mutex<XdsState>,
     conn: Mutex<Conn>,
+    held: Mutex<Held>,
+}
+
+/// ACKs held back (see [`Proxy::hold_acks`]).
+#[derive(Default)]
+struct Held {
+    on: bool,
+    queue: Vec<DiscoveryRequest>,
+    tx: Option<mpsc::UnboundedSender<DiscoveryRequest>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -785,6 +794,27 @@ impl std::fmt::Debug for Proxy {
 impl Proxy {
     pub fn spec(&self) -> &ProxySpec {
         &self.inner.spec
+    }
+
+    /// From now on the proxy does not answer pushes (no ACK, no new
+    /// subscription), as an Envoy that is busy or stuck: istiod's sent and
+    /// ACKed nonces then differ.
+    pub fn hold_acks(&self) {
+        lock(&self.inner.held).on = true;
+    }
+
+    /// Sends every held answer, in order, and answers pushes again.
+    pub fn release_acks(&self) {
+        let mut held = lock(&self.inner.held);
+        held.on = false;
+        let queue = std::mem::take(&mut held.queue);
+        if let Some(tx) = &held.tx {
+            for r in queue {
+                let _ = tx.send(r);
+            }
+        }
+        drop(held);
+        lock(&self.inner.state).mark_acked(Instant::now());
     }
 
     /// `ns/name`.
@@ -964,6 +994,7 @@ impl Sim {
                     state: Mutex::new(XdsState::new(spec.node())),
                     spec,
                     conn: Mutex::new(Conn::default()),
+                    held: Mutex::new(Held::default()),
                 }),
             };
             rt.spawn(run_proxy(
@@ -1203,12 +1234,21 @@ async fn run_proxy(
         }
     };
     lock(&proxy.inner.conn).connected = true;
+    lock(&proxy.inner.held).tx = Some(tx.clone());
     loop {
         match inbound.message().await {
             Ok(Some(resp)) => {
                 let now = Instant::now();
                 let reqs = lock(&proxy.inner.state).on_response(&resp, now);
                 drop(resp);
+                {
+                    let mut held = lock(&proxy.inner.held);
+                    if held.on {
+                        held.queue.extend(reqs);
+                        permit.take();
+                        continue;
+                    }
+                }
                 for r in reqs {
                     if tx.send(r).is_err() {
                         proxy.record_error("the request stream closed".into());

@@ -281,3 +281,57 @@ fn gzip_directories_and_unattributed_lines() {
         s.hosts_of_sleep(0)
     );
 }
+
+#[test]
+fn verify_and_apply_wait_refuse_what_cannot_work() {
+    let e = format!(
+        "{:#}",
+        meshscope(&["verify", "--manifests", "x.yaml"])
+            .outcome
+            .unwrap_err()
+    );
+    assert_eq!(e, "verify asks the cluster's istiod: drop --manifests");
+    let e = format!(
+        "{:#}",
+        meshscope(&[
+            "apply",
+            "--wait",
+            "--dry-run=server",
+            "--kubeconfig",
+            "/nonexistent"
+        ])
+        .outcome
+        .unwrap_err()
+    );
+    assert_eq!(
+        e,
+        "--wait waits for istiod to push what was written; a dry run writes nothing"
+    );
+    let e = format!(
+        "{:#}",
+        meshscope(&["apply", "--wait=soon", "--kubeconfig", "/nonexistent"])
+            .outcome
+            .unwrap_err()
+    );
+    assert!(e.starts_with("--wait: invalid duration \"soon\""), "{e}");
+    // --wait alone means 5 minutes; a bare --wait does not eat the next argument.
+    let cli = Cli::try_parse_from(["kubectl-meshscope", "apply", "--wait", "-n", "shop"]).unwrap();
+    match cli.command {
+        kubectl_meshscope::args::Command::Apply(a) => {
+            assert_eq!(a.wait.as_deref(), Some("5m"));
+            assert_eq!(a.common.namespace.as_deref(), Some("shop"));
+            assert_eq!(a.istiod.istio_namespace, "istio-system");
+        }
+        _ => unreachable!(),
+    }
+    let e = format!(
+        "{:#}",
+        meshscope(&["verify", "web", "--kubeconfig", "/nonexistent"])
+            .outcome
+            .unwrap_err()
+    );
+    assert_eq!(
+        e,
+        "expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got \"web\""
+    );
+}

@@ -118,7 +118,7 @@ impl Setup {
                     "-l",
                     &format!("meshscope.io/workload-name={pod}"),
                     "-o",
-                    "jsonpath={.items[0].metadata.name}",
+                    "jsonpath={.items[*].metadata.name}",
                 ],
                 None,
             )
@@ -128,6 +128,12 @@ impl Setup {
     /// Edits a Sidecar as a user would, and waits for istiod's push.
     fn edit_hosts(&self, name: &str, hosts: &[String]) {
         let t0 = Instant::now();
+        self.patch_hosts(name, hosts);
+        self.sim
+            .wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
+            .expect("istiod pushes the edit");
+    }
+    fn patch_hosts(&self, name: &str, hosts: &[String]) {
         let patch =
             serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
         self.c.kubectl_ok(
@@ -143,9 +149,21 @@ impl Setup {
             ],
             None,
         );
-        self.sim
-            .wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
-            .expect("istiod pushes the edit");
+    }
+    /// `verify pod/POD -o json` until its status is `want` (30 s at most).
+    fn verify_until(&self, pod: &str, want: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.verify(&[&format!("pod/{pod}"), "-o", "json"]);
+            let p = proxies(&r.stdout).remove(&format!("{}/{pod}", self.ns));
+            match p {
+                Some(p) if p["status"] == want => return p,
+                p if Instant::now() > deadline => {
+                    panic!("{pod} never became {want}: {p:?}\n{}", r.stderr)
+                }
+                _ => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
     }
 }
 
@@ -334,10 +352,22 @@ fn scenario(s: &Setup, log: &str) {
         Value::Null
     );
 
-    // Someone adds a host to the managed Sidecar outside meshscope.
+    // Someone adds a host to the managed Sidecar outside meshscope, while
+    // client-0's Envoy does not answer pushes: STALE until it ACKs.
     let name = s.sidecar_of("client-0");
     let dot = |h: &str| format!("./{}", s.host(h));
-    s.edit_hosts(&name, &[dot("web"), dot("db"), dot("extra")]);
+    let client = s.sim.get(&format!("{ns}/client-0")).unwrap();
+    client.hold_acks();
+    s.patch_hosts(&name, &[dot("web"), dot("db"), dot("extra")]);
+    let stale = s.verify_until("client-0", "STALE");
+    assert!(
+        strings(&stale["pending"]).contains(&"cds".to_string()),
+        "{stale}"
+    );
+    let r = s.verify(&["pod/client-0"]);
+    assert!(r.stdout.contains("  not yet ACKed: cds"), "{}", r.stdout);
+    client.release_acks();
+    s.verify_until("client-0", "DIFFERS");
     let r = s.verify(&["pod/client-0", "-o", "json"]);
     assert_eq!(r.outcome, Ok(Outcome::Findings), "{}", r.stderr);
     let c0 = &proxies(&r.stdout)[&format!("{ns}/client-0")];
@@ -371,10 +401,72 @@ fn scenario(s: &Setup, log: &str) {
         r.stdout, r.stderr
     );
 
+    // Without istiod, apply --wait writes nothing and says why.
+    let r = meshscope(
+        &s.c.kubeconfig,
+        &[
+            "apply",
+            "-n",
+            ns,
+            "--workload",
+            "pod/lonely-0",
+            "--allow-idle",
+            "--wait",
+            "--istiod-url",
+            "http://127.0.0.1:9",
+        ],
+    );
+    let e = r.outcome.unwrap_err();
+    assert!(
+        e.starts_with(
+            "cannot --wait, so nothing was applied: cannot reach istiod http://127.0.0.1:9"
+        ),
+        "{e}"
+    );
+    assert_eq!(s.sidecar_of("lonely-0"), "", "nothing was applied");
+
+    // A proxy that does not ACK: apply --wait gives up after its timeout,
+    // names the proxy, exits 1, and does not narrow.
+    let t1 = Instant::now();
+    client.hold_acks();
+    let r = meshscope(
+        &s.c.kubeconfig,
+        &[
+            "apply",
+            "-n",
+            ns,
+            "--access-log",
+            log,
+            "--workload",
+            "pod/client-0",
+            "--prune-hosts",
+            "--force-conflicts",
+            "--wait=3s",
+            "--istiod-url",
+            &s.url,
+        ],
+    );
+    assert_eq!(
+        r.outcome,
+        Ok(Outcome::Findings),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "timed out after 3s waiting for: {ns}/client-0 (not yet ACKed: "
+        )) && r
+            .stderr
+            .contains(&format!("not narrowed: {ns}/{name} keeps its old hosts")),
+        "{}",
+        r.stderr
+    );
+    client.release_acks();
+
     // apply --wait --prune-hosts puts web back and drops extra: hosts are
     // added (and ACKed) before any is removed. The kubectl edit owns the
     // egress now, so taking it back needs --force-conflicts.
-    let t1 = Instant::now();
     let r = meshscope(
         &s.c.kubeconfig,
         &[
@@ -400,7 +492,8 @@ fn scenario(s: &Setup, log: &str) {
         r.stderr
     );
     assert_eq!(s.outbound("client-0"), vec![db.clone(), web.clone()]);
-    // The first step's push held the old hosts and the new ones at once.
+    // The first step's push (made while the proxy did not ACK) held the
+    // old hosts and the new ones at once; the second dropped extra.
     let cds: Vec<usize> = s
         .sim
         .get(&format!("{ns}/client-0"))

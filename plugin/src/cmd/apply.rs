@@ -287,7 +287,10 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
         waits.before = ctx
             .rt
-            .block_on(waiting::snapshot(&world, istiods, &pods, err))?;
+            .block_on(waiting::snapshot(&world, istiods, &pods, err))
+            .map_err(|e| {
+                anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+            })?;
     }
     for (i, p) in plan.iter().enumerate() {
         let (body, sc) = match &p.widened {

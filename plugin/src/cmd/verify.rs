@@ -26,6 +26,9 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
     if !a.common.manifests.is_empty() {
         bail!("verify asks the cluster's istiod: drop --manifests");
     }
+    if let Some(t) = a.target.as_deref().filter(|t| !t.contains('/')) {
+        bail!("expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got {t:?}");
+    }
     // Predictions need every namespace's pods and services, as explain does.
     let mut everywhere = a.common.clone();
     everywhere.all_namespaces = true;
