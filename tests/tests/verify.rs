@@ -150,6 +150,29 @@ impl Setup {
             None,
         );
     }
+    /// `apply --wait=WAIT` of client-0's observed hosts only: drops the
+    /// hosts an edit outside meshscope added, and takes the egress back.
+    fn narrow_client(&self, wait: &str) -> Run {
+        let log = self.log.path().to_str().unwrap();
+        let wait = format!("--wait={wait}");
+        meshscope(
+            &self.c.kubeconfig,
+            &[
+                "apply",
+                "-n",
+                &self.ns,
+                "--access-log",
+                log,
+                "--workload",
+                "pod/client-0",
+                "--prune-hosts",
+                "--force-conflicts",
+                &wait,
+                "--istiod-url",
+                &self.url,
+            ],
+        )
+    }
     /// `verify pod/POD -o json` until its status is `want` (30 s at most).
     fn verify_until(&self, pod: &str, want: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -429,23 +452,7 @@ fn scenario(s: &Setup, log: &str) {
     // names the proxy, exits 1, and does not narrow.
     let t1 = Instant::now();
     client.hold_acks();
-    let r = meshscope(
-        &s.c.kubeconfig,
-        &[
-            "apply",
-            "-n",
-            ns,
-            "--access-log",
-            log,
-            "--workload",
-            "pod/client-0",
-            "--prune-hosts",
-            "--force-conflicts",
-            "--wait=3s",
-            "--istiod-url",
-            &s.url,
-        ],
-    );
+    let r = s.narrow_client("3s");
     assert_eq!(
         r.outcome,
         Ok(Outcome::Findings),
@@ -467,23 +474,7 @@ fn scenario(s: &Setup, log: &str) {
     // apply --wait --prune-hosts puts web back and drops extra: hosts are
     // added (and ACKed) before any is removed. The kubectl edit owns the
     // egress now, so taking it back needs --force-conflicts.
-    let r = meshscope(
-        &s.c.kubeconfig,
-        &[
-            "apply",
-            "-n",
-            ns,
-            "--access-log",
-            log,
-            "--workload",
-            "pod/client-0",
-            "--prune-hosts",
-            "--force-conflicts",
-            "--wait=60s",
-            "--istiod-url",
-            &s.url,
-        ],
-    );
+    let r = s.narrow_client("60s");
     assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
     assert!(
         r.stderr

@@ -236,37 +236,34 @@ pub async fn sync_status(
     Ok(by_proxy)
 }
 
+/// A per-proxy debug endpoint: `None` when istiod answers 404 (the proxy
+/// is not connected to it, or not anymore).
+async fn per_proxy(istiod: &mut Istiod, path: &str) -> Result<Option<Vec<u8>>> {
+    let (status, body) = istiod.get(path).await?;
+    match status {
+        200 => Ok(Some(body)),
+        404 => Ok(None),
+        _ => bail!(
+            "istiod {} answered {status} for {}: {}",
+            istiod.name,
+            path.split('?').next().unwrap_or(path),
+            String::from_utf8_lossy(&body).trim()
+        ),
+    }
+}
+
 /// What the istiod a proxy is connected to reports for it, or `None` when
 /// it is not connected (anymore).
 pub async fn reported(istiod: &mut Istiod, sync: &SyncStatus) -> Result<Option<Reported>> {
     let id = sync.proxy.as_str();
-    let (status, body) = istiod.get(&format!("/debug/sidecarz?proxyID={id}")).await?;
-    if status == 404 {
+    let Some(body) = per_proxy(istiod, &format!("/debug/sidecarz?proxyID={id}")).await? else {
         return Ok(None);
-    }
-    if status != 200 {
-        bail!(
-            "istiod {} answered {status} for /debug/sidecarz: {}",
-            istiod.name,
-            String::from_utf8_lossy(&body).trim()
-        );
-    }
+    };
     let applied = verify::parse_sidecarz(&body)?;
-    let (status, body) = istiod
-        .get(&format!(
-            "/debug/config_dump?proxyID={id}&types=cds,lds,rds"
-        ))
-        .await?;
-    if status == 404 {
+    let path = format!("/debug/config_dump?proxyID={id}&types=cds,lds,rds");
+    let Some(body) = per_proxy(istiod, &path).await? else {
         return Ok(None);
-    }
-    if status != 200 {
-        bail!(
-            "istiod {} answered {status} for /debug/config_dump: {}",
-            istiod.name,
-            String::from_utf8_lossy(&body).trim()
-        );
-    }
+    };
     let generated = verify::parse_config_dump(&body)?;
     Ok(Some(Reported {
         istiod: istiod.name.clone(),
