@@ -169,6 +169,15 @@ impl World {
             }
             None => MeshSnapshot::build(&inputs, options)?,
         };
+        // A typo in -n must not read as a clean namespace.
+        for ns in namespaces.iter().flatten() {
+            if !snap.namespaces.contains_key(ns) {
+                bail!(
+                    "namespace {ns:?} not found in the cluster at {}",
+                    live.server
+                );
+            }
+        }
         let mut obs: Option<Observations> = None;
         let mut add = |o: Observations| match &mut obs {
             Some(cur) => cur.merge(o),

@@ -108,6 +108,17 @@ fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
         found.contains(&("MS0002".into(), "payments-api".into())),
         "{found:?}"
     );
+    // A namespace that does not exist is an error (exit 2), not a clean audit.
+    for cmd in ["audit", "recommend", "verify"] {
+        let r = meshscope(&c.kubeconfig, &[cmd, "-n", &format!("{ns}-typo")]);
+        let e = format!("{:#}", r.outcome.unwrap_err());
+        assert!(
+            e.starts_with(&format!(
+                "namespace \"{ns}-typo\" not found in the cluster at https://"
+            )),
+            "{cmd}: {e}"
+        );
+    }
 }
 
 #[test]

@@ -45,6 +45,15 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
                 .unwrap_or_else(|| ctx.live.default_namespace.clone()),
         )
     };
+    if let Some(n) = ns
+        .as_deref()
+        .filter(|n| !world.snap.namespaces.contains_key(*n))
+    {
+        bail!(
+            "namespace {n:?} not found in the cluster at {}",
+            ctx.live.server
+        );
+    }
     let pods = select_pods(&world, a.target.as_deref(), ns.as_deref())?;
     if pods.is_empty() {
         writeln!(
