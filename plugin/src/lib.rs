@@ -385,6 +385,22 @@ fn cmd_recommend(
     let (world, recs) = recommend_world(&a.common, &a.rec, a.prune, err)?;
     let snap = &world.snap;
     let objects: Vec<&scope::istio::Sidecar> = recs.iter().filter_map(|r| r.sidecar()).collect();
+    // `recommend --workload X | kubectl apply -f -` with nothing to apply
+    // fails in kubectl with a puzzling message: say why here instead.
+    if let (Some(spec), true) = (&a.rec.workload, objects.is_empty()) {
+        let why = match recs.first().map(|r| &r.outcome) {
+            Some(o @ RecOutcome::Skipped(why)) if o.is_no_evidence() => format!(
+                "{why}; give a traffic source (--access-log, --from-pod-logs or --prometheus), or --allow-idle for a closed scope"
+            ),
+            Some(RecOutcome::Skipped(why)) => why.clone(),
+            Some(RecOutcome::UserOwned { sidecar, .. }) => format!(
+                "it is scoped by user-owned Sidecar {}, which meshscope never replaces",
+                snap.sidecars[*sidecar].key()
+            ),
+            _ => "nothing was recommended".to_string(),
+        };
+        bail!("no Sidecar recommended for {spec}: {why}");
+    }
     match a.output {
         RecommendOutput::Yaml => {
             for o in &objects {

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use clap::Parser;
 use kubectl_meshscope::{args::Cli, run, Outcome};
+use meshscope_e2e::cluster::repo_root;
 use meshscope_e2e::{LogForm, Scenario};
 
 struct Run {
@@ -334,4 +335,37 @@ fn verify_and_apply_wait_refuse_what_cannot_work() {
         e,
         "expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got \"web\""
     );
+}
+
+#[test]
+fn recommend_for_one_workload_that_yields_nothing_is_an_error() {
+    let m = repo_root().join("examples/bookinfo/manifests.yaml");
+    let m = m.to_str().unwrap();
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "-n",
+        "bookinfo",
+        "--workload",
+        "deployment/productpage-v1",
+    ]);
+    let e = format!("{:#}", r.outcome.unwrap_err());
+    assert!(
+        e.starts_with("no Sidecar recommended for deployment/productpage-v1: no evidence")
+            && e.ends_with("give a traffic source (--access-log, --from-pod-logs or --prometheus), or --allow-idle for a closed scope"),
+        "{e}"
+    );
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "-n",
+        "bookinfo",
+        "--workload",
+        "deployment/productpage-v1",
+        "--allow-idle",
+    ]);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert!(r.stdout.contains("kind: Sidecar"), "{}", r.stdout);
 }
