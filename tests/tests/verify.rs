@@ -650,3 +650,88 @@ fn verify_reaches_istiod_through_a_port_forward() {
         std::panic::resume_unwind(p);
     }
 }
+
+/// With several istiod replicas, each proxy is checked against the one it
+/// is connected to (found through every replica's `/debug/syncz`).
+#[test]
+fn verify_asks_the_replica_each_proxy_is_connected_to() {
+    let s = setup("vrep", 900);
+    let second = Istiod::start(s.c).expect("a second istiod starts");
+    let services: Vec<(String, String)> = ["web", "db", "extra"]
+        .iter()
+        .map(|n| (s.ns.clone(), s.host(n)))
+        .collect();
+    second
+        .wait_for(&services, &[], Duration::from_secs(60))
+        .expect("the second istiod sees the services");
+    // ghost-0 connects to the second replica only.
+    let ghost =
+        s.sc.world
+            .pods
+            .iter()
+            .find(|p| p.name == "ghost-0")
+            .unwrap()
+            .proxy_spec();
+    let sim2 = Sim::connect_many(&second.grpc_url(), vec![ghost], 1).expect("ghost-0 connects");
+    sim2.wait_stable(Duration::from_millis(1000), Duration::from_secs(60))
+        .expect("config settles");
+    let url2 = format!("http://{}", second.monitoring);
+    let r = meshscope(
+        &s.c.kubeconfig,
+        &[
+            "verify",
+            "-n",
+            &s.ns,
+            "--istiod-url",
+            &s.url,
+            "--istiod-url",
+            &url2,
+            "-o",
+            "json",
+        ],
+    );
+    sim2.close();
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    let p = proxies(&r.stdout);
+    assert_eq!(p.len(), 6);
+    for (key, check) in &p {
+        let want = if key.ends_with("/ghost-0") {
+            &url2
+        } else {
+            &s.url
+        };
+        assert_eq!(check["istiod"], want.as_str(), "{key}: {check}");
+        assert_eq!(check["status"], "OK", "{key}: {check}");
+    }
+    // One replica down: its proxies show as not connected, with a warning.
+    drop(second);
+    let r = meshscope(
+        &s.c.kubeconfig,
+        &[
+            "verify",
+            "-n",
+            &s.ns,
+            "--istiod-url",
+            &s.url,
+            "--istiod-url",
+            &url2,
+        ],
+    );
+    s.sim.close();
+    let _ = s.sc.world.delete(s.c);
+    assert_eq!(
+        r.outcome,
+        Ok(Outcome::Findings),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "warning: cannot reach istiod {url2} for /debug/syncz"
+        )) && r.stdout.contains("NOT CONNECTED"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
