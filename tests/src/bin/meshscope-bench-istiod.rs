@@ -381,6 +381,32 @@ struct ScaleResult {
     calibration_before: Calibration,
     calibration_after: Calibration,
     apply_s: f64,
+    /// `apply --wait`: the wait it reports (push and ACK of every affected
+    /// proxy), and the whole command (reads, writes, wait, closing verify).
+    apply_wait_s: f64,
+    apply_command_s: f64,
+    apply_waited_proxies: usize,
+    /// `verify` of every proxy, with the access log (missing-edge check).
+    verify_s: f64,
+    verify_ok: usize,
+    verify_missing_edges: usize,
+    /// The same istiod requests verify makes (syncz, then sidecarz and
+    /// config_dump per proxy), fetched alone: the floor verify sits on.
+    fetch_only_s: f64,
+}
+
+/// `waited 1.23 s for istiod to push 220 Sidecars and for 420 proxies to ACK`.
+fn parse_waited(stderr: &str) -> Option<(f64, usize)> {
+    let line = stderr.lines().find(|l| l.starts_with("waited "))?;
+    let secs = line.split_whitespace().nth(1)?.parse().ok()?;
+    let proxies = line
+        .split(" and for ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((secs, proxies))
 }
 
 fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleResult> {
@@ -445,13 +471,22 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
     eprintln!("[istiod-bench] {scale}x: kubectl meshscope apply");
     let cpu0 = istiod.usage()?.cpu_s;
     let t0 = Instant::now();
+    let istiod_url = format!("http://{}", istiod.monitoring);
     let out = Command::new(&plugin)
         .args(["apply", "-n", NS, "--access-log"])
         .arg(&log)
+        .args([
+            "--wait=15m",
+            "--istiod-url",
+            &istiod_url,
+            "--istio-version",
+            ENGINE_VERSION,
+        ])
         .arg("--kubeconfig")
         .arg(&c.kubeconfig)
         .output()
         .with_context(|| format!("run {}", plugin.display()))?;
+    r.apply_command_s = t0.elapsed().as_secs_f64();
     if !out.status.success() {
         bail!(
             "kubectl meshscope apply: {}",
@@ -459,6 +494,10 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
         );
     }
     let summary = String::from_utf8_lossy(&out.stderr);
+    let (wait_s, waited) = parse_waited(&summary)
+        .with_context(|| format!("apply --wait says how long it waited:\n{summary}"))?;
+    r.apply_wait_s = wait_s;
+    r.apply_waited_proxies = waited;
     eprintln!(
         "[istiod-bench] {scale}x: kubectl meshscope apply: {}",
         summary.lines().last().unwrap_or("")
@@ -500,6 +539,45 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
                 .push(format!("sleep-{} -> {want}", call.sleep));
         }
     }
+    eprintln!("[istiod-bench] {scale}x: kubectl meshscope verify");
+    let t0 = Instant::now();
+    let out = Command::new(&plugin)
+        .args(["verify", "-n", NS, "-o", "json", "--access-log"])
+        .arg(&log)
+        .args([
+            "--istiod-url",
+            &istiod_url,
+            "--istio-version",
+            ENGINE_VERSION,
+        ])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .output()
+        .with_context(|| format!("run {}", plugin.display()))?;
+    r.verify_s = t0.elapsed().as_secs_f64();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("verify -o json: {}", String::from_utf8_lossy(&out.stderr)))?;
+    r.verify_ok = v["summary"]["ok"].as_u64().unwrap_or(0) as usize;
+    r.verify_missing_edges = v["summary"]["missing_edges"].as_u64().unwrap_or(0) as usize;
+    eprintln!(
+        "[istiod-bench] {scale}x: verify {:.2} s: {}",
+        r.verify_s,
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+    );
+    let t0 = Instant::now();
+    istiod.debug("/debug/syncz")?;
+    for p in &pods {
+        let id = format!("{}.{}", p.name, p.namespace);
+        istiod.debug(&format!("/debug/sidecarz?proxyID={id}"))?;
+        istiod.debug(&format!(
+            "/debug/config_dump?proxyID={id}&types=cds,lds,rds"
+        ))?;
+    }
+    r.fetch_only_s = t0.elapsed().as_secs_f64();
+
     eprintln!("[istiod-bench] {scale}x: VirtualService change, scoped");
     r.push_after = measured_push(c, &sim, &vs_yaml(6))?;
     sim.close();
@@ -525,6 +603,13 @@ fn scale_json(r: &ScaleResult) -> serde_json::Value {
         "istiod_cpu_connect_s": r.istiod_cpu_connect_s,
         "istiod_cpu_apply_s": r.istiod_cpu_apply_s,
         "apply_converged_s": r.apply_s,
+        "apply_wait_s": r.apply_wait_s,
+        "apply_command_s": (r.apply_command_s * 1000.0).round() / 1000.0,
+        "apply_waited_proxies": r.apply_waited_proxies,
+        "verify_s": (r.verify_s * 1000.0).round() / 1000.0,
+        "verify_ok": r.verify_ok,
+        "verify_missing_edges": r.verify_missing_edges,
+        "fetch_only_s": (r.fetch_only_s * 1000.0).round() / 1000.0,
     })
 }
 
@@ -633,6 +718,24 @@ fn main() -> Result<()> {
             eprintln!("[istiod-bench] {}x SAFETY: missing {m}", r.scale);
         }
     }
+    println!();
+    println!("| scale | proxies | apply --wait: push and ACK | apply command | proxies waited for | verify, every proxy | same istiod requests alone | verify OK | missing edges |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in &results {
+        println!(
+            "| {}x | {} | {:.2} s | {:.2} s | {} | {:.2} s | {:.2} s | {} of {} | {} |",
+            r.scale,
+            r.proxies,
+            r.apply_wait_s,
+            r.apply_command_s,
+            r.apply_waited_proxies,
+            r.verify_s,
+            r.fetch_only_s,
+            r.verify_ok,
+            r.proxies,
+            r.verify_missing_edges
+        );
+    }
     let first = &results[0];
     let json = serde_json::json!({
         "proxies": first.proxies,
@@ -651,6 +754,9 @@ fn main() -> Result<()> {
         "istiod_rss_mb_before": first.istiod_before.rss_kb / 1024,
         "istiod_rss_mb_after": first.istiod_after.rss_kb / 1024,
         "apply_converged_s": (first.apply_s * 1000.0).round() / 1000.0,
+        "apply_wait_s": first.apply_wait_s,
+        "verify_s": (first.verify_s * 1000.0).round() / 1000.0,
+        "fetch_only_s": (first.fetch_only_s * 1000.0).round() / 1000.0,
         "scales": results.iter().map(scale_json).collect::<Vec<_>>(),
     });
     println!("{json}");
