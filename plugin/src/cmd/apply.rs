@@ -20,11 +20,12 @@ use meshscope_shared::verify as verify_shared;
 use serde_json::Value;
 
 use crate::args::{ApplyArgs, DryRun, ReportOutput};
+use crate::cmd::recommend::summarize_recommendations;
 use crate::cmd::verify;
 use crate::istiod::Istiod;
 use crate::live::{istio, parse_duration, ApiFailure};
 use crate::output::plural;
-use crate::{recommend_world, summarize_recommendations, Outcome};
+use crate::{recommend_world, Outcome};
 
 pub const FIELD_MANAGER: &str = "kubectl-meshscope";
 

@@ -1,0 +1,108 @@
+//! `kubectl meshscope impact`: which proxies a change is pushed to, now and under the recommended Sidecars.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::{anyhow, Result};
+use meshscope_shared as scope;
+use scope::explain::{self, Target};
+use scope::recommend::RecommendOptions;
+use scope::snapshot::{Listener, WorkloadId};
+
+use crate::args::{self, ReportOutput};
+use crate::output::{self, bytes, Table};
+use crate::{recommendations, Outcome, World};
+
+pub fn cmd_impact(
+    a: args::ImpactArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome> {
+    let world = World::load(&a.common, err)?;
+    world.report_ingest(err)?;
+    let snap = &world.snap;
+    let ns = a
+        .common
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let target = Target::parse(&a.target, &ns).ok_or_else(|| {
+        anyhow!(
+            "expected service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME, got {:?}",
+            a.target
+        )
+    })?;
+    // "After" is every workload under its recommended Sidecar.
+    let all: Vec<WorkloadId> = snap.sidecar_workloads().collect();
+    let recs = recommendations(&world, &all, &RecommendOptions::default());
+    let mut proposed: HashMap<WorkloadId, Vec<Listener>> = HashMap::new();
+    for r in &recs {
+        if let Some(sc) = r.sidecar() {
+            let hosts: Vec<scope::host::HostEntry> = sc
+                .spec
+                .egress
+                .iter()
+                .flat_map(|l| l.hosts.iter())
+                .filter_map(|h| scope::host::HostEntry::parse(h, snap.options.istio).ok())
+                .collect();
+            proposed.insert(
+                r.workloads[0],
+                vec![Listener {
+                    port: None,
+                    protocol: None,
+                    hosts,
+                }],
+            );
+        }
+    }
+    if world.obs.is_none() {
+        writeln!(
+            err,
+            "note: without --access-log there are no recommendations, so \"after\" equals \"now\""
+        )?;
+    }
+    let imp = explain::impact(snap, &target, &proposed)?;
+    match a.output {
+        ReportOutput::Json => output::json(out, &imp)?,
+        ReportOutput::Yaml => output::yaml(out, &imp)?,
+        ReportOutput::Table | ReportOutput::Wide => {
+            let names = |s: &explain::ImpactSide| -> String {
+                let v: Vec<&str> = s
+                    .workloads
+                    .keys()
+                    .map(|k| k.rsplit('/').next().unwrap_or(k))
+                    .collect();
+                if v.len() > 5 && a.output != ReportOutput::Wide {
+                    format!("{}, ... {} more", v[..5].join(", "), v.len() - 5)
+                } else {
+                    v.join(", ")
+                }
+            };
+            let label = a.target.rsplit('/').next().unwrap_or(&a.target);
+            writeln!(
+                out,
+                "{label}: {} proxies now, {} after ({})",
+                imp.now.proxies,
+                imp.after.proxies,
+                names(&imp.after)
+            )?;
+            let mut t = Table::new(["", "PROXIES", "OF", "PUSHED (PROTOBUF)", "WORKLOADS"]);
+            t.row([
+                "now".to_string(),
+                imp.now.proxies.to_string(),
+                imp.total_proxies.to_string(),
+                bytes(imp.now.bytes),
+                names(&imp.now),
+            ]);
+            t.row([
+                "after".to_string(),
+                imp.after.proxies.to_string(),
+                imp.total_proxies.to_string(),
+                bytes(imp.after.bytes),
+                names(&imp.after),
+            ]);
+            t.write(out)?;
+        }
+    }
+    Ok(Outcome::Ok)
+}

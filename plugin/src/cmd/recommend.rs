@@ -1,0 +1,197 @@
+//! `kubectl meshscope recommend`: a Sidecar per workload from observed traffic.
+
+use std::io::Write;
+
+use anyhow::{bail, Result};
+use meshscope_shared as scope;
+use scope::recommend::{self, Action, Outcome as RecOutcome};
+
+use crate::args::{self, RecommendOutput};
+use crate::output::{self, bytes, Table};
+use crate::{recommend_world, Outcome, World};
+
+pub fn cmd_recommend(
+    a: args::RecommendArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome> {
+    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune, err)?;
+    let snap = &world.snap;
+    let objects: Vec<&scope::istio::Sidecar> = recs.iter().filter_map(|r| r.sidecar()).collect();
+    // `recommend --workload X | kubectl apply -f -` with nothing to apply
+    // fails in kubectl with a puzzling message: say why here instead.
+    if let (Some(spec), true) = (&a.rec.workload, objects.is_empty()) {
+        let why = match recs.first().map(|r| &r.outcome) {
+            Some(o @ RecOutcome::Skipped(why)) if o.is_no_evidence() => format!(
+                "{why}; give a traffic source (--access-log, --from-pod-logs or --prometheus), or --allow-idle for a closed scope"
+            ),
+            Some(RecOutcome::Skipped(why)) => why.clone(),
+            Some(RecOutcome::UserOwned { sidecar, .. }) => format!(
+                "it is scoped by user-owned Sidecar {}, which meshscope never replaces",
+                snap.sidecars[*sidecar].key()
+            ),
+            _ => "nothing was recommended".to_string(),
+        };
+        bail!("no Sidecar recommended for {spec}: {why}");
+    }
+    match a.output {
+        RecommendOutput::Yaml => {
+            for o in &objects {
+                writeln!(out, "---")?;
+                output::yaml(out, o)?;
+            }
+        }
+        RecommendOutput::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            output::json(out, &list)?;
+        }
+        RecommendOutput::Table => {
+            let mut t = Table::new([
+                "NAMESPACE",
+                "WORKLOAD",
+                "ACTION",
+                "DEPENDENCIES",
+                "SERVICES",
+                "XDS (PROTOBUF)",
+                "NOTES",
+            ]);
+            for r in &recs {
+                let wl = &snap.workloads[r.workloads[0]];
+                let who = if a.rec.per_namespace {
+                    format!("({} workloads)", r.workloads.len())
+                } else {
+                    format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name)
+                };
+                let (action, mut notes) = match &r.outcome {
+                    RecOutcome::Sidecar { action, added, .. } => (
+                        match action {
+                            Action::Create => "create".to_string(),
+                            Action::Update => format!("update (+{})", added.len()),
+                            Action::Unchanged => "unchanged".to_string(),
+                        },
+                        Vec::new(),
+                    ),
+                    RecOutcome::UserOwned { sidecar, missing } => (
+                        "skip".to_string(),
+                        vec![format!(
+                            "user-owned Sidecar {} applies{}",
+                            snap.sidecars[*sidecar].key(),
+                            if missing.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; it lacks {}", missing.join(", "))
+                            }
+                        )],
+                    ),
+                    RecOutcome::Skipped(why) => ("skip".to_string(), vec![why.clone()]),
+                };
+                if !r.not_visible.is_empty() {
+                    notes.push(format!("not exported here: {}", r.not_visible.join(", ")));
+                }
+                if let Some(obs) = &world.obs {
+                    let un: Vec<String> = obs
+                        .unregistered
+                        .iter()
+                        .filter(|u| r.workloads.contains(&u.workload))
+                        .map(|u| format!("{} ({})", u.address, u.requests))
+                        .collect();
+                    if !un.is_empty() {
+                        notes.push(format!("unregistered: {}", un.join(", ")));
+                    }
+                }
+                let (svc, cfg) = match &r.after {
+                    Some(after) => (
+                        format!("{} -> {}", r.before.services, after.services),
+                        format!("{} -> {}", bytes(r.before.bytes), bytes(after.bytes)),
+                    ),
+                    None => (r.before.services.to_string(), bytes(r.before.bytes)),
+                };
+                t.row([
+                    r.namespace.clone(),
+                    who,
+                    action,
+                    if r.dependencies.is_empty() {
+                        "-".into()
+                    } else {
+                        r.dependencies.join(",")
+                    },
+                    svc,
+                    cfg,
+                    notes.join("; "),
+                ]);
+            }
+            t.write(out)?;
+        }
+    }
+    summarize_recommendations(&world, &recs, err)?;
+    Ok(Outcome::Ok)
+}
+
+/// The recommendation summary, on stderr.
+pub fn summarize_recommendations(
+    world: &World,
+    recs: &[recommend::Recommendation],
+    err: &mut dyn Write,
+) -> Result<()> {
+    let snap = &world.snap;
+    let mut created = 0;
+    let mut updated = 0;
+    let mut unchanged = 0;
+    let mut user_owned = 0;
+    let mut no_evidence = 0;
+    let mut other_skips = Vec::new();
+    for r in recs {
+        match &r.outcome {
+            RecOutcome::Sidecar { action, .. } => match action {
+                Action::Create => created += 1,
+                Action::Update => updated += 1,
+                Action::Unchanged => unchanged += 1,
+            },
+            RecOutcome::UserOwned { sidecar, missing } => {
+                user_owned += 1;
+                writeln!(
+                    err,
+                    "note: {} is scoped by user-owned Sidecar {}, which is kept{}",
+                    snap.workloads[r.workloads[0]].key(),
+                    snap.sidecars[*sidecar].key(),
+                    if missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; observed hosts it lacks: {}", missing.join(", "))
+                    }
+                )?;
+            }
+            o @ RecOutcome::Skipped(_) if o.is_no_evidence() => no_evidence += 1,
+            RecOutcome::Skipped(why) => {
+                other_skips.push(format!("{}: {why}", snap.workloads[r.workloads[0]].key()))
+            }
+        }
+    }
+    for s in &other_skips {
+        writeln!(err, "skipped {s}")?;
+    }
+    if let Some(obs) = &world.obs {
+        for u in obs.unregistered.iter().take(20) {
+            writeln!(
+                err,
+                "unregistered destination: {} from {} ({} requests{}{})",
+                u.address,
+                snap.workloads[u.workload].key(),
+                u.requests,
+                u.authority
+                    .as_deref()
+                    .map(|a| format!(", authority {a}"))
+                    .unwrap_or_default(),
+                if u.blocked { ", blocked" } else { "" }
+            )?;
+        }
+    }
+    writeln!(
+        err,
+        "{} Sidecars: {created} to create, {updated} to update, {unchanged} unchanged; skipped {} (no evidence: {no_evidence}, user-owned: {user_owned}, other: {})",
+        created + updated + unchanged,
+        no_evidence + user_owned + other_skips.len(),
+        other_skips.len()
+    )?;
+    Ok(())
+}
