@@ -268,6 +268,60 @@ impl Target {
         })
     }
 
+    pub fn namespace(&self) -> &str {
+        match self {
+            Target::Service { namespace, .. }
+            | Target::ServiceEntry { namespace, .. }
+            | Target::VirtualService { namespace, .. }
+            | Target::DestinationRule { namespace, .. } => namespace,
+        }
+    }
+
+    /// The namespaces that hold an object of this kind and name.
+    pub fn namespaces_in(&self, snap: &MeshSnapshot) -> Vec<String> {
+        let mut out: Vec<String> = match self {
+            Target::Service { name, .. } | Target::ServiceEntry { name, .. } => {
+                let kind = if matches!(self, Target::Service { .. }) {
+                    SvcKind::Kube
+                } else {
+                    SvcKind::Entry
+                };
+                snap.services
+                    .iter()
+                    .filter(|s| s.kind == kind && &s.name == name)
+                    .map(|s| s.namespace.clone())
+                    .collect()
+            }
+            Target::VirtualService { name, .. } => snap
+                .virtual_services
+                .iter()
+                .filter(|v| &v.name == name)
+                .map(|v| v.namespace.clone())
+                .collect(),
+            Target::DestinationRule { name, .. } => snap
+                .destination_rules
+                .iter()
+                .filter(|d| &d.name == name)
+                .map(|d| d.namespace.clone())
+                .collect(),
+        };
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The same target in another namespace.
+    pub fn in_namespace(&self, ns: &str) -> Target {
+        let mut t = self.clone();
+        match &mut t {
+            Target::Service { namespace, .. }
+            | Target::ServiceEntry { namespace, .. }
+            | Target::VirtualService { namespace, .. }
+            | Target::DestinationRule { namespace, .. } => *namespace = ns.to_string(),
+        }
+        t
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Target::Service { namespace, name } => format!("service/{name} -n {namespace}"),
@@ -308,10 +362,15 @@ pub struct Impact {
 
 /// Which proxies a change to `target` is pushed to now, and under the
 /// `proposed` egress listeners (per workload; others keep their scope).
+/// Which proxies a change to `target` is pushed to, now and with the
+/// `proposed` listeners. A change reaches proxies in every namespace, so
+/// every injected workload is counted unless `counted` (e.g. `-l`) narrows
+/// it.
 pub fn impact(
     snap: &MeshSnapshot,
     target: &Target,
     proposed: &HashMap<WorkloadId, Vec<Listener>>,
+    counted: &dyn Fn(WorkloadId) -> bool,
 ) -> Result<Impact, Error> {
     let not_found = |kind: &str, ns: &str, name: &str| Error::Object {
         kind: kind.into(),
@@ -368,7 +427,7 @@ pub fn impact(
         now: ImpactSide::default(),
         after: ImpactSide::default(),
     };
-    for w in snap.sidecar_workloads() {
+    for w in snap.sidecar_workloads().filter(|w| counted(*w)) {
         let wl = &snap.workloads[w];
         let n = wl.proxies();
         out.total_proxies += n;

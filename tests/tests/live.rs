@@ -612,3 +612,63 @@ fn recommend_from_pod_logs_reads_each_istio_proxy_log_through_the_api_server() {
     assert_eq!(prev.len(), 1, "{asked:?}");
     assert!(prev[0].contains(&format!("/{ns}/{sleep0}/")), "{asked:?}");
 }
+
+#[test]
+fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
+    let c = Cluster::shared();
+    let a = c.namespace("impa", &[("istio-injection", "enabled")]);
+    let b = c.namespace("impb", &[("istio-injection", "enabled")]);
+    let deploy = |ns: &str, name: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}, impact-test: {a}}}\n    spec:\n      containers: [{{name: c, image: example/{name}:1}}]\n"
+        )
+    };
+    c.apply(&format!(
+        "{}---\n{}---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {a}\nspec:\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80}}]\n",
+        deploy(&a, "web"),
+        deploy(&b, "client")
+    ));
+    let sel = format!("impact-test={a}");
+    let r = meshscope(
+        &c.kubeconfig,
+        &["impact", "service/web", "-n", &a, "-l", &sel, "-o", "json"],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    // Both proxies, in both namespaces, see the service: both are counted.
+    assert_eq!(v["total_proxies"], 2, "{v}");
+    assert_eq!(v["now"]["proxies"], 2, "{v}");
+    let who: Vec<&str> = v["now"]["workloads"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        who,
+        vec![
+            format!("Deployment/{a}/web").as_str(),
+            format!("Deployment/{b}/client").as_str()
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+    let r = meshscope(
+        &c.kubeconfig,
+        &["impact", "service/web", "-n", &a, "-l", &sel],
+    );
+    assert!(
+        r.stdout.contains(&format!("{b}/client")) && r.stdout.contains(&format!("{a}/web")),
+        "{}",
+        r.stdout
+    );
+    // -n names the target's namespace: the service is not in b.
+    let r = meshscope(&c.kubeconfig, &["impact", "service/web", "-n", &b]);
+    let e = format!("{:#}", r.outcome.unwrap_err());
+    assert!(
+        e.contains(&format!("{b}/web")) && e.contains("not found"),
+        "{e}"
+    );
+}

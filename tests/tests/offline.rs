@@ -197,11 +197,34 @@ fn impact_of_one_httpbin_drops_from_every_proxy_to_its_one_caller() {
     ]);
     r.outcome.unwrap();
     assert!(
-        r.stdout
-            .starts_with("httpbin-0: 420 proxies now, 1 after (sleep-0)"),
+        r.stdout.starts_with(
+            "service/httpbin-0 (namespace default): pushed to 420 proxies now, 1 proxy after (default/sleep-0)"
+        ),
         "{}",
         r.stdout
     );
+    // Without -n, offline: the one namespace that has the service.
+    let r = meshscope(&[
+        "impact",
+        "service/httpbin-0",
+        "--manifests",
+        m.to_str().unwrap(),
+    ]);
+    r.outcome.unwrap();
+    assert!(
+        r.stdout.starts_with(
+            "service/httpbin-0 (namespace default): pushed to 420 proxies now, 420 proxies after"
+        ),
+        "{}",
+        r.stdout
+    );
+    let e = format!(
+        "{:#}",
+        meshscope(&["impact", "service/nope", "--manifests", m.to_str().unwrap()])
+            .outcome
+            .unwrap_err()
+    );
+    assert_eq!(e, "service/nope not found in any namespace of the input");
 }
 
 #[test]

@@ -3,14 +3,14 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use meshscope_shared as scope;
 use scope::explain::{self, Target};
 use scope::recommend::RecommendOptions;
 use scope::snapshot::{Listener, WorkloadId};
 
 use crate::args::{self, ReportOutput};
-use crate::output::{self, bytes, Table};
+use crate::output::{self, bytes, plural, Table};
 use crate::{recommendations, Outcome, World};
 
 pub fn cmd_impact(
@@ -18,20 +18,34 @@ pub fn cmd_impact(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<Outcome> {
-    let world = World::load(&a.common, err)?;
-    world.report_ingest(err)?;
-    let snap = &world.snap;
-    let ns = a
-        .common
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let target = Target::parse(&a.target, &ns).ok_or_else(|| {
+    let parsed = Target::parse(&a.target, "").ok_or_else(|| {
         anyhow!(
             "expected service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME, got {:?}",
             a.target
         )
     })?;
+    // A change reaches proxies in every namespace: read them all. `-n`
+    // only says where the target is.
+    let mut everywhere = a.common.clone();
+    everywhere.all_namespaces = true;
+    let world = World::load(&everywhere, err)?;
+    world.report_ingest(err)?;
+    let snap = &world.snap;
+    let ns = match (&a.common.namespace, &world.live) {
+        (Some(ns), _) => ns.clone(),
+        (None, Some(l)) => l.live.default_namespace.clone(),
+        // Offline without -n: wherever the one object of that name is.
+        (None, None) => match parsed.namespaces_in(snap).as_slice() {
+            [one] => one.clone(),
+            [] => bail!("{} not found in any namespace of the input", a.target),
+            many => bail!(
+                "{} exists in several namespaces ({}); pass -n",
+                a.target,
+                many.join(", ")
+            ),
+        },
+    };
+    let target = parsed.in_namespace(&ns);
     // "After" is every workload under its recommended Sidecar.
     let all: Vec<WorkloadId> = snap.sidecar_workloads().collect();
     let recs = recommendations(&world, &all, &RecommendOptions::default());
@@ -61,7 +75,7 @@ pub fn cmd_impact(
             "note: without --access-log there are no recommendations, so \"after\" equals \"now\""
         )?;
     }
-    let imp = explain::impact(snap, &target, &proposed)?;
+    let imp = explain::impact(snap, &target, &proposed, &|w| world.in_scope(w))?;
     match a.output {
         ReportOutput::Json => output::json(out, &imp)?,
         ReportOutput::Yaml => output::yaml(out, &imp)?,
@@ -70,20 +84,23 @@ pub fn cmd_impact(
                 let v: Vec<&str> = s
                     .workloads
                     .keys()
-                    .map(|k| k.rsplit('/').next().unwrap_or(k))
+                    // `Kind/ns/name` → `ns/name`
+                    .map(|k| k.split_once('/').map_or(k.as_str(), |(_, rest)| rest))
                     .collect();
-                if v.len() > 5 && a.output != ReportOutput::Wide {
+                if v.is_empty() {
+                    "none".to_string()
+                } else if v.len() > 5 && a.output != ReportOutput::Wide {
                     format!("{}, ... {} more", v[..5].join(", "), v.len() - 5)
                 } else {
                     v.join(", ")
                 }
             };
-            let label = a.target.rsplit('/').next().unwrap_or(&a.target);
             writeln!(
                 out,
-                "{label}: {} proxies now, {} after ({})",
-                imp.now.proxies,
-                imp.after.proxies,
+                "{} (namespace {ns}): pushed to {} now, {} after ({})",
+                a.target,
+                plural(imp.now.proxies, "proxy", "proxies"),
+                plural(imp.after.proxies, "proxy", "proxies"),
                 names(&imp.after)
             )?;
             let mut t = Table::new(["", "PROXIES", "OF", "PUSHED (PROTOBUF)", "WORKLOADS"]);
