@@ -392,3 +392,41 @@ fn recommend_for_one_workload_that_yields_nothing_is_an_error() {
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
     assert!(r.stdout.contains("kind: Sidecar"), "{}", r.stdout);
 }
+
+#[test]
+fn explain_of_a_pod_without_a_sidecar_stops_at_the_injection_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.yaml");
+    std::fs::write(
+        &m,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: plain}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: job-1, namespace: plain}\nspec: {containers: [{name: c, image: x}]}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: amb, labels: {istio.io/dataplane-mode: ambient}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: web-1, namespace: amb}\nspec: {containers: [{name: c, image: x}]}\n",
+    )
+    .unwrap();
+    for (ns, pod, injection) in [
+        ("plain", "job-1", "Injection:        none (no sidecar)"),
+        (
+            "amb",
+            "web-1",
+            "Injection:        ambient (no sidecar; Sidecar resources do not apply)",
+        ),
+    ] {
+        let r = meshscope(&[
+            "explain",
+            "pod",
+            pod,
+            "-n",
+            ns,
+            "--manifests",
+            m.to_str().unwrap(),
+        ]);
+        r.outcome.unwrap();
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert!(lines[2].starts_with(injection), "{}", r.stdout);
+        assert_eq!(
+            lines[3..],
+            ["Proxy:            none, so no Sidecar scope, xDS size or pushes apply"],
+            "{}",
+            r.stdout
+        );
+    }
+}

@@ -78,6 +78,14 @@ pub fn cmd_explain(
                 },
                 e.injection_reason
             )?;
+            if !e.injected {
+                // No Envoy: no scope, no xDS, no pushes to explain.
+                writeln!(
+                    out,
+                    "Proxy:            none, so no Sidecar scope, xDS size or pushes apply"
+                )?;
+                return Ok(Outcome::Ok);
+            }
             writeln!(out, "Scope:            {}", e.scope_reason)?;
             if !e.sidecars.is_empty() {
                 writeln!(out, "Sidecars considered:")?;
