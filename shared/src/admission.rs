@@ -1238,7 +1238,7 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(
             d.message.as_deref(),
-            Some("MS0001: Deployment enforce/worker has no Sidecar scope; run: kubectl meshscope recommend -n enforce --workload worker | kubectl apply -f -")
+            Some("MS0001: Deployment enforce/worker has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --per-namespace --from-pod-logs)")
         );
         assert_eq!(d.outcome(), Outcome::Denied);
 
@@ -1698,7 +1698,7 @@ mod tests {
 
     #[test]
     fn long_warnings_keep_the_first_clause_and_point_at_the_code() {
-        let msg = "Deployment shop/worker has no Sidecar scope; run: kubectl meshscope recommend -n shop --workload worker | kubectl apply -f -";
+        let msg = "Deployment shop/worker has no Sidecar scope; run: kubectl meshscope apply -n shop --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n shop --per-namespace --from-pod-logs)";
         let w = finding_warning("MS0001", msg);
         assert_eq!(
             w,

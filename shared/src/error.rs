@@ -7,8 +7,10 @@ use thiserror::Error;
 pub enum Error {
     #[error("invalid mesh config: {0}")]
     MeshConfig(String),
-    #[error("invalid Istio version {0:?} (expected e.g. 1.30 or 1.24.3)")]
+    #[error("invalid Istio version {0:?} (expected e.g. 1.31 or 1.30.2)")]
     Version(String),
+    #[error("unknown Istio version {version}; meshscope knows {known}")]
+    UnknownVersion { version: String, known: String },
     #[error("invalid {kind} {name}: {reason}")]
     Object {
         kind: String,

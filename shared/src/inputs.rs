@@ -50,6 +50,28 @@ pub struct Container {
     /// cluster); their contents are not read.
     #[serde(default, rename = "ports", deserialize_with = "port_count")]
     pub ports: u32,
+    /// The image, for the Istio version of `istio-proxy` and `discovery`.
+    #[serde(default)]
+    pub image: String,
+    /// The value after `--domain` in the container's args, if any: the
+    /// injected `istio-proxy` gets `$(POD_NAMESPACE).svc.<cluster domain>`,
+    /// istiod's `discovery` the cluster domain itself. Nothing else of the
+    /// args is kept.
+    #[serde(default, rename = "args", deserialize_with = "domain_arg")]
+    pub domain: Option<String>,
+}
+
+fn domain_arg<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let args: Option<Vec<String>> = Option::deserialize(d)?;
+    let args = args.unwrap_or_default();
+    Ok(args.iter().enumerate().find_map(|(i, a)| {
+        if let Some(v) = a.strip_prefix("--domain=") {
+            return Some(v.to_string());
+        }
+        (a == "--domain")
+            .then(|| args.get(i + 1).cloned())
+            .flatten()
+    }))
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

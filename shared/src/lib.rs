@@ -17,6 +17,7 @@
 pub mod accesslog;
 pub mod admission;
 pub mod audit;
+pub mod detect;
 pub mod error;
 pub mod explain;
 pub mod host;

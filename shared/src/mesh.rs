@@ -98,9 +98,10 @@ pub struct IstioVersion {
 }
 
 impl IstioVersion {
+    /// The version without any evidence (see [`crate::detect`]).
     pub const DEFAULT: IstioVersion = IstioVersion {
         major: 1,
-        minor: 30,
+        minor: 31,
     };
 
     pub fn at_least(self, minor: u32) -> bool {
@@ -189,6 +190,7 @@ mod tests {
         assert_eq!("1.24.3".parse::<IstioVersion>().unwrap().minor, 24);
         assert_eq!("v1.31".parse::<IstioVersion>().unwrap().minor, 31);
         assert!("2".parse::<IstioVersion>().is_err());
-        assert!(!IstioVersion::DEFAULT.tilde_excludes());
+        // The default (1.31) reads `~` as an exclusion.
+        assert!(IstioVersion::DEFAULT.tilde_excludes());
     }
 }

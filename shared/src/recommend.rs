@@ -48,6 +48,8 @@ pub enum Outcome {
         action: Action,
         /// Hosts added over the existing managed Sidecar.
         added: Vec<String>,
+        /// Hosts of the existing managed Sidecar it drops (`--prune`).
+        removed: Vec<String>,
     },
     /// A user-owned Sidecar already selects the workload; it is never
     /// replaced. `missing` lists observed hosts it does not import.
@@ -305,11 +307,12 @@ fn evidence_meta(
     (ann, requests)
 }
 
+/// The hosts to write, and those added to and removed from `existing`.
 fn finalize_hosts(
     mut hosts: BTreeSet<String>,
     existing: Option<&[String]>,
     opts: &RecommendOptions,
-) -> (Vec<String>, Vec<String>) {
+) -> (Vec<String>, Vec<String>, Vec<String>) {
     for h in &opts.include {
         hosts.insert(h.clone());
     }
@@ -328,7 +331,52 @@ fn finalize_hosts(
     if hosts.is_empty() {
         hosts.insert(CLOSED.to_string());
     }
-    (hosts.into_iter().collect(), added)
+    let removed = existing
+        .into_iter()
+        .flatten()
+        .filter(|h| !hosts.contains(*h))
+        .cloned()
+        .collect();
+    (hosts.into_iter().collect(), added, removed)
+}
+
+/// Does the live Sidecar already carry the labels and annotations apply
+/// would write? If not, apply changes it, so it is not "unchanged".
+fn keeps(
+    live: &Sidecar,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    hosts: &[String],
+) -> bool {
+    let has = |have: &Option<BTreeMap<String, String>>, want: &BTreeMap<String, String>| {
+        want.iter()
+            .all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    let mut annotations = annotations.clone();
+    annotations.insert(
+        EGRESS_ANNOTATION.to_string(),
+        serde_json::to_string(&[EgressListener {
+            hosts: hosts.to_vec(),
+            ..Default::default()
+        }])
+        .unwrap_or_default(),
+    );
+    has(&live.metadata.labels, labels) && has(&live.metadata.annotations, &annotations)
+}
+
+/// A Sidecar of that name that meshscope does not manage: writing ours
+/// would overwrite it, so the recommendation is skipped instead.
+fn name_taken(snap: &MeshSnapshot, ns: &str, name: &str) -> Option<String> {
+    snap.sidecars_in(ns)
+        .iter()
+        .map(|id| &snap.sidecars[*id])
+        .find(|sc| sc.name == name && !sc.managed)
+        .map(|sc| {
+            format!(
+                "a Sidecar named {} exists and is not labelled {MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; it belongs to its owner",
+                sc.key()
+            )
+        })
 }
 
 fn build_sidecar(
@@ -431,10 +479,14 @@ fn recommend_workload(
     };
     let existing: Option<Vec<String>> =
         managed.map(|m| m.egress_hosts().map(String::from).collect());
-    let (hosts, added) = finalize_hosts(needed.hosts, existing.as_deref(), opts);
+    let (hosts, added, removed) = finalize_hosts(needed.hosts, existing.as_deref(), opts);
     let name = managed
         .map(|m| m.name.clone())
         .unwrap_or_else(|| sidecar_name(&wl.kind, &wl.name));
+    if let Some(why) = name_taken(snap, ns, &name) {
+        rec.outcome = Outcome::Skipped(why);
+        return rec;
+    }
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
     labels.insert(
@@ -447,7 +499,10 @@ fn recommend_workload(
         (Some(old), Some(m)) => {
             let old_sorted: BTreeSet<&String> = old.iter().collect();
             let new_sorted: BTreeSet<&String> = hosts.iter().collect();
-            if old_sorted == new_sorted && m.object.spec.egress.len() == 1 {
+            if old_sorted == new_sorted
+                && m.object.spec.egress.len() == 1
+                && keeps(&m.object, &labels, &annotations, &hosts)
+            {
                 Action::Unchanged
             } else {
                 Action::Update
@@ -468,6 +523,7 @@ fn recommend_workload(
         )),
         action,
         added,
+        removed,
     };
     rec
 }
@@ -533,15 +589,15 @@ fn recommend_namespace(
         managed.map(|m| m.egress_hosts().map(String::from).collect());
     let (annotations, requests) = evidence_meta(obs, &traffic);
     rec.requests = requests;
-    let (hosts, added) = finalize_hosts(hosts, existing.as_deref(), opts);
+    let (hosts, added, removed) = finalize_hosts(hosts, existing.as_deref(), opts);
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
-    let action = match &existing {
-        None => Action::Create,
-        Some(old) => {
+    let action = match (&existing, managed) {
+        (None, _) | (_, None) => Action::Create,
+        (Some(old), Some(m)) => {
             let a: BTreeSet<&String> = old.iter().collect();
             let b: BTreeSet<&String> = hosts.iter().collect();
-            if a == b {
+            if a == b && keeps(&m.object, &labels, &annotations, &hosts) {
                 Action::Unchanged
             } else {
                 Action::Update
@@ -553,10 +609,15 @@ fn recommend_namespace(
     let name = managed
         .map(|m| m.name.clone())
         .unwrap_or_else(|| NAMESPACE_SIDECAR_NAME.to_string());
+    if let Some(why) = name_taken(snap, ns, &name) {
+        rec.outcome = Outcome::Skipped(why);
+        return rec;
+    }
     rec.outcome = Outcome::Sidecar {
         object: Box::new(build_sidecar(name, ns, None, hosts, labels, annotations)),
         action,
         added,
+        removed,
     };
     rec
 }
