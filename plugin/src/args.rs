@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     version,
     about = "Right-size Istio sidecar scopes: recommend, apply, explain and audit Sidecar resources",
     long_about = "Right-size Istio sidecar scopes.\n\nBy default istiod sends every sidecar the configuration of every service in the mesh. kubectl meshscope recommends a Sidecar per workload from observed traffic, explains which scope a pod has and why, shows which proxies a change is pushed to, and audits namespaces for unscoped workloads and risky ServiceEntries.\n\nInputs are offline files (--manifests, --access-log) or, without --manifests, the current kubeconfig context.",
-    after_help = "Examples:\n  kubectl meshscope audit -A --manifests cluster-dump.yaml\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/logs | kubectl apply -f -\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-9stvs -n bookinfo --manifests examples/bookinfo\n  kubectl meshscope codes MS0001"
+    after_help = "Examples:\n  kubectl meshscope audit -A --manifests examples/bookinfo/manifests.yaml\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/access.log | kubectl apply -f -\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo --manifests examples/bookinfo\n  kubectl meshscope codes MS0001"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -23,6 +23,9 @@ pub enum Command {
     /// Recommend a Sidecar per workload from observed traffic
     Recommend(RecommendArgs),
     /// Apply the recommended Sidecars to the cluster with server-side apply
+    #[command(
+        after_help = "Exit codes: 0 every object applied (or unchanged, skipped, pruned), 1 some objects failed, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
+    )]
     Apply(ApplyArgs),
     /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
     Audit(AuditArgs),
@@ -30,6 +33,11 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Show which proxies a change to a service or routing object is pushed to
     Impact(ImpactArgs),
+    /// Show how `apply` would change the cluster's Sidecars, as a unified diff
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope diff -n bookinfo --access-log examples/bookinfo/access.log\n  kubectl meshscope diff -n bookinfo --from-pod-logs --prune\n\nExit codes (as kubectl diff): 0 apply would change nothing, 1 it would change something, 2 error. User-owned Sidecars are shown, but apply skips them and they do not count."
+    )]
+    Diff(DiffArgs),
     /// Check against the cluster's istiod what each proxy really got
     #[command(
         after_help = "Examples:\n  kubectl meshscope verify -n bookinfo\n  kubectl meshscope verify deployment/reviews-v1 -n bookinfo --from-pod-logs\n  kubectl meshscope verify -A -o json\n  kubectl -n istio-system port-forward deploy/istiod 15014 &\n  kubectl meshscope verify -n bookinfo --istiod-url http://localhost:15014\n\nExit codes: 0 every proxy matches, 1 any difference, missing edge, stale or unconnected proxy, 2 error."
@@ -37,8 +45,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Document the finding codes (MS0001...)
     Codes(CodesArgs),
-    /// Print the version
-    Version,
+    /// Print the client version and the Istio versions the cluster (or --manifests) runs
+    Version(VersionArgs),
     /// Print a shell completion script
     Completion(CompletionArgs),
     /// Admission webhook helpers
@@ -51,10 +59,14 @@ pub struct Common {
     /// Namespace to look at (default: all namespaces in --manifests; the context's namespace live)
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
+    /// Whose istio-proxy logs `--from-pod-logs` reads (not a flag: commands
+    /// that read every namespace's objects for one namespace's answer narrow it).
+    #[arg(skip)]
+    pub pod_logs: PodLogScope,
     /// Look at all namespaces
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
-    /// Only workloads whose pod-template labels match this selector (k=v,k!=v,k,!k)
+    /// Only workloads whose pod-template labels match this selector, as kubectl's (k=v, k!=v, k in (a,b), k notin (a), k, !k)
     #[arg(short = 'l', long, global = true)]
     pub selector: Option<String>,
     /// The kubeconfig context to use (live mode)
@@ -72,12 +84,12 @@ pub struct Common {
     /// A mesh config file (the `mesh` key of ConfigMap istio); overrides the one in --manifests
     #[arg(long, global = true, value_name = "FILE")]
     pub mesh_config: Option<PathBuf>,
-    /// Istio version whose semantics to apply (the meaning of ~ changed in 1.31)
-    #[arg(long, global = true, default_value = "1.30", value_name = "VERSION")]
-    pub istio_version: String,
-    /// Kubernetes cluster DNS domain
-    #[arg(long, global = true, default_value = "cluster.local")]
-    pub cluster_domain: String,
+    /// Istio version whose semantics to apply, 1.28 to 1.32 (the meaning of ~ changed in 1.31) [default: istiod's, else the proxies' image version, else 1.31]
+    #[arg(long, global = true, value_name = "VERSION")]
+    pub istio_version: Option<String>,
+    /// Kubernetes cluster DNS domain [default: the one the pods were injected with, else cluster.local]
+    #[arg(long, global = true, value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
     /// Treat unlabeled namespaces as injected (sidecarInjectorWebhook.enableNamespacesByDefault)
     #[arg(long, global = true)]
     pub inject_by_default: bool,
@@ -96,9 +108,35 @@ pub struct Common {
     /// Live: list in pages of this many objects (as kubectl's --chunk-size)
     #[arg(long, global = true, default_value_t = 500, value_name = "N")]
     pub chunk_size: u32,
-    /// Live: seconds to wait for each API request
-    #[arg(long, global = true, default_value_t = 30, value_name = "SECONDS")]
-    pub request_timeout: u64,
+    /// Live: how long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
+    #[arg(long, global = true, default_value = "30s", value_name = "DURATION", value_parser = crate::live::parse_request_timeout)]
+    pub request_timeout: crate::live::RequestTimeout,
+    /// What the command does besides reading, for the one-pass RBAC check (set by the command, not a flag)
+    #[arg(skip)]
+    pub purpose: crate::live::Purpose,
+    /// Do not print table headers (as kubectl get --no-headers)
+    #[arg(long, global = true)]
+    pub no_headers: bool,
+    /// Do not print summaries on stderr (ingest counts, finding and Sidecar totals); errors and warnings still go there
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
+}
+
+impl Command {
+    /// The input flags of the commands that read a mesh.
+    pub fn common(&self) -> Option<&Common> {
+        match self {
+            Command::Recommend(a) => Some(&a.common),
+            Command::Apply(a) => Some(&a.common),
+            Command::Diff(a) => Some(&a.common),
+            Command::Audit(a) => Some(&a.common),
+            Command::Explain(a) => Some(&a.common),
+            Command::Impact(a) => Some(&a.common),
+            Command::Verify(a) => Some(&a.common),
+            Command::Version(a) => Some(&a.common),
+            Command::Codes(_) | Command::Completion(_) | Command::Webhook(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,13 +144,15 @@ pub enum RecommendOutput {
     Yaml,
     Json,
     Table,
+    Wide,
+    Name,
 }
 
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), or table
+    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), table, wide (every dependency), or name (sidecar.networking.istio.io/NAME)
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: RecommendOutput,
     #[command(flatten)]
@@ -120,6 +160,24 @@ pub struct RecommendArgs {
     /// Drop hosts of managed Sidecars that were not seen in the observed window
     #[arg(long)]
     pub prune: bool,
+}
+
+/// `diff` takes `apply`'s inputs and the flags that change what it would write.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub rec: RecommendFlags,
+    /// Diff as if with --force-conflicts: take over fields another field manager owns on meshscope's Sidecars
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Also show the deletion of managed Sidecars whose workload no longer exists
+    #[arg(long)]
+    pub prune: bool,
+    /// Drop hosts of managed Sidecars that were not seen in the observed window
+    #[arg(long)]
+    pub prune_hosts: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -216,6 +274,8 @@ pub enum ReportOutput {
     Wide,
     Json,
     Yaml,
+    /// One `kind.group/name` per line, as kubectl's -o name
+    Name,
 }
 
 #[derive(Debug, Args)]
@@ -225,9 +285,15 @@ pub struct AuditArgs {
     /// Output format
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
-    /// Exit with code 1 when a finding at or above this severity is found
+    /// Exit with code 1 when a finding at or above this severity is found (after --code and --suppress)
     #[arg(long, value_enum, default_value = "error")]
     pub fail_on: FailOn,
+    /// Only findings with this code (repeatable, or comma-separated: MS0001,MS0006)
+    #[arg(long = "code", value_name = "CODE", value_delimiter = ',')]
+    pub codes: Vec<String>,
+    /// Silence a code, everywhere or on matching objects; `*` globs the object (repeatable, or comma-separated: MS0006=Sidecar/shop/*)
+    #[arg(long, value_name = "CODE[=KIND/NS/NAME]", value_delimiter = ',')]
+    pub suppress: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -257,13 +323,44 @@ pub struct ImpactArgs {
     pub output: ReportOutput,
 }
 
+/// See [`Common::pod_logs`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PodLogScope {
+    /// The pods of the namespaces listed.
+    #[default]
+    Listed,
+    /// The pods of `-n`, or of the context's namespace without it.
+    Namespace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VersionOutput {
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Print only the client version (no cluster)
+    #[arg(long)]
+    pub client: bool,
+    /// Output format (default: text)
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<VersionOutput>,
+}
+
 #[derive(Debug, Args)]
 pub struct CodesArgs {
     /// Show one code (e.g. MS0001)
     pub code: Option<String>,
-    /// Output format
+    /// Output format (name prints the codes, one a line)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
+    /// Do not print the table header
+    #[arg(long)]
+    pub no_headers: bool,
 }
 
 #[derive(Debug, Args)]

@@ -45,10 +45,37 @@ pub fn expand(path: &Path, exts: Option<&[&str]>) -> Result<Vec<PathBuf>> {
 
 const MANIFEST_EXTS: &[&str] = &[".yaml", ".yml", ".json"];
 
-/// Loads every object from YAML/JSON manifests (multi-document, `List`s).
+/// `-` read twice, or by two flags, would see stdin empty the second time:
+/// refuse before reading anything.
+pub fn check_stdin(c: &crate::args::Common) -> Result<()> {
+    let dash = |paths: &[PathBuf]| paths.iter().filter(|p| p.as_os_str() == "-").count();
+    let (manifests, logs) = (dash(&c.manifests), dash(&c.access_logs));
+    if manifests > 0 && logs > 0 {
+        bail!("--manifests - and --access-log - cannot both read stdin; write one of them to a file and pass its path");
+    }
+    if manifests > 1 {
+        bail!("--manifests - is given more than once; stdin is read once, so pass it once");
+    }
+    if logs > 1 {
+        bail!("--access-log - is given more than once; stdin is read once, so pass it once");
+    }
+    Ok(())
+}
+
+/// Loads every object from YAML/JSON manifests (multi-document, `List`s);
+/// `-` is stdin.
 pub fn load_manifests(paths: &[PathBuf]) -> Result<Inputs> {
     let mut inputs = Inputs::default();
     for p in paths {
+        if p.as_os_str() == "-" {
+            let mut text = String::new();
+            io::stdin()
+                .lock()
+                .read_to_string(&mut text)
+                .context("cannot read --manifests - (stdin)")?;
+            add_documents(&mut inputs, &text).context("in --manifests - (stdin)")?;
+            continue;
+        }
         for file in expand(p, Some(MANIFEST_EXTS))? {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read {}", file.display()))?;

@@ -6,6 +6,8 @@
 
 pub mod args;
 pub mod cmd;
+pub mod complete;
+pub mod detect;
 pub mod input;
 pub mod istiod;
 pub mod live;
@@ -40,19 +42,26 @@ pub enum Outcome {
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
+    let common = cli.command.common();
+    let _settings = output::Settings {
+        no_headers: common.is_some_and(|c| c.no_headers),
+        quiet: common.is_some_and(|c| c.quiet),
+    }
+    .install();
+    if let Some(c) = common {
+        input::check_stdin(c)?;
+    }
     match cli.command {
         Command::Recommend(a) => cmd::recommend::cmd_recommend(a, out, err),
         Command::Apply(a) => cmd::apply::cmd_apply(a, out, err),
+        Command::Diff(a) => cmd::diff::cmd_diff(a, out, err),
         Command::Verify(a) => cmd::verify::cmd_verify(a, out, err),
         Command::Audit(a) => cmd::audit::cmd_audit(a, out, err),
         Command::Explain(a) => cmd::explain::cmd_explain(a, out, err),
         Command::Impact(a) => cmd::impact::cmd_impact(a, out, err),
         Command::Codes(a) => cmd::codes::cmd_codes(a, out),
-        Command::Version => {
-            writeln!(out, "kubectl-meshscope {VERSION}")?;
-            Ok(Outcome::Ok)
-        }
-        Command::Webhook(a) => webhook_cmd::cmd_webhook(a, out),
+        Command::Version(a) => cmd::version::cmd_version(a, out, err),
+        Command::Webhook(a) => webhook_cmd::cmd_webhook(a, out, err),
         Command::Completion(a) => {
             let mut cmd = Cli::command();
             clap_complete::generate(a.shell, &mut cmd, "kubectl-meshscope", out);
@@ -77,14 +86,63 @@ pub struct LiveCtx {
     pub live: live::Live,
 }
 
-fn options(c: &Common) -> Result<Options> {
-    let istio: IstioVersion = c
-        .istio_version
-        .parse()
-        .map_err(|e: scope::Error| anyhow!("--istio-version: {e}"))?;
+/// `--istio-version`, checked against the releases meshscope knows.
+pub(crate) fn version_flag(c: &Common) -> Result<Option<IstioVersion>> {
+    c.istio_version
+        .as_deref()
+        .map(scope::detect::known_version)
+        .transpose()
+        .map_err(|e| anyhow!("--istio-version: {e}"))
+}
+
+/// The engine's options: the flags, else what the pods say (the Istio
+/// version of istiod's and the proxies' images, the cluster domain of
+/// their `--domain`), else the defaults. Disagreements are said once.
+fn options(
+    c: &Common,
+    inputs: &scope::Inputs,
+    istiod: &[scope::inputs::Pod],
+    err: &mut dyn Write,
+) -> Result<Options> {
+    let flag = version_flag(c)?;
+    // Offline dumps may hold istiod's pods themselves.
+    let listed: Vec<scope::inputs::Pod> = inputs
+        .pods
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .is_some_and(|a| a == "istiod")
+        })
+        .cloned()
+        .collect();
+    let istiod = if istiod.is_empty() {
+        &listed[..]
+    } else {
+        istiod
+    };
+    let evidence = scope::detect::Evidence::from_pods(&inputs.pods, istiod);
+    let (istio, notes) = evidence.version(flag);
+    for n in notes {
+        writeln!(err, "note: {n}")?;
+    }
+    let cluster_domain = match (&c.cluster_domain, evidence.domain()) {
+        (Some(flag), Some(seen)) if flag != seen => {
+            writeln!(
+                err,
+                "note: --cluster-domain {flag} differs from the {seen} the pods were injected with; using {flag}"
+            )?;
+            flag.clone()
+        }
+        (Some(flag), _) => flag.clone(),
+        (None, Some(seen)) => seen.to_string(),
+        (None, None) => "cluster.local".to_string(),
+    };
     Ok(Options {
         istio,
-        cluster_domain: c.cluster_domain.clone(),
+        cluster_domain,
         inject_by_default: c.inject_by_default,
     })
 }
@@ -97,11 +155,12 @@ impl World {
         if c.from_pod_logs || c.prometheus.is_some() {
             bail!("--from-pod-logs and --prometheus read from a cluster; they cannot be combined with --manifests");
         }
-        let options = options(c)?;
+        version_flag(c)?;
         let inputs = input::load_manifests(&c.manifests)?;
         if inputs.is_empty() {
             bail!("--manifests: no Kubernetes or Istio objects found in the given paths");
         }
+        let options = options(c, &inputs, &[], err)?;
         let snap = match &c.mesh_config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -141,7 +200,7 @@ impl World {
     }
 
     fn load_live(c: &Common, err: &mut dyn Write) -> Result<World> {
-        let options = options(c)?;
+        version_flag(c)?;
         let selector = c.selector.as_deref().map(Selector::parse).transpose()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -157,7 +216,18 @@ impl World {
                 .clone()
                 .unwrap_or_else(|| live.default_namespace.clone())]))
         };
-        let inputs = rt.block_on(live.inputs(namespaces.as_ref()))?;
+        // Every permission checked in one pass; what cannot be read
+        // cluster-wide narrows the result, and is said.
+        // explain and impact read every namespace, but -n suffices.
+        let fallback = c.namespace.as_deref().filter(|_| c.all_namespaces);
+        let read =
+            rt.block_on(live.read(namespaces.as_ref(), fallback, &c.purpose, c.from_pod_logs))?;
+        for limitation in &read.limitations {
+            writeln!(err, "warning: {limitation}")?;
+        }
+        let inputs = read.inputs;
+        let istiod = rt.block_on(detect::istiod_pods(&live));
+        let options = options(c, &inputs, &istiod, err)?;
         let snap = match &c.mesh_config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -190,6 +260,14 @@ impl World {
         }
         if c.from_pod_logs {
             let since = live::parse_duration(c.since.as_deref().unwrap_or("24h"))?;
+            let only = match c.pod_logs {
+                args::PodLogScope::Listed => None,
+                args::PodLogScope::Namespace => Some(
+                    c.namespace
+                        .clone()
+                        .unwrap_or_else(|| live.default_namespace.clone()),
+                ),
+            };
             let pods: Vec<usize> = (0..snap.pods.len())
                 .filter(|p| {
                     let pod = &snap.pods[*p];
@@ -197,6 +275,7 @@ impl World {
                         && namespaces
                             .as_ref()
                             .is_none_or(|n| n.contains(&pod.namespace))
+                        && only.as_ref().is_none_or(|n| *n == pod.namespace)
                 })
                 .collect();
             let (o, failed) = rt.block_on(live.pod_logs(&snap, &pods, since, &inputs.pods, err));
@@ -232,6 +311,9 @@ impl World {
 
     /// Prints what ingestion counted, to stderr.
     pub fn report_ingest(&self, err: &mut dyn Write) -> Result<()> {
+        if output::Settings::current().quiet {
+            return Ok(());
+        }
         if let Some(obs) = &self.obs {
             let s = &obs.stats;
             writeln!(
@@ -312,6 +394,21 @@ pub(crate) fn find_workload(
 
 // === shared by recommend and apply ===
 
+/// Why `--workload X` gave no Sidecar, with what would change that.
+pub(crate) fn why_nothing(world: &World, recs: &[recommend::Recommendation]) -> String {
+    match recs.first().map(|r| &r.outcome) {
+        Some(o @ recommend::Outcome::Skipped(why)) if o.is_no_evidence() => format!(
+            "{why}; give a traffic source (--access-log, --from-pod-logs or --prometheus), or --allow-idle for a closed scope"
+        ),
+        Some(recommend::Outcome::Skipped(why)) => why.clone(),
+        Some(recommend::Outcome::UserOwned { sidecar, .. }) => format!(
+            "it is scoped by user-owned Sidecar {}, which meshscope never replaces",
+            world.snap.sidecars[*sidecar].key()
+        ),
+        _ => "nothing was recommended".to_string(),
+    }
+}
+
 pub(crate) fn recommendations(
     world: &World,
     workloads: &[WorkloadId],
@@ -330,7 +427,7 @@ pub fn recommend_world(
     prune_hosts: bool,
     err: &mut dyn Write,
 ) -> Result<(World, Vec<recommend::Recommendation>)> {
-    let version: IstioVersion = common.istio_version.parse().unwrap_or_default();
+    let version: IstioVersion = version_flag(common)?.unwrap_or_default();
     for h in &flags.include {
         scope::host::HostEntry::parse(h, version).map_err(|e| anyhow!("--include: {e}"))?;
     }

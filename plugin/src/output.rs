@@ -1,11 +1,65 @@
 //! Renderers. Everything writes into `&mut dyn Write`; nothing prints.
 
+use std::cell::Cell;
+use std::fmt;
 use std::io::{self, Write};
 
 use serde::Serialize;
 
-/// A plain kubectl-style table: upper-case headers, columns padded with
-/// three spaces, no borders.
+// === presentation settings ===
+
+/// How every renderer behaves in this run, from the global flags
+/// (`--no-headers`, `-q`). `run` installs them; renderers read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Tables print no header row.
+    pub no_headers: bool,
+    /// Summaries on stderr are not printed (errors and warnings are).
+    pub quiet: bool,
+}
+
+thread_local! {
+    static SETTINGS: Cell<Settings> = const {
+        Cell::new(Settings {
+            no_headers: false,
+            quiet: false,
+        })
+    };
+}
+
+/// Puts the previous settings back when dropped.
+#[must_use = "the settings last as long as the guard"]
+pub struct SettingsGuard(Settings);
+
+impl Settings {
+    /// Makes these the settings of the current thread until the guard drops.
+    pub fn install(self) -> SettingsGuard {
+        SettingsGuard(SETTINGS.with(|s| s.replace(self)))
+    }
+
+    pub fn current() -> Settings {
+        SETTINGS.with(Cell::get)
+    }
+}
+
+impl Drop for SettingsGuard {
+    fn drop(&mut self) {
+        SETTINGS.with(|s| s.set(self.0));
+    }
+}
+
+/// Writes a summary line to stderr, unless `-q` silenced summaries.
+pub fn summary(err: &mut dyn Write, line: fmt::Arguments<'_>) -> io::Result<()> {
+    if Settings::current().quiet {
+        return Ok(());
+    }
+    writeln!(err, "{line}")
+}
+
+// === tables ===
+
+/// A plain kubectl-style table: upper-case headers (none with
+/// `--no-headers`), columns padded with three spaces, no borders.
 pub struct Table {
     headers: Vec<String>,
     rows: Vec<Vec<String>>,
@@ -46,7 +100,9 @@ impl Table {
             }
             writeln!(out, "{}", s.trim_end())
         };
-        line(&self.headers, out)?;
+        if !Settings::current().no_headers {
+            line(&self.headers, out)?;
+        }
         for r in &self.rows {
             line(r, out)?;
         }
@@ -80,4 +136,102 @@ pub fn bytes(n: u64) -> String {
 /// `1 proxy`, `2 proxies`.
 pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The first `keep` items joined by `sep`, and `+N more` for the rest.
+pub fn bounded(items: &[String], keep: usize, sep: &str) -> String {
+    if items.len() <= keep {
+        return items.join(sep);
+    }
+    format!(
+        "{}{sep}+{} more",
+        items[..keep].join(sep),
+        items.len() - keep
+    )
+}
+
+// === object names (-o name) ===
+
+/// `kind.group` as kubectl's `-o name` spells it (`deployment.apps`,
+/// `sidecar.networking.istio.io`, `pod`), for a kind as the snapshot
+/// names it. Kinds meshscope does not know keep their lower-case name.
+pub fn resource(kind: &str) -> String {
+    let group = match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => "apps",
+        "Job" | "CronJob" => "batch",
+        "Pod" | "Service" | "Namespace" | "ConfigMap" => "",
+        "Sidecar" | "ServiceEntry" | "VirtualService" | "DestinationRule" | "Gateway"
+        | "WorkloadEntry" | "EnvoyFilter" => "networking.istio.io",
+        _ => "",
+    };
+    let kind = kind.to_ascii_lowercase();
+    if group.is_empty() {
+        kind
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
+/// `kind.group/name`, one object as kubectl's `-o name` prints it.
+pub fn object_name(kind: &str, name: &str) -> String {
+    format!("{}/{name}", resource(kind))
+}
+
+/// Prints `kind.group/name` lines, each object once, in the given order.
+pub fn names<'a>(
+    out: &mut dyn Write,
+    objects: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> io::Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (kind, name) in objects {
+        let line = object_name(kind, name);
+        if seen.insert(line.clone()) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names_are_spelled_as_kubectl_prints_them() {
+        assert_eq!(object_name("Deployment", "web"), "deployment.apps/web");
+        assert_eq!(object_name("CronJob", "nightly"), "cronjob.batch/nightly");
+        assert_eq!(object_name("Pod", "web-1"), "pod/web-1");
+        assert_eq!(
+            object_name("Sidecar", "web"),
+            "sidecar.networking.istio.io/web"
+        );
+        assert_eq!(object_name("Rollout", "web"), "rollout/web");
+    }
+
+    #[test]
+    fn bounded_lists_name_how_many_are_left_out() {
+        let items: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        assert_eq!(bounded(&items, 3, ","), "a,b,c,+2 more");
+        assert_eq!(bounded(&items[..3], 3, ","), "a,b,c");
+    }
+
+    #[test]
+    fn no_headers_drops_the_header_row_and_the_guard_restores_it() {
+        let mut t = Table::new(["A", "B"]);
+        t.row(["1", "2"]);
+        let render = |t: &Table| {
+            let mut out = Vec::new();
+            t.write(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        {
+            let _g = Settings {
+                no_headers: true,
+                quiet: false,
+            }
+            .install();
+            assert_eq!(render(&t), "1   2\n");
+        }
+        assert_eq!(render(&t), "A   B\n1   2\n");
+    }
 }

@@ -42,9 +42,9 @@ pub struct ManifestsArgs {
     /// Namespace to install the webhook into
     #[arg(short = 'n', long, default_value = BASE_NAMESPACE)]
     pub namespace: String,
-    /// The meshscope-webhook image
-    #[arg(long, default_value = DEFAULT_IMAGE)]
-    pub image: String,
+    /// The meshscope-webhook image (build it from deploy/Dockerfile and push it; the default name is not published)
+    #[arg(long)]
+    pub image: Option<String>,
     /// Policy of namespaces without a meshscope.io/policy label: enforce, warn or off
     #[arg(long, default_value = "warn", value_parser = parse_policy)]
     pub default_policy: Policy,
@@ -101,9 +101,37 @@ pub const BASE: &[(&str, &str)] = &[
 ];
 pub const KUSTOMIZATION: &str = include_str!("../../deploy/base/kustomization.yaml");
 
-pub fn cmd_webhook(a: WebhookArgs, out: &mut dyn Write) -> Result<Outcome> {
+/// A namespace name the API server accepts (an RFC 1123 label).
+fn valid_namespace(ns: &str) -> bool {
+    !ns.is_empty()
+        && ns.len() <= 63
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !ns.starts_with('-')
+        && !ns.ends_with('-')
+}
+
+pub fn cmd_webhook(a: WebhookArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
     match a.command {
-        WebhookCommand::Manifests(m) => {
+        WebhookCommand::Manifests(mut m) => {
+            for (flag, ns) in [
+                ("-n", &m.namespace),
+                ("--istio-namespace", &m.istio_namespace),
+            ] {
+                if !valid_namespace(ns) {
+                    anyhow::bail!(
+                        "{flag} {ns:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+                    );
+                }
+            }
+            if m.image.is_none() {
+                writeln!(
+                    err,
+                    "warning: no --image given: {DEFAULT_IMAGE} is not published; build deploy/Dockerfile, push it, and pass --image REGISTRY/meshscope-webhook:TAG"
+                )?;
+                m.image = Some(DEFAULT_IMAGE.to_string());
+            }
             let names = service_names(&m.namespace);
             let pki = generate_pki(&names, m.validity_days)?;
             let docs = render(&m, &pki)?;
@@ -306,7 +334,13 @@ fn configure_deployment(doc: &mut Yaml, m: &ManifestsArgs) -> Result<()> {
         .and_then(|c| c.get_mut(0))
         .and_then(Yaml::as_mapping_mut)
         .context("deploy/base/deployment.yaml has no container")?;
-    container.insert("image".into(), m.image.clone().into());
+    container.insert(
+        "image".into(),
+        m.image
+            .clone()
+            .unwrap_or_else(|| DEFAULT_IMAGE.to_string())
+            .into(),
+    );
     let settings = [
         ("MESHSCOPE_DEFAULT_POLICY", m.default_policy.to_string()),
         (
@@ -494,12 +528,47 @@ mod tests {
     }
 
     #[test]
+    fn namespaces_are_validated_and_an_explicit_image_needs_no_warning() {
+        let run = |extra: &[&str]| {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let r = cmd_webhook(
+                WebhookArgs {
+                    command: WebhookCommand::Manifests(args(extra)),
+                },
+                &mut out,
+                &mut err,
+            );
+            (r, String::from_utf8(err).unwrap())
+        };
+        let (r, _) = run(&["-n", "Bad_NS"]);
+        let e = r.unwrap_err().to_string();
+        assert!(
+            e.starts_with("-n \"Bad_NS\" is not a valid namespace name"),
+            "{e}"
+        );
+        let (r, _) = run(&["--istio-namespace=x-"]);
+        assert!(r.is_err());
+        let (r, err) = run(&["--image", "registry.example.com/meshscope-webhook:1"]);
+        assert_eq!(r.unwrap(), Outcome::Ok);
+        assert_eq!(err, "");
+    }
+
+    #[test]
     fn the_output_is_yaml_kubectl_can_apply() {
         let mut out = Vec::new();
         let a = WebhookArgs {
             command: WebhookCommand::Manifests(args(&[])),
         };
-        assert_eq!(cmd_webhook(a, &mut out).unwrap(), Outcome::Ok);
+        let mut err = Vec::new();
+        assert_eq!(cmd_webhook(a, &mut out, &mut err).unwrap(), Outcome::Ok);
+        // No --image: the default is named, and said not to be published.
+        let err = String::from_utf8(err).unwrap();
+        assert!(
+            err.starts_with(&format!(
+                "warning: no --image given: {DEFAULT_IMAGE} is not published"
+            )),
+            "{err}"
+        );
         let text = String::from_utf8(out).unwrap();
         let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
             .map(|d| Value::deserialize(d).unwrap())

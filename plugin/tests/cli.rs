@@ -141,7 +141,10 @@ fn codes_are_documented() {
 
 #[test]
 fn version_and_completion() {
-    assert!(text(&run(&["version"]).stdout).starts_with("kubectl-meshscope "));
+    assert_eq!(
+        text(&run(&["version", "--client"]).stdout),
+        format!("Client Version: {}\n", env!("CARGO_PKG_VERSION"))
+    );
     let o = run(&["completion", "bash"]);
     assert!(o.status.success());
     assert!(text(&o.stdout).contains("kubectl-meshscope"));

@@ -201,6 +201,15 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         "{}",
         r.stderr
     );
+    // The plan printed before writing and the result after agree.
+    let n = s.httpbins + s.sleeps - 1;
+    assert!(
+        r.stderr.contains(&format!(
+            "{n} Sidecars: {n} to create, 0 to update, 0 unchanged"
+        )) && r.stderr.contains(&format!("apply: {n} created")),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         resource_version(c, &ns, "mine"),
         mine_before,
@@ -225,9 +234,16 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
     let found = codes(&r.stdout);
     assert!(found.iter().all(|(code, _)| code != "MS0001"), "{found:?}");
 
-    // A second apply changes nothing.
+    // A second apply changes nothing, and says so before and after.
     let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--access-log", log]);
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "{n} Sidecars: 0 to create, 0 to update, {n} unchanged"
+        )) && r.stderr.contains(&format!("apply: {n} unchanged")),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         r.stdout.matches(" unchanged ").count(),
         s.httpbins + s.sleeps - 1,
@@ -364,14 +380,17 @@ fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing
     assert!(!listed.contains("api-deployment-meshscope"), "{listed}");
     let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--allow-idle"]);
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    // The name is taken by the user's Sidecar: web is skipped before any
+    // write, and the plan says why.
     assert!(
-        r.stdout.contains("web-deployment-meshscope skipped"),
+        !r.stdout.contains("web-deployment-meshscope"),
         "{}",
         r.stdout
     );
     assert!(
-        r.stderr
-            .contains("not labelled app.kubernetes.io/managed-by=kubectl-meshscope"),
+        r.stderr.contains(&format!(
+            "skipped Deployment/{ns}/web: a Sidecar named {ns}/web-deployment-meshscope exists and is not labelled app.kubernetes.io/managed-by=kubectl-meshscope; it belongs to its owner"
+        )),
         "{}",
         r.stderr
     );
@@ -414,17 +433,14 @@ fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suff
     c.apply(&format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers: [{{name: c, image: example/web:1}}]\n"
     ));
+    // Checked before anything is written: one error (exit 2) naming the
+    // applier role.
     let r = meshscope(&reader_kc, &["apply", "-n", &ns, "--allow-idle"]);
-    assert_eq!(
-        r.outcome.unwrap(),
-        Outcome::Findings,
-        "a failed object exits 1"
-    );
+    let e = format!("{:#}", r.outcome.unwrap_err());
     assert!(
-        r.stderr
-            .contains("RBAC forbids patch on sidecars.networking.istio.io"),
-        "{}",
-        r.stderr
+        e.contains("RBAC forbids create, patch on sidecars.networking.istio.io")
+            && e.contains("deploy/rbac/meshscope-applier.yaml"),
+        "{e}"
     );
     c.kubectl_ok(&["delete", "clusterrolebinding", &user], None);
 }
@@ -671,4 +687,98 @@ fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
         e.contains(&format!("{b}/web")) && e.contains("not found"),
         "{e}"
     );
+}
+
+/// The fix MS0001 prints (in audit, `codes` and the webhook's denial) is a
+/// command that works: run as printed, it scopes the workload, and for a
+/// workload that is not running yet the namespace default scopes it.
+#[test]
+fn the_ms0001_fix_commands_work_as_printed() {
+    use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
+    use meshscope_e2e::outbound_text_line;
+
+    let c = Cluster::shared();
+    let ns = c.namespace("fixcmd", &[("istio-injection", "enabled")]);
+    let deployment = |name: &str, replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - {{name: istio-proxy, image: istio/proxyv2:1.31.0}}\n      - {{name: app, image: example/{name}:1}}\n"
+        )
+    };
+    c.apply(&format!(
+        "{}---\n{}---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80}}]\n",
+        deployment("client", 1),
+        deployment("later", 0)
+    ));
+    let pod = c.wait_pods(&ns, "client", 1).unwrap().remove(0);
+    c.set_pod_ip(&ns, &pod, "10.77.0.5").unwrap();
+    let web = format!("web.{ns}.svc.cluster.local");
+    let log: String = (0..3)
+        .map(|n| outbound_text_line(n, "10.77.0.5", &web, 80, "10.77.0.9:80"))
+        .collect();
+    let mut logs = Logs::new();
+    logs.insert(format!("{ns}/{pod}/istio-proxy"), LogReply::Text(log));
+    let kubelet = StandInKubelet::start(logs).unwrap();
+    let node = c.stand_in_node("fixcmd", kubelet.port).unwrap();
+    c.bind_pod(&ns, &pod, &node).unwrap();
+
+    let audit = |c: &Cluster| -> serde_json::Value {
+        let r = meshscope(
+            &c.kubeconfig,
+            &["audit", "-n", &ns, "-o", "json", "--fail-on", "none"],
+        );
+        assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+        serde_json::from_str(&r.stdout).unwrap()
+    };
+    let message = |v: &serde_json::Value, name: &str| -> Option<String> {
+        v["findings"].as_array().unwrap().iter().find_map(|f| {
+            (f["code"] == "MS0001" && f["name"] == name)
+                .then(|| f["message"].as_str().unwrap().to_string())
+        })
+    };
+    // `run: kubectl meshscope ARGS (not running yet: kubectl meshscope ARGS)`
+    let commands = |msg: &str| -> (Vec<String>, Vec<String>) {
+        let (_, rest) = msg.split_once("run: kubectl meshscope ").expect(msg);
+        let (first, rest) = rest
+            .split_once(" (not running yet: kubectl meshscope ")
+            .expect(msg);
+        let second = rest.strip_suffix(')').expect(msg);
+        let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        (words(first), words(second))
+    };
+    let v = audit(c);
+    let (for_client, _) = commands(&message(&v, "client").expect("client is unscoped"));
+    let (_, for_later) = commands(&message(&v, "later").expect("later is unscoped"));
+
+    let args: Vec<&str> = for_client.iter().map(String::as_str).collect();
+    let r = meshscope(&c.kubeconfig, &args);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{args:?}: {}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("sidecar.networking.istio.io/client-deployment-meshscope created"),
+        "{}",
+        r.stdout
+    );
+    let v = audit(c);
+    assert_eq!(message(&v, "client"), None, "{v}");
+    assert!(message(&v, "later").is_some());
+
+    let args: Vec<&str> = for_later.iter().map(String::as_str).collect();
+    let r = meshscope(&c.kubeconfig, &args);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{args:?}: {}", r.stderr);
+    let v = audit(c);
+    assert_eq!(message(&v, "later"), None, "{v}");
+    let hosts = c.kubectl_ok(
+        &[
+            "get",
+            "sidecar",
+            "meshscope-namespace-default",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.egress[0].hosts}",
+        ],
+        None,
+    );
+    assert!(hosts.contains(&web), "{hosts}");
+    let _ = c.kubectl(&["delete", "node", &node], None);
 }

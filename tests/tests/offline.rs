@@ -430,3 +430,144 @@ fn explain_of_a_pod_without_a_sidecar_stops_at_the_injection_line() {
         );
     }
 }
+
+#[test]
+fn the_istio_version_comes_from_the_input_unless_the_flag_says_otherwise() {
+    let m = repo_root().join("examples/bookinfo/manifests.yaml");
+    let m = m.to_str().unwrap();
+    // bookinfo's pods run istio/proxyv2:1.30.0.
+    let r = meshscope(&["version", "--manifests", m]);
+    r.outcome.unwrap();
+    assert_eq!(
+        r.stdout,
+        format!(
+            "Client Version: {}\nIstio control plane (istiod): not found\nIstio data plane (istio-proxy): 1.30 (6 proxies)\nSemantics applied: Istio 1.30\n",
+            kubectl_meshscope::VERSION
+        )
+    );
+    let r = meshscope(&[
+        "version",
+        "--manifests",
+        m,
+        "--istio-version",
+        "1.31",
+        "-o",
+        "json",
+    ]);
+    r.outcome.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["semantics"], "1.31");
+    assert_eq!(v["proxies"]["1.30"], 6);
+    assert_eq!(
+        v["notes"][0],
+        "--istio-version 1.31 differs from the Istio 1.30 the cluster runs; using 1.31"
+    );
+    // Every command says it once, on stderr.
+    let r = meshscope(&["audit", "--manifests", m, "--istio-version", "1.31"]);
+    let notes: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("note: --istio-version"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{}", r.stderr);
+    let e = format!(
+        "{:#}",
+        meshscope(&["audit", "--manifests", m, "--istio-version", "1.27"])
+            .outcome
+            .unwrap_err()
+    );
+    assert_eq!(
+        e,
+        "--istio-version: unknown Istio version 1.27; meshscope knows 1.28, 1.29, 1.30, 1.31, 1.32"
+    );
+    let r = meshscope(&["version", "--client"]);
+    assert_eq!(
+        r.stdout,
+        format!("Client Version: {}\n", kubectl_meshscope::VERSION)
+    );
+}
+
+#[test]
+fn summaries_count_objects_and_removed_hosts_and_skip_names_that_are_taken() {
+    let base =
+        std::fs::read_to_string(repo_root().join("examples/bookinfo/manifests.yaml")).unwrap();
+    let log = repo_root().join("examples/bookinfo/access.log");
+    let log = log.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.yaml");
+    // productpage's managed Sidecar imports one host more than it calls;
+    // a user's Sidecar already has the name meshscope would give reviews-v1's.
+    std::fs::write(
+        &m,
+        format!(
+            "{base}\n---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: productpage-v1-deployment-meshscope\n  namespace: bookinfo\n  labels: {{app.kubernetes.io/managed-by: kubectl-meshscope}}\nspec:\n  workloadSelector: {{labels: {{app: productpage}}}}\n  egress:\n  - hosts: [bookinfo/api.github.com, bookinfo/details.bookinfo.svc.cluster.local, bookinfo/reviews.bookinfo.svc.cluster.local, bookinfo/ratings.bookinfo.svc.cluster.local]\n---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: reviews-v1-deployment-meshscope\n  namespace: bookinfo\nspec:\n  workloadSelector: {{labels: {{app: nothing}}}}\n  egress: [{{hosts: ['./*']}}]\n"
+        ),
+    )
+    .unwrap();
+    let m = m.to_str().unwrap();
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        log,
+        "-n",
+        "bookinfo",
+        "--prune",
+        "-o",
+        "table",
+    ]);
+    r.outcome.unwrap();
+    assert!(r.stdout.contains("update (+0 -1)"), "{}", r.stdout);
+    let summary = r
+        .stderr
+        .lines()
+        .find(|l| l.contains(" to create, "))
+        .unwrap();
+    assert!(summary.contains("1 to update (+0 -1 host)"), "{summary}");
+    assert!(
+        r.stderr.contains("skipped Deployment/bookinfo/reviews-v1: a Sidecar named bookinfo/reviews-v1-deployment-meshscope exists and is not labelled app.kubernetes.io/managed-by=kubectl-meshscope; it belongs to its owner"),
+        "{}",
+        r.stderr
+    );
+    // The YAML holds exactly the Sidecars the summary counts.
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        log,
+        "-n",
+        "bookinfo",
+        "--prune",
+    ]);
+    let objects = r.stdout.matches("\nkind: Sidecar\n").count();
+    let summary = r
+        .stderr
+        .lines()
+        .find(|l| l.contains(" to create, "))
+        .unwrap();
+    assert!(
+        summary.starts_with(&format!("{objects} Sidecars: ")),
+        "{summary}\n{}",
+        r.stdout
+    );
+    // One namespace-wide Sidecar for many workloads is one object.
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        log,
+        "-n",
+        "bookinfo",
+        "--per-namespace",
+    ]);
+    let summary = r
+        .stderr
+        .lines()
+        .find(|l| l.contains(" to create, "))
+        .unwrap();
+    assert!(summary.starts_with("1 Sidecar: 1 to create"), "{summary}");
+    assert!(r.stderr.contains("(1 request)"), "{}", r.stderr);
+}

@@ -585,7 +585,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
         let r = meshscope(&kc, &["verify", "-n", &s.ns]);
         let e = r.outcome.unwrap_err();
         assert!(
-            e.starts_with("RBAC does not let you reach istiod's debug endpoints in namespace istio-system (get pods/portforward, create pods/portforward)"),
+            e.starts_with("RBAC forbids get, create on pods/portforward in namespace \"istio-system\"; grant deploy/rbac/meshscope-verifier.yaml, or at least:"),
             "{e}"
         );
         assert!(

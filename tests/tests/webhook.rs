@@ -51,7 +51,7 @@ fn text(o: &Output) -> (String, String) {
 fn manifests_args() -> ManifestsArgs {
     ManifestsArgs {
         namespace: "meshscope-system".into(),
-        image: "meshscope-webhook:e2e".into(),
+        image: Some("meshscope-webhook:e2e".into()),
         default_policy: Policy::Warn,
         mutate_serviceentry_exportto: false,
         istio_namespace: "istio-system".into(),
@@ -374,7 +374,7 @@ fn exists(c: &Cluster, kind: &str, ns: &str, name: &str) -> bool {
 
 fn unscoped_denial(ns: &str, name: &str) -> String {
     format!(
-        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope recommend -n {ns} --workload {name} | kubectl apply -f -"
+        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --per-namespace --from-pod-logs)"
     )
 }
 

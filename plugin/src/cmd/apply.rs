@@ -23,7 +23,7 @@ use crate::args::{ApplyArgs, DryRun, ReportOutput};
 use crate::cmd::recommend::summarize_recommendations;
 use crate::cmd::verify;
 use crate::istiod::Istiod;
-use crate::live::{istio, parse_duration, ApiFailure};
+use crate::live::{istio, parse_duration, systemic_cause, ApiFailure, Purpose};
 use crate::output::plural;
 use crate::{recommend_world, Outcome};
 
@@ -80,7 +80,7 @@ fn comparable(v: &Value, keys_from: &Value) -> Value {
 }
 
 /// A readable view of a Sidecar for diffs: no managed fields or status.
-fn diffable(v: Option<&Value>) -> String {
+pub(crate) fn diffable(v: Option<&Value>) -> String {
     let Some(v) = v else { return String::new() };
     let mut v = v.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -100,7 +100,12 @@ fn diffable(v: Option<&Value>) -> String {
     serde_yaml::to_string(&v).unwrap_or_default()
 }
 
-fn unified(old: &str, new: &str, name: &str, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn unified(
+    old: &str,
+    new: &str,
+    name: &str,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let diff = similar::TextDiff::from_lines(old, new);
     let text = diff
         .unified_diff()
@@ -204,8 +209,23 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         Some(t) => Some(parse_duration(t).map_err(|e| anyhow!("--wait: {e}"))?),
         None => None,
     };
-    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune_hosts, err)?;
+    // Every permission apply needs is checked with the reads, in one pass.
+    let mut common = a.common.clone();
+    if a.dry_run != DryRun::Client {
+        common.purpose = Purpose::Apply {
+            prune: a.prune,
+            istiod: (wait_for.is_some() && a.istiod.istiod_urls.is_empty())
+                .then(|| a.istiod.istio_namespace.clone()),
+        };
+    }
+    let (world, recs) = recommend_world(&common, &a.rec, a.prune_hosts, err)?;
     summarize_recommendations(&world, &recs, err)?;
+    if let (Some(spec), None) = (&a.rec.workload, recs.iter().find_map(|r| r.sidecar())) {
+        bail!(
+            "nothing to apply for {spec}: {}",
+            crate::why_nothing(&world, &recs)
+        );
+    }
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
     // --wait needs istiod: find it before writing anything.
@@ -215,7 +235,7 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
                 .block_on(verify::connect_istiods(
                     &world,
                     &a.istiod,
-                    a.common.request_timeout,
+                    a.common.request_timeout.secs(),
                 ))
                 .map_err(|e| {
                     anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
@@ -403,6 +423,23 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         DryRun::Server => " (server dry run)",
         DryRun::Client => " (dry run)",
     };
+    // Every object failing for the same cause (RBAC, no server) is an
+    // error, said once (exit 2); some objects failing is a finding (exit 1).
+    let cause = |ns: &str, name: &str, why: &str| {
+        systemic_cause(why).unwrap_or_else(|| {
+            why.replace(&format!("\"{name}\""), "\"NAME\"")
+                .replace(&format!("\"{ns}\""), "\"NAMESPACE\"")
+        })
+    };
+    let all_failed_alike = match results.first() {
+        Some((ApplyResult::Failed, ns, name, first)) => {
+            let first = cause(ns, name, first);
+            results.iter().all(|(res, ns, name, why)| {
+                *res == ApplyResult::Failed && cause(ns, name, why) == first
+            })
+        }
+        _ => false,
+    };
     let mut counts: BTreeMap<ApplyResult, usize> = BTreeMap::new();
     for (res, ns, name, why) in &results {
         *counts.entry(*res).or_default() += 1;
@@ -413,10 +450,20 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         match res {
             ApplyResult::Skipped | ApplyResult::Failed => {
                 writeln!(out, "{line}")?;
-                writeln!(err, "{}: {ns}/{name}: {why}", res.word())?;
+                if !all_failed_alike {
+                    writeln!(err, "{}: {ns}/{name}: {why}", res.word())?;
+                }
             }
             _ => writeln!(out, "{line}")?,
         }
+    }
+    if all_failed_alike {
+        let n = results.len();
+        bail!(
+            "apply{suffix}: {n} of {} failed: {}",
+            plural(n, "object", "objects"),
+            results[0].3
+        );
     }
     let summary: Vec<String> = counts
         .iter()

@@ -19,9 +19,19 @@ pub fn cmd_codes(a: args::CodesArgs, out: &mut dyn Write) -> Result<Outcome> {
     match a.output {
         ReportOutput::Json => output::json(out, &docs)?,
         ReportOutput::Yaml => output::yaml(out, &docs)?,
+        ReportOutput::Name => {
+            for d in &docs {
+                writeln!(out, "{}", d.code)?;
+            }
+        }
         ReportOutput::Table | ReportOutput::Wide
             if a.code.is_none() && a.output == ReportOutput::Table =>
         {
+            let _headers = output::Settings {
+                no_headers: a.no_headers,
+                ..output::Settings::current()
+            }
+            .install();
             let mut t = Table::new(["CODE", "SEVERITY", "TITLE"]);
             for d in &docs {
                 t.row([d.code, d.severity.as_str(), d.title]);

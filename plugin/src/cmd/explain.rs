@@ -20,6 +20,10 @@ pub fn cmd_explain(
     // up in its namespace.
     let mut everywhere = a.common.clone();
     everywhere.all_namespaces = true;
+    // Traffic only for the answer's namespace: its pods' logs.
+    if !a.common.all_namespaces {
+        everywhere.pod_logs = crate::args::PodLogScope::Namespace;
+    }
     let world = World::load(&everywhere, err)?;
     let snap = &world.snap;
     let live_ns = world
@@ -56,6 +60,15 @@ pub fn cmd_explain(
     match a.output {
         ReportOutput::Json => output::json(out, &e)?,
         ReportOutput::Yaml => output::yaml(out, &e)?,
+        ReportOutput::Name => {
+            // The object explained: the pod, or the workload.
+            let wl = &snap.workloads[w];
+            let line = match &e.pod {
+                Some(p) => output::object_name("Pod", p),
+                None => output::object_name(wl.kind.as_str(), &wl.name),
+            };
+            writeln!(out, "{line}")?;
+        }
         ReportOutput::Table | ReportOutput::Wide => {
             let wide = a.output == ReportOutput::Wide;
             if let Some(p) = &e.pod {

@@ -79,6 +79,16 @@ pub fn cmd_impact(
     match a.output {
         ReportOutput::Json => output::json(out, &imp)?,
         ReportOutput::Yaml => output::yaml(out, &imp)?,
+        // The workloads whose proxies the change is pushed to now.
+        ReportOutput::Name => output::names(
+            out,
+            imp.now.workloads.keys().filter_map(|k| {
+                let mut parts = k.splitn(3, '/');
+                let kind = parts.next()?;
+                let _ns = parts.next()?;
+                Some((kind, parts.next()?))
+            }),
+        )?,
         ReportOutput::Table | ReportOutput::Wide => {
             let names = |s: &explain::ImpactSide| -> String {
                 let v: Vec<&str> = s
@@ -95,14 +105,17 @@ pub fn cmd_impact(
                     v.join(", ")
                 }
             };
-            writeln!(
-                out,
-                "{} (namespace {ns}): pushed to {} now, {} after ({})",
-                a.target,
-                plural(imp.now.proxies, "proxy", "proxies"),
-                plural(imp.after.proxies, "proxy", "proxies"),
-                names(&imp.after)
-            )?;
+            // The headline is the table's heading: --no-headers drops both.
+            if !output::Settings::current().no_headers {
+                writeln!(
+                    out,
+                    "{} (namespace {ns}): pushed to {} now, {} after ({})",
+                    a.target,
+                    plural(imp.now.proxies, "proxy", "proxies"),
+                    plural(imp.after.proxies, "proxy", "proxies"),
+                    names(&imp.after)
+                )?;
+            }
             let mut t = Table::new(["", "PROXIES", "OF", "PUSHED (PROTOBUF)", "WORKLOADS"]);
             t.row([
                 "now".to_string(),

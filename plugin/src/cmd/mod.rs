@@ -4,7 +4,9 @@
 pub mod apply;
 pub mod audit;
 pub mod codes;
+pub mod diff;
 pub mod explain;
 pub mod impact;
 pub mod recommend;
 pub mod verify;
+pub mod version;

@@ -45,7 +45,14 @@ pub fn cmd_recommend(
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
             output::json(out, &list)?;
         }
-        RecommendOutput::Table => {
+        RecommendOutput::Name => output::names(
+            out,
+            objects
+                .iter()
+                .map(|o| ("Sidecar", o.metadata.name.as_deref().unwrap_or_default())),
+        )?,
+        RecommendOutput::Table | RecommendOutput::Wide => {
+            let wide = a.output == RecommendOutput::Wide;
             let mut t = Table::new([
                 "NAMESPACE",
                 "WORKLOAD",
@@ -63,10 +70,20 @@ pub fn cmd_recommend(
                     format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name)
                 };
                 let (action, mut notes) = match &r.outcome {
-                    RecOutcome::Sidecar { action, added, .. } => (
+                    RecOutcome::Sidecar {
+                        action,
+                        added,
+                        removed,
+                        ..
+                    } => (
                         match action {
                             Action::Create => "create".to_string(),
-                            Action::Update => format!("update (+{})", added.len()),
+                            Action::Update if removed.is_empty() => {
+                                format!("update (+{})", added.len())
+                            }
+                            Action::Update => {
+                                format!("update (+{} -{})", added.len(), removed.len())
+                            }
                             Action::Unchanged => "unchanged".to_string(),
                         },
                         Vec::new(),
@@ -112,8 +129,10 @@ pub fn cmd_recommend(
                     action,
                     if r.dependencies.is_empty() {
                         "-".into()
-                    } else {
+                    } else if wide {
                         r.dependencies.join(",")
+                    } else {
+                        output::bounded(&r.dependencies, SHOWN_DEPENDENCIES, ",")
                     },
                     svc,
                     cfg,
@@ -126,6 +145,10 @@ pub fn cmd_recommend(
     summarize_recommendations(&world, &recs, err)?;
     Ok(Outcome::Ok)
 }
+
+/// How many dependencies the default table shows before "+N more"
+/// (`-o wide` shows them all).
+const SHOWN_DEPENDENCIES: usize = 3;
 
 /// The recommendation summary, on stderr.
 pub fn summarize_recommendations(
@@ -140,13 +163,28 @@ pub fn summarize_recommendations(
     let mut user_owned = 0;
     let mut no_evidence = 0;
     let mut other_skips = Vec::new();
+    let (mut hosts_added, mut hosts_removed) = (0, 0);
+    // Objects, not recommendations: one namespace-wide Sidecar serves many.
+    let mut seen = std::collections::BTreeSet::new();
     for r in recs {
         match &r.outcome {
-            RecOutcome::Sidecar { action, .. } => match action {
-                Action::Create => created += 1,
-                Action::Update => updated += 1,
-                Action::Unchanged => unchanged += 1,
-            },
+            RecOutcome::Sidecar {
+                action,
+                object,
+                added,
+                removed,
+            } => {
+                if !seen.insert((r.namespace.clone(), object.metadata.name.clone())) {
+                    continue;
+                }
+                hosts_added += added.len();
+                hosts_removed += removed.len();
+                match action {
+                    Action::Create => created += 1,
+                    Action::Update => updated += 1,
+                    Action::Unchanged => unchanged += 1,
+                }
+            }
             RecOutcome::UserOwned { sidecar, missing } => {
                 user_owned += 1;
                 writeln!(
@@ -174,10 +212,10 @@ pub fn summarize_recommendations(
         for u in obs.unregistered.iter().take(20) {
             writeln!(
                 err,
-                "unregistered destination: {} from {} ({} requests{}{})",
+                "unregistered destination: {} from {} ({}{}{})",
                 u.address,
                 snap.workloads[u.workload].key(),
-                u.requests,
+                output::plural(u.requests as usize, "request", "requests"),
                 u.authority
                     .as_deref()
                     .map(|a| format!(", authority {a}"))
@@ -186,12 +224,20 @@ pub fn summarize_recommendations(
             )?;
         }
     }
-    writeln!(
+    let hosts = match (hosts_added, hosts_removed) {
+        (0, 0) => String::new(),
+        (a, 0) => format!(" (+{})", output::plural(a, "host", "hosts")),
+        (a, r) => format!(" (+{a} -{})", output::plural(r, "host", "hosts")),
+    };
+    let skipped = no_evidence + user_owned + other_skips.len();
+    output::summary(
         err,
-        "{} Sidecars: {created} to create, {updated} to update, {unchanged} unchanged; skipped {} (no evidence: {no_evidence}, user-owned: {user_owned}, other: {})",
-        created + updated + unchanged,
-        no_evidence + user_owned + other_skips.len(),
-        other_skips.len()
+        format_args!(
+            "{}: {created} to create, {updated} to update{hosts}, {unchanged} unchanged; {} skipped (no evidence: {no_evidence}, user-owned: {user_owned}, other: {})",
+            output::plural(created + updated + unchanged, "Sidecar", "Sidecars"),
+            output::plural(skipped, "workload", "workloads"),
+            other_skips.len()
+        ),
     )?;
     Ok(())
 }

@@ -32,6 +32,18 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
     // Predictions need every namespace's pods and services, as explain does.
     let mut everywhere = a.common.clone();
     everywhere.all_namespaces = true;
+    // Traffic only for the answer's namespace: its pods' logs.
+    if !a.common.all_namespaces {
+        everywhere.pod_logs = crate::args::PodLogScope::Namespace;
+    }
+    // Reaching istiod is checked with the reads, in one pass.
+    everywhere.purpose = crate::live::Purpose::Verify {
+        istiod: a
+            .istiod
+            .istiod_urls
+            .is_empty()
+            .then(|| a.istiod.istio_namespace.clone()),
+    };
     let world = World::load(&everywhere, err)?;
     world.report_ingest(err)?;
     let ctx = world.live.as_ref().expect("live mode has a connection");
@@ -65,9 +77,11 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
         )?;
         return Ok(Outcome::Ok);
     }
-    let mut istiods =
-        ctx.rt
-            .block_on(connect_istiods(&world, &a.istiod, a.common.request_timeout))?;
+    let mut istiods = ctx.rt.block_on(connect_istiods(
+        &world,
+        &a.istiod,
+        a.common.request_timeout.secs(),
+    ))?;
     let traffic = traffic_by_workload(&world);
     let checks = ctx
         .rt
@@ -325,6 +339,9 @@ pub fn report(
             out,
             &serde_json::json!({"proxies": checks, "summary": summary}),
         )?,
+        ReportOutput::Name => {
+            crate::output::names(out, checks.iter().map(|c| ("Pod", c.pod.as_str())))?
+        }
         ReportOutput::Table | ReportOutput::Wide => {
             let wide = output == ReportOutput::Wide;
             let mut head = vec![

@@ -1,0 +1,239 @@
+//! `kubectl meshscope diff`: what `apply` would change, as a unified diff of
+//! each recommended Sidecar against the live object, with `kubectl diff`'s
+//! exit codes (0 no differences, 1 differences, 2 error). Like `kubectl
+//! diff`, the new side is the API server's answer to a server-side dry-run
+//! apply, so defaults and other managers' fields show as they would be.
+
+use std::io::Write;
+
+use anyhow::{anyhow, bail, Result};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use meshscope_shared::recommend::{
+    Outcome as RecOutcome, WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL,
+};
+use meshscope_shared::snapshot::{WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use serde_json::Value;
+
+use crate::args::DiffArgs;
+use crate::cmd::apply::{diffable, unified, FIELD_MANAGER};
+use crate::cmd::recommend::summarize_recommendations;
+use crate::live::{istio, ApiFailure};
+use crate::output;
+use crate::{recommend_world, Outcome, World};
+
+const RESOURCE: &str = "sidecars.networking.istio.io";
+
+/// What the diff found, for the summary and the exit code.
+#[derive(Default)]
+struct Tally {
+    create: usize,
+    change: usize,
+    unchanged: usize,
+    prune: usize,
+    user_owned: usize,
+    conflicts: usize,
+}
+
+pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
+    if !a.common.manifests.is_empty() {
+        bail!("diff compares with the cluster: drop --manifests (for files, `recommend --manifests ...` prints the Sidecars)");
+    }
+    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune_hosts, err)?;
+    summarize_recommendations(&world, &recs, err)?;
+    if let (Some(spec), None) = (&a.rec.workload, recs.iter().find_map(|r| r.sidecar())) {
+        bail!(
+            "nothing to diff for {spec}: {}",
+            crate::why_nothing(&world, &recs)
+        );
+    }
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let live = &ctx.live;
+    let ar = istio("Sidecar", "sidecars");
+    let failure = |e: kube::Error, verb, ns: &str| {
+        anyhow!(ApiFailure::from_kube(e, verb, RESOURCE, Some(ns), &live.server).to_string())
+    };
+    // Workloads a user-owned Sidecar scopes get no recommended object;
+    // the note above names them, and they count as skipped.
+    let mut tally = Tally {
+        user_owned: recs
+            .iter()
+            .filter(|r| matches!(r.outcome, RecOutcome::UserOwned { .. }))
+            .count(),
+        ..Tally::default()
+    };
+    for r in &recs {
+        let Some(sc) = r.sidecar() else { continue };
+        let name = sc.metadata.name.clone().unwrap_or_default();
+        let ns = r.namespace.as_str();
+        let label = format!("{ns}/{name}");
+        let desired = serde_json::to_value(sc)?;
+        let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), ns, &ar);
+        let existing = ctx
+            .rt
+            .block_on(api.get_opt(&name))
+            .map_err(|e| failure(e, "get", ns))?
+            .map(serde_json::to_value)
+            .transpose()?;
+        if let Some(ex) = existing.as_ref().filter(|ex| !managed(ex)) {
+            // Shown so the owner sees what meshscope would write, but apply
+            // leaves the object alone.
+            let old = diffable(Some(ex));
+            let new = diffable(Some(&user_owned_view(ex, &desired)));
+            unified(&old, &new, &label, out)?;
+            writeln!(
+                err,
+                "skipped: {label}: a Sidecar with this name exists and is not labelled {MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; apply leaves it to its owner"
+            )?;
+            tally.user_owned += 1;
+            continue;
+        }
+        let mut pp = PatchParams::apply(FIELD_MANAGER).dry_run();
+        if a.force_conflicts {
+            pp = pp.force();
+        }
+        let after = match ctx
+            .rt
+            .block_on(api.patch(&name, &pp, &Patch::Apply(&desired)))
+        {
+            Ok(o) => serde_json::to_value(o)?,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                writeln!(
+                    err,
+                    "skipped: {label}: conflict: {}; apply skips it too (--force-conflicts takes those fields over)",
+                    s.message
+                )?;
+                tally.conflicts += 1;
+                continue;
+            }
+            Err(e) => return Err(failure(e, "patch", ns)),
+        };
+        let (old, new) = (diffable(existing.as_ref()), diffable(Some(&after)));
+        if old == new {
+            tally.unchanged += 1;
+            continue;
+        }
+        unified(&old, &new, &label, out)?;
+        if existing.is_none() {
+            tally.create += 1;
+        } else {
+            tally.change += 1;
+        }
+    }
+    if a.prune {
+        for (label, live_obj) in prunable(&world)? {
+            unified(&diffable(Some(&live_obj)), "", &label, out)?;
+            tally.prune += 1;
+        }
+    }
+    let Tally {
+        create,
+        change,
+        unchanged,
+        prune,
+        user_owned,
+        conflicts,
+    } = tally;
+    let mut parts = vec![
+        format!("{create} to create"),
+        format!("{change} to change"),
+        format!("{unchanged} unchanged"),
+    ];
+    if a.prune {
+        parts.push(format!("{prune} to prune"));
+    }
+    if user_owned > 0 {
+        parts.push(format!("{user_owned} user-owned (apply skips them)"));
+    }
+    if conflicts > 0 {
+        parts.push(format!("{conflicts} with conflicts (skipped)"));
+    }
+    output::summary(err, format_args!("diff: {}", parts.join(", ")))?;
+    Ok(if create + change + prune > 0 {
+        Outcome::Findings
+    } else {
+        Outcome::Ok
+    })
+}
+
+fn managed(v: &Value) -> bool {
+    v.pointer("/metadata/labels")
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .and_then(Value::as_str)
+        == Some(MANAGED_BY_VALUE)
+}
+
+/// A user-owned Sidecar as it would be with meshscope's spec, labels and
+/// annotations: what the recommendation would change, were it applied.
+fn user_owned_view(live: &Value, desired: &Value) -> Value {
+    let mut v = live.clone();
+    for field in ["labels", "annotations"] {
+        let Some(want) = desired
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            let have = meta
+                .entry(field)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(have) = have.as_object_mut() {
+                for (k, val) in want {
+                    have.insert(k.clone(), val.clone());
+                }
+            }
+        }
+    }
+    if let (Some(obj), Some(spec)) = (v.as_object_mut(), desired.get("spec")) {
+        obj.insert("spec".into(), spec.clone());
+    }
+    v
+}
+
+/// Managed Sidecars whose workload no longer exists (what `apply --prune`
+/// deletes): `ns/name` and the live object.
+fn prunable(world: &World) -> Result<Vec<(String, Value)>> {
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let live = &ctx.live;
+    let ar = istio("Sidecar", "sidecars");
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
+    let namespaces: Vec<Option<String>> = match &world.namespaces {
+        None => vec![None],
+        Some(set) => set.iter().cloned().map(Some).collect(),
+    };
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let api: Api<DynamicObject> = match &ns {
+            Some(n) => Api::namespaced_with(live.client.clone(), n, &ar),
+            None => Api::all_with(live.client.clone(), &ar),
+        };
+        let list = ctx
+            .rt
+            .block_on(api.list(&ListParams::default().labels(&selector)))
+            .map_err(|e| {
+                anyhow!(
+                    ApiFailure::from_kube(e, "list", RESOURCE, ns.as_deref(), &live.server)
+                        .to_string()
+                )
+            })?;
+        for sc in list.items {
+            let labels = sc.metadata.labels.clone().unwrap_or_default();
+            let (Some(kind), Some(wname)) = (
+                labels.get(WORKLOAD_KIND_LABEL),
+                labels.get(WORKLOAD_NAME_LABEL),
+            ) else {
+                // Per-namespace Sidecars have no workload; never pruned.
+                continue;
+            };
+            let sns = sc.metadata.namespace.clone().unwrap_or_default();
+            let kind =
+                WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
+            if world.snap.find_workload(&kind, &sns, wname).is_some() {
+                continue;
+            }
+            let label = format!("{sns}/{}", sc.metadata.name.clone().unwrap_or_default());
+            out.push((label, serde_json::to_value(sc)?));
+        }
+    }
+    Ok(out)
+}

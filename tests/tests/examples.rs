@@ -1,0 +1,286 @@
+//! Every `kubectl meshscope` example in the README's shell blocks and in
+//! `--help` runs as written: through bash, with kubectl and the built
+//! plugin on PATH, from the repository root, against the test control plane
+//! holding `examples/bookinfo` (the mesh the examples name), a real istiod
+//! reached through a port-forward, and a real Prometheus.
+//!
+//! "Runs" means it exits 0 or 1 (1 is findings) and prints no `error:`.
+//! Three substitutions keep the run inside this machine, and nothing else
+//! is changed:
+//! - the in-cluster Prometheus URL the examples show becomes the test
+//!   Prometheus's;
+//! - `--istiod-url http://localhost:15014` (after a user's own
+//!   `kubectl port-forward`) becomes the test istiod's debug address;
+//! - `| kubectl apply -f -` becomes `| kubectl apply --dry-run=client -f -`,
+//!   so that an example does not install the webhook into the shared test
+//!   cluster; kubectl still parses every object, and fails on an empty
+//!   input ("no objects passed to apply").
+
+use std::process::Command;
+
+use clap::CommandFactory;
+use kubectl_meshscope::args::Cli;
+use meshscope_e2e::cluster::{bin_dir, repo_root, Cluster, Prometheus};
+use meshscope_e2e::istiod::Istiod;
+use meshscope_e2e::kubelet::{Forwards, LogReply, Logs, StandInKubelet};
+
+/// The commands of the README's ```sh blocks that run kubectl meshscope,
+/// with continuation lines joined and trailing comments dropped.
+fn readme_commands() -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let mut out = Vec::new();
+    let mut in_sh = false;
+    let mut pending = String::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_sh = line.trim() == "```sh" && !in_sh;
+            continue;
+        }
+        if !in_sh {
+            continue;
+        }
+        let line = strip_comment(line);
+        if let Some(head) = line.trim_end().strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(line.trim_end());
+        let cmd = std::mem::take(&mut pending).trim().to_string();
+        if cmd.contains("kubectl meshscope") && !cmd.ends_with('&') {
+            out.push(cmd);
+        }
+    }
+    out
+}
+
+/// `cmd   # comment` → `cmd` (a `#` inside quotes stays).
+fn strip_comment(line: &str) -> &str {
+    let mut quote = None;
+    for (i, ch) in line.char_indices() {
+        match (ch, quote) {
+            ('\'' | '"', None) => quote = Some(ch),
+            (q, Some(open)) if q == open => quote = None,
+            ('#', None) if i == 0 || line[..i].ends_with(' ') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// The example lines of every command's help.
+fn help_commands() -> Vec<String> {
+    fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
+        for text in [cmd.get_after_help(), cmd.get_after_long_help()]
+            .into_iter()
+            .flatten()
+        {
+            for line in text.to_string().lines() {
+                let line = line.trim();
+                if line.starts_with("kubectl meshscope") && !line.ends_with('&') {
+                    out.push(line.to_string());
+                }
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Cli::command(), &mut out);
+    out
+}
+
+/// Deletes the bookinfo namespace and waits until it is gone. Its pods are
+/// bound to a stand-in node whose kubelet never confirms a deletion, so
+/// they are deleted with no grace period first.
+fn remove_bookinfo(c: &Cluster) {
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            "bookinfo",
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "namespace",
+            "bookinfo",
+            "--ignore-not-found",
+            "--timeout=60s",
+        ],
+        None,
+    );
+}
+
+#[test]
+fn every_example_in_the_readme_and_the_help_runs_as_written() {
+    let c = Cluster::shared();
+    remove_bookinfo(c);
+    // The example mesh, without its istio-system objects (the shared mesh
+    // config stays as the other tests expect it).
+    let manifests =
+        std::fs::read_to_string(repo_root().join("examples/bookinfo/manifests.yaml")).unwrap();
+    // Its pods carry the injected istio-proxy container, and keep their
+    // names: without owner references (their ReplicaSets' uids differ
+    // here, and the garbage collector would delete them), and with the
+    // Deployments scaled to zero (the controllers' own pods would have no
+    // istio-proxy: no injector runs here).
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&manifests) {
+        let mut v: serde_yaml::Value = serde::Deserialize::deserialize(doc).unwrap();
+        let ns = v["metadata"]["namespace"].as_str().unwrap_or("");
+        let name = v["metadata"]["name"].as_str().unwrap_or("");
+        if v.is_null() || ns == "istio-system" || name == "istio-system" {
+            continue;
+        }
+        if let Some(m) = v["metadata"].as_mapping_mut() {
+            m.remove("ownerReferences");
+        }
+        if v["kind"] == "Deployment" {
+            v["spec"]["replicas"] = 0.into();
+        }
+        docs.push(serde_yaml::to_string(&v).unwrap());
+    }
+    c.kubectl_ok(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&docs.join("---\n")),
+    );
+    let pods: Vec<String> = c
+        .kubectl_ok(
+            &[
+                "get",
+                "pods",
+                "-n",
+                "bookinfo",
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ],
+            None,
+        )
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert!(!pods.is_empty(), "bookinfo has pods");
+
+    // istiod behind a port-forward, as in a cluster; the proxies' logs are
+    // empty (the examples only need them readable).
+    let istiod = Istiod::start(c).expect("istiod starts");
+    let istiod_pod = "istiod-examples";
+    // An interrupted earlier run may have left it bound to its node.
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "pod",
+            istiod_pod,
+            "-n",
+            "istio-system",
+            "--grace-period=0",
+            "--force",
+            "--ignore-not-found",
+        ],
+        None,
+    );
+    let mut forwards = Forwards::new();
+    forwards.insert(
+        format!("istio-system/{istiod_pod}:15014"),
+        istiod.monitoring.parse().unwrap(),
+    );
+    let mut logs = Logs::new();
+    for p in &pods {
+        logs.insert(
+            format!("bookinfo/{p}/istio-proxy"),
+            LogReply::Text(String::new()),
+        );
+    }
+    let kubelet = StandInKubelet::start_with(logs, forwards).unwrap();
+    let node = c.stand_in_node("examples", kubelet.port).unwrap();
+    c.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {istiod_pod}\n  namespace: istio-system\n  labels: {{app: istiod}}\n  annotations: {{prometheus.io/port: \"15014\"}}\nspec:\n  containers: [{{name: discovery, image: docker.io/istio/pilot:1.30.0}}]\n"
+    ));
+    c.bind_pod("istio-system", istiod_pod, &node).unwrap();
+    c.set_pod_ip("istio-system", istiod_pod, "10.254.0.3")
+        .unwrap();
+    for p in &pods {
+        // Pods the manifests bound elsewhere keep their node.
+        let _ = c.bind_pod("bookinfo", p, &node);
+    }
+    // Istio metrics of another mesh: bookinfo's workloads find none of
+    // theirs, as in a Prometheus that has not scraped them yet.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let other = meshscope_e2e::Scenario {
+        httpbins: 1,
+        sleeps: 1,
+        ..meshscope_e2e::Scenario::reference()
+    };
+    let prometheus = Prometheus::start(&other.openmetrics(now)).expect("prometheus starts");
+
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut commands = readme_commands();
+    commands.extend(help_commands());
+    assert!(commands.len() > 20, "examples found: {commands:#?}");
+    let mut failures = Vec::new();
+    for cmd in &commands {
+        let run = cmd
+            .replace("http://prometheus.istio-system:9090", &prometheus.url)
+            .replace(
+                "--istiod-url http://localhost:15014",
+                &format!("--istiod-url http://{}", istiod.monitoring),
+            )
+            .replace(
+                "| kubectl apply -f -",
+                "| kubectl apply --dry-run=client -f -",
+            );
+        let out = Command::new("timeout")
+            .args(["120", "bash", "-c", &format!("set -o pipefail; {run}")])
+            .current_dir(repo_root())
+            .env("PATH", &path)
+            .env("KUBECONFIG", &c.kubeconfig)
+            .output()
+            .unwrap();
+        let code = out.status.code().unwrap_or(-1);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !(code == 0 || code == 1) || stderr.lines().any(|l| l.starts_with("error")) {
+            failures.push(format!(
+                "{cmd}\n  exit {code}\n  {}",
+                stderr.trim().replace('\n', "\n  ")
+            ));
+        }
+    }
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "pod",
+            istiod_pod,
+            "-n",
+            "istio-system",
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    remove_bookinfo(c);
+    let _ = c.kubectl(&["delete", "node", &node], None);
+    drop(istiod);
+    assert!(
+        failures.is_empty(),
+        "{} of {} examples do not run as written:\n{}",
+        failures.len(),
+        commands.len(),
+        failures.join("\n")
+    );
+    eprintln!("{} examples ran", commands.len());
+}
