@@ -106,18 +106,7 @@ fn options(
 ) -> Result<Options> {
     let flag = version_flag(c)?;
     // Offline dumps may hold istiod's pods themselves.
-    let listed: Vec<scope::inputs::Pod> = inputs
-        .pods
-        .iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .is_some_and(|a| a == "istiod")
-        })
-        .cloned()
-        .collect();
+    let listed = scope::detect::istiod_pods(&inputs.pods);
     let istiod = if istiod.is_empty() {
         &listed[..]
     } else {

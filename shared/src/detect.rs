@@ -66,6 +66,21 @@ pub struct Evidence {
     pub proxy_count: usize,
 }
 
+/// The pods labelled `app=istiod` among `pods` (offline dumps hold
+/// istiod's own pods).
+pub fn istiod_pods(pods: &[Pod]) -> Vec<Pod> {
+    pods.iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .is_some_and(|a| a == "istiod")
+        })
+        .cloned()
+        .collect()
+}
+
 impl Evidence {
     /// Reads proxies from `pods`, and istiod from `istiod_pods` (the pods
     /// labelled `app=istiod`, which may also be among `pods`).

@@ -340,6 +340,20 @@ fn finalize_hosts(
     (hosts.into_iter().collect(), added, removed)
 }
 
+/// Is a managed Sidecar (with these labels, in `ns`) left without its
+/// workload, so that `--prune` deletes it? Per-namespace Sidecars name no
+/// workload and are never orphaned.
+pub fn orphaned(snap: &MeshSnapshot, ns: &str, labels: &BTreeMap<String, String>) -> bool {
+    let (Some(kind), Some(name)) = (
+        labels.get(WORKLOAD_KIND_LABEL),
+        labels.get(WORKLOAD_NAME_LABEL),
+    ) else {
+        return false;
+    };
+    let kind = WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
+    snap.find_workload(&kind, ns, name).is_none()
+}
+
 /// Does the live Sidecar already carry the labels and annotations apply
 /// would write? If not, apply changes it, so it is not "unchanged".
 fn keeps(

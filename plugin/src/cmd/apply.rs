@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Result};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use meshscope_shared::istio::Sidecar;
-use meshscope_shared::recommend::{Recommendation, WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL};
+use meshscope_shared::recommend::Recommendation;
 use meshscope_shared::scope::ScopeSource;
-use meshscope_shared::snapshot::{PodId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use meshscope_shared::snapshot::{PodId, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use meshscope_shared::verify as verify_shared;
 use serde_json::Value;
 
@@ -833,17 +833,8 @@ fn prune(
         };
         for sc in list.items {
             let labels = sc.metadata.labels.clone().unwrap_or_default();
-            let (Some(kind), Some(wname)) = (
-                labels.get(WORKLOAD_KIND_LABEL),
-                labels.get(WORKLOAD_NAME_LABEL),
-            ) else {
-                // Per-namespace Sidecars have no workload; never pruned.
-                continue;
-            };
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
-            let kind =
-                WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
-            if world.snap.find_workload(&kind, &sns, wname).is_some() {
+            if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &labels) {
                 continue;
             }
             let name = sc.metadata.name.clone().unwrap_or_default();

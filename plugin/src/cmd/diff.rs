@@ -8,10 +8,8 @@ use std::io::Write;
 
 use anyhow::{anyhow, bail, Result};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use meshscope_shared::recommend::{
-    Outcome as RecOutcome, WORKLOAD_KIND_LABEL, WORKLOAD_NAME_LABEL,
-};
-use meshscope_shared::snapshot::{WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use meshscope_shared::recommend::Outcome as RecOutcome;
+use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use serde_json::Value;
 
 use crate::args::DiffArgs;
@@ -218,17 +216,8 @@ fn prunable(world: &World) -> Result<Vec<(String, Value)>> {
             })?;
         for sc in list.items {
             let labels = sc.metadata.labels.clone().unwrap_or_default();
-            let (Some(kind), Some(wname)) = (
-                labels.get(WORKLOAD_KIND_LABEL),
-                labels.get(WORKLOAD_NAME_LABEL),
-            ) else {
-                // Per-namespace Sidecars have no workload; never pruned.
-                continue;
-            };
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
-            let kind =
-                WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
-            if world.snap.find_workload(&kind, &sns, wname).is_some() {
+            if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &labels) {
                 continue;
             }
             let label = format!("{sns}/{}", sc.metadata.name.clone().unwrap_or_default());

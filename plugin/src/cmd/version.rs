@@ -52,18 +52,7 @@ pub fn cmd_version(a: VersionArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         live_evidence(&a.common)?
     } else {
         let inputs = input::load_manifests(&a.common.manifests)?;
-        let istiod: Vec<ObservedPod> = inputs
-            .pods
-            .iter()
-            .filter(|p| {
-                p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("app"))
-                    .is_some_and(|v| v == "istiod")
-            })
-            .cloned()
-            .collect();
+        let istiod = meshscope_shared::detect::istiod_pods(&inputs.pods);
         if a.output.is_none() {
             writeln!(out, "Client Version: {VERSION}")?;
         }
