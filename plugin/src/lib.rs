@@ -31,7 +31,7 @@ use args::{Cli, Command, Common};
 use selector::Selector;
 
 /// How a successful run ended, for the exit code.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Exit 0.
     Ok,

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod fidelity;
 pub mod istiod;
 pub mod kubelet;
+pub mod run;
 pub mod world;
 pub mod xds;
 

@@ -8,45 +8,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::{plugin_binary, repo_root, Cluster};
 use meshscope_e2e::{LogForm, Scenario};
 
-struct Run {
-    outcome: anyhow::Result<Outcome>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(&self) -> Outcome {
-        match &self.outcome {
-            Ok(o) => match o {
-                Outcome::Ok => Outcome::Ok,
-                Outcome::Findings => Outcome::Findings,
-            },
-            Err(e) => panic!("{e:#}\n{}", self.stderr),
-        }
-    }
-
-    fn error(self) -> String {
-        format!("{:#}", self.outcome.expect_err("the command fails"))
-    }
-}
-
-fn meshscope(args: &[&str]) -> Run {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err);
-    Run {
-        outcome,
-        stdout: String::from_utf8(out).unwrap(),
-        stderr: String::from_utf8(err).unwrap(),
-    }
-}
+use meshscope_e2e::run::{meshscope, Run};
 
 fn bookinfo(file: &str) -> String {
     repo_root()

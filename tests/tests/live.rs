@@ -2,33 +2,13 @@
 //! (built and started by tests/cluster/up) and a real Prometheus. Each test
 //! works in namespaces of its own.
 
-use std::path::Path;
 use std::process::Command;
 
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster, Prometheus};
 use meshscope_e2e::{sidecar_hosts as sidecars, LogForm, Scenario};
 
-struct Run {
-    outcome: anyhow::Result<Outcome>,
-    stdout: String,
-    stderr: String,
-}
-
-fn meshscope(kubeconfig: &Path, args: &[&str]) -> Run {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    argv.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err);
-    Run {
-        outcome,
-        stdout: String::from_utf8(out).unwrap(),
-        stderr: String::from_utf8(err).unwrap(),
-    }
-}
+use meshscope_e2e::run::meshscope_at as meshscope;
 
 fn codes(json: &str) -> Vec<(String, String)> {
     let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));

@@ -5,28 +5,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use kubectl_meshscope::{args::Cli, Outcome};
 use meshscope_e2e::cluster::repo_root;
 use meshscope_e2e::{LogForm, Scenario};
 
-struct Run {
-    outcome: anyhow::Result<Outcome>,
-    stdout: String,
-    stderr: String,
-}
-
-fn meshscope(args: &[&str]) -> Run {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err);
-    Run {
-        outcome,
-        stdout: String::from_utf8(out).unwrap(),
-        stderr: String::from_utf8(err).unwrap(),
-    }
-}
+use meshscope_e2e::run::meshscope;
 
 fn write_scenario(dir: &Path, s: &Scenario) {
     std::fs::write(dir.join("manifests.yaml"), s.manifests()).unwrap();

@@ -9,38 +9,10 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use kubectl_meshscope::{args::Cli, Outcome};
 use meshscope_e2e::cluster::{plugin_binary, Cluster};
 
-struct Run {
-    outcome: anyhow::Result<Outcome>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// The error as main prints it.
-    fn error(&self) -> String {
-        match &self.outcome {
-            Err(e) => format!("{e:#}"),
-            Ok(o) => panic!("expected an error, got {o:?}; stderr: {}", self.stderr),
-        }
-    }
-}
-
-fn meshscope(kubeconfig: &Path, args: &[&str]) -> Run {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    argv.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err);
-    Run {
-        outcome,
-        stdout: String::from_utf8(out).unwrap(),
-        stderr: String::from_utf8(err).unwrap(),
-    }
-}
+use meshscope_e2e::run::meshscope_at as meshscope;
 
 fn binary(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(plugin_binary());
