@@ -235,6 +235,18 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         "{}",
         r.stdout
     );
+    // -q: the per-object lines stay on stdout, the summaries go.
+    let r = meshscope(
+        &c.kubeconfig,
+        &["apply", "-n", &ns, "--access-log", log, "-q"],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert_eq!(r.stdout.matches(" unchanged ").count(), n, "{}", r.stdout);
+    assert!(
+        !r.stderr.contains("apply: ") && !r.stderr.contains(" Sidecars: "),
+        "{}",
+        r.stderr
+    );
 
     // Explain names the Sidecar istiod would pick, through kubectl's plugin discovery.
     let pod = c.wait_pods(&ns, "sleep-1", 1).unwrap().remove(0);

@@ -469,14 +469,16 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         .iter()
         .map(|(r, n)| format!("{n} {}", r.word()))
         .collect();
-    writeln!(
+    crate::output::summary(
         err,
-        "apply{suffix}: {}",
-        if summary.is_empty() {
-            "nothing to apply".to_string()
-        } else {
-            summary.join(", ")
-        }
+        format_args!(
+            "apply{suffix}: {}",
+            if summary.is_empty() {
+                "nothing to apply".to_string()
+            } else {
+                summary.join(", ")
+            }
+        ),
     )?;
     if counts.contains_key(&ApplyResult::Failed) {
         outcome = Outcome::Findings;

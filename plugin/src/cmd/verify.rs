@@ -388,16 +388,18 @@ pub fn report(
             details(checks, out)?;
         }
     }
-    writeln!(
+    crate::output::summary(
         err,
-        "{}: {} OK, {} differ, {} with missing edges ({}), {} stale, {} not connected",
-        plural(summary.proxies, "proxy", "proxies"),
-        summary.ok,
-        summary.differs,
-        summary.missing,
-        plural(summary.missing_edges, "edge", "edges"),
-        summary.stale,
-        summary.not_connected
+        format_args!(
+            "{}: {} OK, {} differ, {} with missing edges ({}), {} stale, {} not connected",
+            plural(summary.proxies, "proxy", "proxies"),
+            summary.ok,
+            summary.differs,
+            summary.missing,
+            plural(summary.missing_edges, "edge", "edges"),
+            summary.stale,
+            summary.not_connected
+        ),
     )?;
     Ok(if summary.ok == summary.proxies {
         Outcome::Ok
