@@ -19,6 +19,15 @@ use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::Sim;
 use serde_json::Value;
 
+/// The tests run one after another: a proxy without a Sidecar sees every
+/// namespace's services, so another test's world appearing or going away
+/// mid-check would change what istiod sends it.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Run {
     outcome: Result<Outcome, String>,
     stdout: String,
@@ -267,6 +276,7 @@ fn setup(prefix: &str, slot: u64) -> Setup {
 
 #[test]
 fn verify_and_apply_wait_against_a_real_istiod() {
+    let _serial = serial();
     let s = setup("vfy", 800);
     let log = s.log.path().to_str().unwrap().to_string();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&s, &log)));
@@ -514,6 +524,7 @@ fn scenario(s: &Setup, log: &str) {
 /// port-forward are real. RBAC is checked in one pass first.
 #[test]
 fn verify_reaches_istiod_through_a_port_forward() {
+    let _serial = serial();
     use meshscope_e2e::cluster::repo_root;
     use meshscope_e2e::kubelet::{Forwards, Logs, StandInKubelet};
 
@@ -655,6 +666,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
 /// is connected to (found through every replica's `/debug/syncz`).
 #[test]
 fn verify_asks_the_replica_each_proxy_is_connected_to() {
+    let _serial = serial();
     let s = setup("vrep", 900);
     let second = Istiod::start(s.c).expect("a second istiod starts");
     let services: Vec<(String, String)> = ["web", "db", "extra"]
