@@ -117,18 +117,10 @@ fn options(
     for n in notes {
         writeln!(err, "note: {n}")?;
     }
-    let cluster_domain = match (&c.cluster_domain, evidence.domain()) {
-        (Some(flag), Some(seen)) if flag != seen => {
-            writeln!(
-                err,
-                "note: --cluster-domain {flag} differs from the {seen} the pods were injected with; using {flag}"
-            )?;
-            flag.clone()
-        }
-        (Some(flag), _) => flag.clone(),
-        (None, Some(seen)) => seen.to_string(),
-        (None, None) => "cluster.local".to_string(),
-    };
+    let (cluster_domain, note) = evidence.cluster_domain(c.cluster_domain.as_deref());
+    if let Some(n) = note {
+        writeln!(err, "note: {n}")?;
+    }
     Ok(Options {
         istio,
         cluster_domain,

@@ -1361,12 +1361,6 @@ impl Live {
         };
         self.bounded("create", REVIEW, None, all).await
     }
-
-    /// As `check`, for callers that handle a server that does not answer
-    /// later: it lacks nothing.
-    pub async fn missing(&self, needs: &[Need]) -> Vec<Need> {
-        self.check(needs).await.unwrap_or_default()
-    }
 }
 
 /// `pods`, `deployments.apps`, `sidecars.networking.istio.io`.

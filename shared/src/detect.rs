@@ -175,6 +175,23 @@ impl Evidence {
         (chosen, notes)
     }
 
+    /// The cluster domain to apply and a note when the flag disagrees
+    /// with the cluster: the flag, else [`Evidence::domain`], else
+    /// `cluster.local`.
+    pub fn cluster_domain(&self, flag: Option<&str>) -> (String, Option<String>) {
+        match (flag, self.domain()) {
+            (Some(f), Some(seen)) if f != seen => (
+                f.to_string(),
+                Some(format!(
+                    "--cluster-domain {f} differs from the {seen} the pods were injected with; using {f}"
+                )),
+            ),
+            (Some(f), _) => (f.to_string(), None),
+            (None, Some(seen)) => (seen.to_string(), None),
+            (None, None) => ("cluster.local".to_string(), None),
+        }
+    }
+
     /// The cluster domain: istiod's `--domain`, else the one most of the
     /// proxies were injected with (a few odd pods do not decide it).
     pub fn domain(&self) -> Option<&str> {

@@ -15,12 +15,8 @@ use meshscope_shared::verify::{self, ProxyCheck, Reported, Status, SyncStatus};
 
 use crate::args::{IstiodFlags, ReportOutput, VerifyArgs};
 use crate::istiod::{Discovery, Istiod};
-use crate::live::{role_for, Need};
 use crate::output::{bytes, plural, Table};
 use crate::{find_workload, Outcome, World};
-
-/// The RBAC file `verify` needs besides the reader role.
-pub const RBAC_FILE: &str = "deploy/rbac/meshscope-verifier.yaml";
 
 pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
     if !a.common.manifests.is_empty() {
@@ -164,8 +160,7 @@ fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<
     Ok(pods)
 }
 
-/// Finds istiod (or takes `--istiod-url`), checking first in one pass that
-/// the caller may reach it.
+/// Finds istiod (or takes `--istiod-url`).
 pub async fn connect_istiods(
     world: &World,
     flags: &IstiodFlags,
@@ -179,43 +174,8 @@ pub async fn connect_istiods(
         revision: flags.revision.as_deref(),
         timeout: Duration::from_secs(timeout_secs.max(1)),
     };
-    if flags.istiod_urls.is_empty() {
-        let ns = Some(flags.istio_namespace.clone());
-        let needs = [
-            Need {
-                verb: "list",
-                group: "",
-                resource: "pods",
-                namespace: ns.clone(),
-            },
-            Need {
-                verb: "get",
-                group: "",
-                resource: "pods/portforward",
-                namespace: ns.clone(),
-            },
-            Need {
-                verb: "create",
-                group: "",
-                resource: "pods/portforward",
-                namespace: ns,
-            },
-        ];
-        let missing = live.missing(&needs).await;
-        if !missing.is_empty() {
-            bail!(
-                "RBAC does not let you reach istiod's debug endpoints in namespace {} ({}); grant {RBAC_FILE}, or at least:\n{}\nor run `kubectl port-forward -n {} deploy/istiod 15014` yourself and pass --istiod-url http://localhost:15014",
-                flags.istio_namespace,
-                missing
-                    .iter()
-                    .map(|n| format!("{} {}", n.verb, n.resource))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                role_for("meshscope-verifier", &missing),
-                flags.istio_namespace
-            );
-        }
-    }
+    // The permissions this needs were checked with the others, in one
+    // pass, when the world was read (`Purpose::Verify` / `Purpose::Apply`).
     d.find(&live.client, &live.server).await
 }
 
