@@ -1,6 +1,7 @@
 //! The plain-HTTP admin server: probes and metrics, on their own port so
 //! the kubelet and Prometheus need no certificates.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::State as Extract;
@@ -9,7 +10,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::state::State;
+use crate::state::{Freshness, State};
 
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -28,13 +29,31 @@ async fn healthz() -> &'static str {
 }
 
 /// Ready once every cache has completed its first list, until shutdown.
+/// Stale caches keep it ready (requests are then allowed unchecked, which is
+/// what an unready webhook would get too, through `failurePolicy: Ignore`)
+/// and say so in the body; `meshscope_webhook_cache_stale` is the signal
+/// to alert on.
 async fn readyz(Extract(state): Extract<Arc<State>>) -> impl IntoResponse {
     if state.is_ready() {
-        (StatusCode::OK, "ok\n")
+        match state.freshness() {
+            Freshness::Stale(watch) => (
+                StatusCode::OK,
+                Cow::Owned(format!(
+                    "ok, but stale: the {watch} watch is failing; requests are allowed unchecked\n"
+                )),
+            ),
+            _ => (StatusCode::OK, Cow::Borrowed("ok\n")),
+        }
     } else if state.is_synced() {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Cow::Borrowed("shutting down\n"),
+        )
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Cow::Borrowed("caches not synced\n"),
+        )
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! A body that is not an `admission.k8s.io/v1` AdmissionReview with a
 //! request (bad JSON, wrong version, too large) gets HTTP 400 with a JSON
-//! error; the API server then applies the configuration's failurePolicy
+//! error, and one whose body does not arrive within the body read timeout
+//! HTTP 408; the API server then applies the configuration's failurePolicy
 //! (`Ignore`). Everything readable gets HTTP 200 with a review that echoes
 //! the request's uid.
 
@@ -13,7 +14,7 @@ use std::time::Instant;
 
 use axum::body::{to_bytes, Body};
 use axum::extract::State as Extract;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use kube::core::admission::Operation;
@@ -25,20 +26,23 @@ use serde_json::value::RawValue;
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
-use crate::metrics::RequestLabels;
+use crate::metrics::{RequestLabels, Timeout};
 use crate::state::{Freshness, State};
 
-/// The largest body read. The API server caps objects at 3 MiB (etcd's
-/// limit is 1.5 MiB); an AdmissionReview of an UPDATE carries two.
-pub const MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
+/// The largest body read by default (`--max-body-bytes`). The API server
+/// caps objects at 3 MiB (etcd's limit is 1.5 MiB); an AdmissionReview of
+/// an UPDATE carries two.
+pub const MAX_BODY_BYTES: usize = crate::limits::DEFAULT_MAX_BODY_BYTES;
 
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
 pub const ADMISSION_REVIEW_KIND: &str = "AdmissionReview";
 
 #[derive(Debug, Error)]
 pub enum BadRequest {
-    #[error("cannot read the request body (larger than {MAX_BODY_BYTES} bytes?): {0}")]
+    #[error("cannot read the request body (larger than the limit?): {0}")]
     Body(String),
+    #[error("the body is {length} bytes, more than the limit of {limit}")]
+    TooLarge { length: u64, limit: usize },
     #[error("the body is not an AdmissionReview: {0}")]
     Json(#[from] serde_json::Error),
     #[error("expected an {ADMISSION_API_VERSION} AdmissionReview, got apiVersion {api_version:?} kind {kind:?}")]
@@ -54,19 +58,38 @@ impl IntoResponse for BadRequest {
     }
 }
 
-pub async fn validate(Extract(state): Extract<Arc<State>>, body: Body) -> Response {
-    admit(state, Endpoint::Validate, body).await
+pub async fn validate(
+    Extract(state): Extract<Arc<State>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    admit(state, Endpoint::Validate, &headers, body).await
 }
 
-pub async fn mutate(Extract(state): Extract<Arc<State>>, body: Body) -> Response {
-    admit(state, Endpoint::Mutate, body).await
+pub async fn mutate(
+    Extract(state): Extract<Arc<State>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    admit(state, Endpoint::Mutate, &headers, body).await
 }
 
-async fn admit(state: Arc<State>, endpoint: Endpoint, body: Body) -> Response {
+async fn admit(state: Arc<State>, endpoint: Endpoint, headers: &HeaderMap, body: Body) -> Response {
     let started = Instant::now();
-    let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(e) => return bad_request(&state, endpoint, BadRequest::Body(e.to_string())),
+    let limit = state.limits.max_body_bytes;
+    // A declared length over the limit is refused before anything is read.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = declared.filter(|l| *l > limit as u64) {
+        return bad_request(&state, endpoint, BadRequest::TooLarge { length, limit });
+    }
+    let read = tokio::time::timeout(state.limits.body_read_timeout, to_bytes(body, limit));
+    let bytes = match read.await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return bad_request(&state, endpoint, BadRequest::Body(e.to_string())),
+        Err(_) => return body_timeout(&state, endpoint),
     };
     let req = match read_request(&bytes) {
         Ok(r) => r,
@@ -94,6 +117,20 @@ async fn admit(state: Arc<State>, endpoint: Endpoint, body: Body) -> Response {
         started.elapsed(),
     );
     response
+}
+
+/// HTTP 408: the body did not arrive in time. The connection is closed
+/// after the answer (HTTP/1.1 cannot skip an unread body).
+fn body_timeout(state: &State, endpoint: Endpoint) -> Response {
+    state.metrics.timed_out(Timeout::Body);
+    let limit = state.limits.body_read_timeout;
+    warn!(
+        endpoint = endpoint.as_str(),
+        timeout_ms = limit.as_millis() as u64,
+        "request body not received in time"
+    );
+    let body = json!({"error": format!("the request body did not arrive within {limit:?}")});
+    (StatusCode::REQUEST_TIMEOUT, Json(body)).into_response()
 }
 
 fn bad_request(state: &State, endpoint: Endpoint, error: BadRequest) -> Response {

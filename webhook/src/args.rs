@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::Parser;
 use meshscope_shared::admission::Policy;
 
+use crate::limits::Limits;
+
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "meshscope-webhook",
@@ -67,12 +69,66 @@ pub struct Args {
     /// Seconds between full re-lists of the watched objects
     #[arg(long, env = "MESHSCOPE_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..))]
     pub resync_seconds: u64,
+
+    /// Seconds a watch may keep failing before the caches count as stale (requests are then allowed unchecked)
+    #[arg(long, env = "MESHSCOPE_STALE_AFTER_SECONDS", default_value = "30", value_parser = parse_seconds)]
+    pub stale_after_seconds: Duration,
+
+    /// Most open HTTPS connections; at the cap the longest-idle one is closed for a new one, or the new one is refused
+    #[arg(long, env = "MESHSCOPE_MAX_CONNECTIONS", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+
+    /// Seconds a client has to complete the TLS handshake
+    #[arg(long, env = "MESHSCOPE_HANDSHAKE_TIMEOUT_SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub handshake_timeout_seconds: Duration,
+
+    /// Seconds an HTTP/1.1 request head may take to arrive, from the connection's start or the previous response (so also the keep-alive idle limit of HTTP/1.1)
+    #[arg(long, env = "MESHSCOPE_HEADER_READ_TIMEOUT_SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub header_read_timeout_seconds: Duration,
+
+    /// Seconds a request body may take to arrive in full (then HTTP 408)
+    #[arg(long, env = "MESHSCOPE_BODY_READ_TIMEOUT_SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub body_read_timeout_seconds: Duration,
+
+    /// Seconds a connection may stay open with no request in flight before it is closed
+    #[arg(long, env = "MESHSCOPE_IDLE_TIMEOUT_SECONDS", default_value = "90", value_parser = parse_seconds)]
+    pub idle_timeout_seconds: Duration,
+
+    /// Largest request body in bytes (larger ones get HTTP 400 unread); the API server sends objects up to 3 MiB, two in an UPDATE
+    #[arg(long, env = "MESHSCOPE_MAX_BODY_BYTES", default_value_t = crate::admission::MAX_BODY_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=268_435_456))]
+    pub max_body_bytes: u64,
 }
 
 impl Args {
     pub fn resync(&self) -> Duration {
         Duration::from_secs(self.resync_seconds)
     }
+
+    /// The connection and request limits of the HTTPS server.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.max_connections as usize,
+            handshake_timeout: self.handshake_timeout_seconds,
+            header_read_timeout: self.header_read_timeout_seconds,
+            body_read_timeout: self.body_read_timeout_seconds,
+            idle_timeout: self.idle_timeout_seconds,
+            max_body_bytes: self.max_body_bytes as usize,
+        }
+    }
+}
+
+/// A positive number of seconds, fractions allowed (`0.5`), at most a day.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected seconds, like 10 or 0.5, got {s:?}"))?;
+    if !(secs > 0.0 && secs <= 86_400.0) {
+        return Err(format!(
+            "expected more than 0 and at most 86400 seconds, got {s}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn parse_policy(s: &str) -> Result<Policy, String> {
@@ -91,6 +147,27 @@ mod tests {
         assert_eq!(a.admin_listen.port(), 8080);
         assert_eq!(a.default_policy, Policy::Warn);
         assert!(!a.mutate_serviceentry_exportto);
+        assert_eq!(a.limits(), Limits::default());
+        assert_eq!(a.stale_after_seconds, crate::state::STALE_AFTER);
+    }
+
+    #[test]
+    fn limits_take_fractional_seconds_and_refuse_zero() {
+        let a = Args::try_parse_from([
+            "meshscope-webhook",
+            "--header-read-timeout-seconds",
+            "0.5",
+            "--max-connections",
+            "200",
+        ])
+        .unwrap();
+        assert_eq!(a.limits().header_read_timeout, Duration::from_millis(500));
+        assert_eq!(a.limits().max_connections, 200);
+        for bad in ["0", "90000", "soon"] {
+            let e = Args::try_parse_from(["meshscope-webhook", "--idle-timeout-seconds", bad])
+                .unwrap_err();
+            assert!(e.to_string().contains("seconds"), "{e}");
+        }
     }
 
     #[test]

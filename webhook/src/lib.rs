@@ -18,6 +18,7 @@
 pub mod admin;
 pub mod admission;
 pub mod args;
+pub mod limits;
 pub mod metrics;
 pub mod state;
 pub mod tls;
@@ -69,6 +70,7 @@ pub fn init_tracing(filter: &str) -> anyhow::Result<()> {
 /// Runs the webhook until SIGTERM or SIGINT, then drains and returns.
 pub async fn serve(args: Args) -> anyhow::Result<()> {
     let resync = args.resync();
+    let limits = args.limits();
     let Args {
         listen,
         admin_listen,
@@ -80,6 +82,13 @@ pub async fn serve(args: Args) -> anyhow::Result<()> {
         inject_by_default,
         istio_namespace,
         resync_seconds: _,
+        stale_after_seconds,
+        max_connections: _,
+        handshake_timeout_seconds: _,
+        header_read_timeout_seconds: _,
+        body_read_timeout_seconds: _,
+        idle_timeout_seconds: _,
+        max_body_bytes: _,
     } = args;
 
     let certs = Arc::new(tls::CertReloader::new(&tls_cert, &tls_key));
@@ -94,7 +103,11 @@ pub async fn serve(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("cannot configure the Kubernetes client (in-cluster or KUBECONFIG)")?;
-    let state = Arc::new(State::new(config, options, Some(client.clone()), resync));
+    let state = Arc::new(
+        State::new(config, options, Some(client.clone()), resync)
+            .with_limits(limits)
+            .with_stale_after(stale_after_seconds),
+    );
     // Fail early on a missing or broken certificate; later changes are
     // picked up per connection.
     certs
@@ -113,6 +126,11 @@ pub async fn serve(args: Args) -> anyhow::Result<()> {
         admin = %admin_listener.local_addr()?,
         default_policy = %default_policy,
         mutate_serviceentry_exportto,
+        max_connections = limits.max_connections,
+        header_read_timeout_ms = limits.header_read_timeout.as_millis() as u64,
+        body_read_timeout_ms = limits.body_read_timeout.as_millis() as u64,
+        idle_timeout_ms = limits.idle_timeout.as_millis() as u64,
+        max_body_bytes = limits.max_body_bytes,
         "meshscope-webhook starting"
     );
 

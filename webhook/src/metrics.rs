@@ -46,7 +46,24 @@ pub struct Metrics {
     bad_requests: AtomicU64,
     tls_reloads: AtomicU64,
     tls_errors: AtomicU64,
+    connections_open: AtomicU64,
+    connections_accepted: AtomicU64,
+    connections_rejected: AtomicU64,
+    connections_evicted: AtomicU64,
+    handshake_errors: AtomicU64,
+    timed_out: [AtomicU64; TIMEOUT_PHASES.len()],
 }
+
+/// What a client was too slow for: `meshscope_webhook_timeouts_total{phase}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    Handshake,
+    Header,
+    Body,
+    Idle,
+}
+
+const TIMEOUT_PHASES: [&str; 4] = ["handshake", "header", "body", "idle"];
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic while holding a metrics lock leaves plain counters behind.
@@ -97,6 +114,39 @@ impl Metrics {
 
     pub fn tls_error(&self) {
         self.tls_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection was accepted (under the cap) and is now open.
+    pub fn connection_opened(&self) {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connections_open(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
+    /// The cap was reached and no open connection was idle.
+    pub fn connection_rejected(&self) {
+        self.connections_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An idle connection was closed to make room under the cap.
+    pub fn connection_evicted(&self) {
+        self.connections_evicted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A TLS handshake failed (not TLS, no shared version or cipher, ...).
+    pub fn handshake_error(&self) {
+        self.handshake_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn timed_out(&self, what: Timeout) {
+        self.timed_out[what as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The text exposition, with the cache state passed in by the caller.
@@ -221,6 +271,49 @@ impl Metrics {
             "Times the certificate files could not be loaded (the previous one stays in use).",
             self.tls_errors.load(Ordering::Relaxed),
         );
+        gauge(
+            &mut out,
+            "meshscope_webhook_connections_open",
+            "Open HTTPS connections, handshaking ones included (at most --max-connections).",
+            self.connections_open.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "meshscope_webhook_connections_accepted_total",
+            "HTTPS connections accepted under the cap.",
+            self.connections_accepted.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "meshscope_webhook_connections_rejected_total",
+            "Connections closed at once because --max-connections were open and none was idle.",
+            self.connections_rejected.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "meshscope_webhook_connections_evicted_total",
+            "Idle connections closed to make room for a new one at --max-connections.",
+            self.connections_evicted.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "meshscope_webhook_tls_handshake_errors_total",
+            "TLS handshakes that failed (not TLS, nothing in common, or closed early).",
+            self.handshake_errors.load(Ordering::Relaxed),
+        );
+        header(
+            &mut out,
+            "meshscope_webhook_timeouts_total",
+            "counter",
+            "Connections closed (handshake, header, idle) or requests answered 408 (body) because the client was too slow.",
+        );
+        for (i, phase) in TIMEOUT_PHASES.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "meshscope_webhook_timeouts_total{{phase=\"{phase}\"}} {}",
+                self.timed_out[i].load(Ordering::Relaxed)
+            );
+        }
         out
     }
 }
@@ -277,6 +370,20 @@ mod tests {
         ));
         assert!(text.contains("meshscope_webhook_cache_objects{resource=\"sidecars\"} 3\n"));
         assert!(text.contains("meshscope_webhook_cache_synced 1\n"));
+        m.connection_opened();
+        m.connection_opened();
+        m.connection_closed();
+        m.timed_out(Timeout::Body);
+        m.connection_rejected();
+        let text = m.render(true, false);
+        assert!(
+            text.contains("meshscope_webhook_connections_open 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("meshscope_webhook_connections_accepted_total 2\n"));
+        assert!(text.contains("meshscope_webhook_connections_rejected_total 1\n"));
+        assert!(text.contains("meshscope_webhook_timeouts_total{phase=\"body\"} 1\n"));
+        assert!(text.contains("meshscope_webhook_timeouts_total{phase=\"header\"} 0\n"));
         assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

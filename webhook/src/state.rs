@@ -24,7 +24,6 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 use meshscope_shared::admission::Config;
 use meshscope_shared::istio::{Sidecar, NETWORKING_GROUP};
@@ -34,13 +33,19 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 
-/// A watch that has kept failing this long makes the caches stale.
+/// A watch that has kept failing this long makes the caches stale
+/// (`--stale-after-seconds`).
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
-/// A failing watch retries at least this often (kube's default backoff
-/// caps at 30s), so an error older than this means the watch recovered.
+/// A failing watch retries at least this often ([`RETRY_MAX`]), so an
+/// error older than this means the watch recovered.
 const ERROR_MEMORY: Duration = Duration::from_secs(70);
+/// The first retry of a failed watch, doubled on each failure up to
+/// [`RETRY_MAX`]: an API server that is back is seen within seconds.
+const RETRY_MIN: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(5);
 /// Bursts of events (the initial lists) make one rebuild.
 const DEBOUNCE: Duration = Duration::from_millis(20);
 /// How long a request may wait for a namespace the caches do not know yet.
@@ -83,6 +88,11 @@ pub struct State {
     options: Options,
     /// Caches that have not re-listed within twice this are stale.
     resync: Duration,
+    /// A watch failing for this long makes the caches stale.
+    stale_after: Duration,
+    /// The HTTPS server's limits (the body limit and read timeout are
+    /// applied by the handlers).
+    pub limits: Limits,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -106,7 +116,19 @@ impl State {
             client,
             options,
             resync,
+            stale_after: STALE_AFTER,
+            limits: Limits::default(),
         }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn with_stale_after(mut self, stale_after: Duration) -> Self {
+        self.stale_after = stale_after;
+        self
     }
 
     /// A synced state over a fixed snapshot (tests, and tools that have
@@ -159,11 +181,11 @@ impl State {
         if !self.is_synced() {
             return Freshness::NotSynced;
         }
-        let late = self.resync * 2 + STALE_AFTER;
+        let late = self.resync * 2 + self.stale_after;
         for (name, h) in lock(&self.watches).iter() {
             let failing = h
                 .failing_since
-                .is_some_and(|t| now.saturating_duration_since(t) > STALE_AFTER)
+                .is_some_and(|t| now.saturating_duration_since(t) > self.stale_after)
                 && h.last_error
                     .is_some_and(|t| now.saturating_duration_since(t) < ERROR_MEMORY);
             let overdue = h
@@ -359,6 +381,12 @@ async fn rebuild(
 
 /// One resource's watch, restarted every `resync` so that the cache is
 /// re-listed from scratch (the store swaps in the new list at `InitDone`).
+///
+/// A failed call also restarts it, after a short backoff (doubling from
+/// [`RETRY_MIN`] to [`RETRY_MAX`]): kube's watcher would resume the watch
+/// from its resource version and, with nothing changed, never say that it
+/// is back, so the caches would look stale long after the API server
+/// returned. A fresh list says so, and catches up on everything missed.
 async fn watch<K>(
     state: Arc<State>,
     name: &'static str,
@@ -371,8 +399,9 @@ async fn watch<K>(
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + std::hash::Hash,
 {
+    let mut retry = RETRY_MIN;
     loop {
-        let stream = watcher::watcher(api.clone(), config.clone()).default_backoff();
+        let stream = watcher::watcher(api.clone(), config.clone());
         let deadline = tokio::time::sleep(resync);
         tokio::pin!(deadline);
         let mut stream: std::pin::Pin<Box<dyn Stream<Item = _> + Send>> = Box::pin(stream);
@@ -390,13 +419,19 @@ async fn watch<K>(
                         writer.apply_watcher_event(&ev);
                         let listed = matches!(ev, Event::InitDone);
                         state.watch_ok(name, listed);
+                        if listed {
+                            retry = RETRY_MIN;
+                        }
                         if listed || matches!(ev, Event::Apply(_) | Event::Delete(_)) {
                             dirty.notify_one();
                         }
                     }
                     Some(Err(error)) => {
-                        warn!(watch = name, %error, "watch failed; retrying");
+                        warn!(watch = name, %error, retry_ms = retry.as_millis() as u64, "watch failed; re-listing");
                         state.watch_failed(name, Instant::now());
+                        tokio::time::sleep(retry).await;
+                        retry = (retry * 2).min(RETRY_MAX);
+                        break;
                     }
                     None => break,
                 }

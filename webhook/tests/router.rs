@@ -632,6 +632,15 @@ async fn stale_caches_allow_with_a_warning_that_says_so() {
         metrics.contains("meshscope_webhook_cache_stale 1\n"),
         "{metrics}"
     );
+    // Still ready (an unready webhook gets the same fail-open treatment),
+    // and says why decisions are not checked.
+    assert_eq!(
+        admin_get(&state, "/readyz").await,
+        (
+            StatusCode::OK,
+            "ok, but stale: the sidecars watch is failing; requests are allowed unchecked\n".into()
+        )
+    );
 }
 
 #[tokio::test]
