@@ -137,7 +137,7 @@ fn open_log(path: &Path) -> Result<Box<dyn Read>> {
 }
 
 /// How many malformed lines are printed before they are only counted.
-const SHOWN_MALFORMED: usize = 5;
+pub const SHOWN_MALFORMED: usize = 5;
 /// Bytes of log a worker takes at a time.
 const CHUNK: usize = 1 << 20;
 
@@ -240,8 +240,14 @@ fn number_malformed(mut chunks: Vec<ChunkDone>) -> Vec<Malformed> {
 }
 
 /// Feeds the lines of `chunk` to `ingest`; returns how many lines it held.
-/// Malformed lines are numbered from 1 within the chunk.
-fn ingest_chunk(ingest: &mut LogIngest<'_>, chunk: &[u8], malformed: &mut Vec<Malformed>) -> u64 {
+/// Malformed lines are numbered from 1 within the chunk; the first
+/// [`SHOWN_MALFORMED`] go to `malformed` (line, reason, first 160
+/// characters). Public for the fuzz targets (fuzz/).
+pub fn ingest_chunk(
+    ingest: &mut LogIngest<'_>,
+    chunk: &[u8],
+    malformed: &mut Vec<Malformed>,
+) -> u64 {
     let mut n = 0u64;
     let mut one = |text: &str, n: u64| {
         if text.is_empty() {

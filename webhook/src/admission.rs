@@ -222,7 +222,9 @@ pub fn read_request(bytes: &[u8]) -> Result<ReviewRequest<'_>, BadRequest> {
     Ok(req)
 }
 
-fn operation(op: &Operation) -> policy::Operation {
+/// The request's operation as the shared rules name it (the same call
+/// path as [`validate`] and [`mutate`]; public for the fuzz targets).
+pub fn operation(op: &Operation) -> policy::Operation {
     match op {
         Operation::Create => policy::Operation::Create,
         Operation::Update => policy::Operation::Update,
