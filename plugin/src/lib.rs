@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod complete;
 pub mod detect;
 pub mod input;
+pub mod interrupt;
 pub mod istiod;
 pub mod live;
 pub mod output;
@@ -205,6 +206,9 @@ impl World {
             rt.block_on(live.read(namespaces.as_ref(), fallback, &c.purpose, c.from_pod_logs))?;
         for limitation in &read.limitations {
             writeln!(err, "warning: {limitation}")?;
+        }
+        for note in live.take_notes() {
+            writeln!(err, "note: {note}")?;
         }
         let inputs = read.inputs;
         let istiod = rt.block_on(detect::istiod_pods(&live));

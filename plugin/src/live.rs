@@ -537,6 +537,9 @@ pub struct Live {
     pub timeout: Option<Duration>,
     /// Whether a terminal was told what we wait for.
     noted: Arc<AtomicBool>,
+    /// What the reads had to do differently, for stderr (a list that
+    /// expired mid-way and was listed again).
+    notes: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// `KUBECONFIG`, `--kubeconfig` or `~/.kube/config`, for error texts.
@@ -726,6 +729,7 @@ impl Live {
             page_size: c.chunk_size.max(1),
             timeout,
             noted: Arc::new(AtomicBool::new(false)),
+            notes: Arc::default(),
         })
     }
 
@@ -796,7 +800,17 @@ impl Live {
         ApiFailure::from_kube(e, verb, &resource_name(ar), ns, &self.server)
     }
 
+    /// The notes the reads so far left, taken (each is said once).
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Lists one resource through `api`, page by page, within the timeout.
+    ///
+    /// A continue token the API server has compacted away (410 Gone on a
+    /// later page) restarts the list from the start, once, and leaves a
+    /// note: the pages read so far are of an older state and are dropped,
+    /// never mixed with newer ones. A second expiry is an error.
     async fn pages<K>(
         &self,
         api: Api<K>,
@@ -809,15 +823,41 @@ impl Live {
         let all = async {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
+            let mut restarted = false;
             loop {
                 let mut lp = ListParams::default().limit(self.page_size);
                 if let Some(t) = &token {
                     lp = lp.continue_token(t);
                 }
-                let page = api
-                    .list(&lp)
-                    .await
-                    .map_err(|e| self.fail(e, "list", ar, ns))?;
+                let page = match api.list(&lp).await {
+                    Ok(page) => page,
+                    Err(kube::Error::Api(s)) if s.code == 410 && token.is_some() => {
+                        let what = format!("the list of {} {}", resource_name(ar), where_(ns));
+                        if restarted {
+                            return Err(ApiFailure {
+                                verb: "list",
+                                resource: resource_name(ar),
+                                namespace: ns.map(str::to_string),
+                                server: self.server.clone(),
+                                kind: FailureKind::Other(format!(
+                                    "the list expired mid-way twice (410 Gone: {}); the API server compacts faster than {} pages of {} can be read: retry with a larger --chunk-size",
+                                    s.message,
+                                    out.len().div_ceil(self.page_size as usize).max(1),
+                                    self.page_size
+                                )),
+                            });
+                        }
+                        restarted = true;
+                        self.notes.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                            "{what} expired after {} (410 Gone: the API server compacted the state the pages were read from); listed again from the start",
+                            crate::output::plural(out.len(), "item", "items"),
+                        ));
+                        out.clear();
+                        token = None;
+                        continue;
+                    }
+                    Err(e) => return Err(self.fail(e, "list", ar, ns)),
+                };
                 out.extend(page.items);
                 match page.metadata.continue_ {
                     Some(t) if !t.is_empty() => token = Some(t),

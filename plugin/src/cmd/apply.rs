@@ -11,6 +11,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
+use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use meshscope_shared::istio::Sidecar;
 use meshscope_shared::recommend::Recommendation;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use crate::args::{ApplyArgs, DryRun, ReportOutput};
 use crate::cmd::recommend::summarize_recommendations;
 use crate::cmd::verify;
+use crate::interrupt::Interrupt;
 use crate::istiod::Istiod;
 use crate::live::{istio, parse_duration, systemic_cause, ApiFailure, Purpose};
 use crate::output::plural;
@@ -131,15 +133,18 @@ struct Planned {
 
 type Row = (ApplyResult, String, String, String);
 
+/// Sidecars read or written at once: enough to hide the round trips, few
+/// enough that the API server's in-flight limits (400 reads, 200 writes by
+/// default) never see us as a flood.
+const IN_FLIGHT: usize = 16;
+
+/// A write's outcome: the object as the server now has it, or the row to
+/// report.
+type Written = Result<Value, (ApplyResult, String)>;
+
 /// Server-side applies `body` as `name` (or only compares, for a client
-/// dry run). `Err` is the row to report.
-fn write(
-    ctx: &crate::LiveCtx,
-    a: &ApplyArgs,
-    ns: &str,
-    name: &str,
-    body: &Value,
-) -> Result<Value, (ApplyResult, String)> {
+/// dry run).
+async fn write(ctx: &crate::LiveCtx, a: &ApplyArgs, ns: &str, name: &str, body: &Value) -> Written {
     if a.dry_run == DryRun::Client {
         // Client dry run: what the server would get, merged naively.
         return Ok(body.clone());
@@ -153,7 +158,7 @@ fn write(
     if a.force_conflicts {
         pp = pp.force();
     }
-    match ctx.rt.block_on(api.patch(name, &pp, &Patch::Apply(body))) {
+    match api.patch(name, &pp, &Patch::Apply(body)).await {
         Ok(o) => Ok(serde_json::to_value(o).unwrap_or_default()),
         Err(kube::Error::Api(s)) if s.code == 409 => Err((
             ApplyResult::Skipped,
@@ -174,6 +179,47 @@ fn write(
             .to_string(),
         )),
     }
+}
+
+/// Writes each `(index, body)` of `plan`, [`IN_FLIGHT`] at a time, and
+/// returns the outcomes by index. Once `stop` is requested no write
+/// starts: those are `None`. Each write is one server-side apply, all or
+/// nothing, so an interrupted run never leaves a Sidecar half-written.
+fn write_all(
+    ctx: &crate::LiveCtx,
+    a: &ApplyArgs,
+    plan: &[Planned],
+    jobs: Vec<(usize, Value)>,
+    stop: &Interrupt,
+) -> Vec<(usize, Option<Written>)> {
+    let mut done: Vec<(usize, Option<Written>)> = ctx.rt.block_on(
+        futures::stream::iter(jobs)
+            .map(|(i, body)| async move {
+                if stop.requested() {
+                    return (i, None);
+                }
+                let p = &plan[i];
+                (i, Some(write(ctx, a, &p.ns, &p.name, &body).await))
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect(),
+    );
+    done.sort_by_key(|(i, _)| *i);
+    done
+}
+
+/// Waits as `waiting::wait` does, or until `stop`: `None` when interrupted.
+fn wait_or_stop(
+    ctx: &crate::LiveCtx,
+    stop: &Interrupt,
+    wait: impl std::future::Future<Output = Result<waiting::Waited>>,
+) -> Result<Option<waiting::Waited>> {
+    ctx.rt.block_on(async {
+        tokio::select! {
+            w = wait => w.map(Some),
+            () = stop.wait() => Ok(None),
+        }
+    })
 }
 
 /// The injected pods whose scope a recommendation's Sidecar decides: its
@@ -246,13 +292,25 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
     let ar = istio("Sidecar", "sidecars");
     let mut results: Vec<Row> = Vec::new();
     let mut plan: Vec<Planned> = Vec::new();
-    for r in &recs {
-        let Some(sc) = r.sidecar() else { continue };
-        let name = sc.metadata.name.clone().unwrap_or_default();
+    // What each recommended name holds now, read IN_FLIGHT at a time.
+    let gets = ctx.rt.block_on(
+        futures::stream::iter(recs.iter().filter_map(|r| r.sidecar().map(|sc| (r, sc))))
+            .map(|(r, sc)| {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(live.client.clone(), &r.namespace, &ar);
+                async move {
+                    let name = sc.metadata.name.clone().unwrap_or_default();
+                    let got = api.get_opt(&name).await;
+                    (r, sc, name, got)
+                }
+            })
+            .buffered(IN_FLIGHT)
+            .collect::<Vec<_>>(),
+    );
+    for (r, sc, name, got) in gets {
         let ns = r.namespace.clone();
         let desired = serde_json::to_value(sc)?;
-        let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), &ns, &ar);
-        let existing = match ctx.rt.block_on(api.get_opt(&name)) {
+        let existing = match got {
             Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or_default()),
             Err(e) => {
                 let f = ApiFailure::from_kube(
@@ -313,38 +371,42 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
                 anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
             })?;
     }
+    // From here on, Ctrl-C finishes the writes in flight and starts no more.
+    let stop = Interrupt::install();
+    let mut not_written: Vec<usize> = Vec::new();
+    let mut jobs = Vec::with_capacity(plan.len());
     for (i, p) in plan.iter().enumerate() {
-        let (body, sc) = match &p.widened {
-            Some(w) => (serde_json::to_value(w)?, w.clone()),
-            None => (p.desired.clone(), p.desired_sc.clone()),
-        };
-        match write(ctx, &a, &p.ns, &p.name, &body) {
-            Ok(v) => {
+        jobs.push(match &p.widened {
+            Some(w) => (i, serde_json::to_value(w)?),
+            None => (i, p.desired.clone()),
+        });
+    }
+    for (i, done) in write_all(ctx, &a, &plan, jobs, &stop) {
+        let p = &plan[i];
+        match done {
+            None => not_written.push(i),
+            Some(Ok(v)) => {
                 if p.widened.is_none() {
                     applied[i] = Some(v);
                 }
+                let sc = p.widened.clone().unwrap_or_else(|| p.desired_sc.clone());
                 step1.push((i, sc));
             }
-            Err((res, why)) => results.push((res, p.ns.clone(), p.name.clone(), why)),
+            Some(Err((res, why))) => results.push((res, p.ns.clone(), p.name.clone(), why)),
         }
     }
     let mut outcome = Outcome::Ok;
-    if let (Some(istiods), Some(limit)) = (istiods.as_mut(), wait_for) {
+    if let (Some(istiods), Some(limit), false) = (istiods.as_mut(), wait_for, stop.requested()) {
         let targets =
             waiting::targets(&plan_refs(&plan), &step1, &applied_changed(&plan, &applied));
-        let w = ctx.rt.block_on(waiting::wait(
-            &world,
-            istiods,
-            &targets,
-            &waits.before,
-            limit,
-            err,
-        ))?;
-        waits.add(w);
+        let w = waiting::wait(&world, istiods, &targets, &waits.before, limit, err);
+        if let Some(w) = wait_or_stop(ctx, &stop, w)? {
+            waits.add(w);
+        }
     }
     // Step 2: the narrowing ones, once step 1 is confirmed.
     let mut step2: Vec<(usize, Sidecar)> = Vec::new();
-    if waits.timed_out.is_empty() {
+    if waits.timed_out.is_empty() && !stop.requested() {
         if let Some(istiods) = istiods.as_mut() {
             let pods: Vec<PodId> = plan
                 .iter()
@@ -357,41 +419,62 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
                     .block_on(waiting::snapshot(&world, istiods, &pods, err))?;
             }
         }
-        for (i, p) in plan.iter().enumerate() {
-            if p.widened.is_none() || !step1.iter().any(|(j, _)| *j == i) {
-                continue;
-            }
-            match write(ctx, &a, &p.ns, &p.name, &p.desired) {
-                Ok(v) => {
+        let jobs: Vec<(usize, Value)> = plan
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| p.widened.is_some() && step1.iter().any(|(j, _)| j == i))
+            .map(|(i, p)| (i, p.desired.clone()))
+            .collect();
+        for (i, done) in write_all(ctx, &a, &plan, jobs, &stop) {
+            let p = &plan[i];
+            match done {
+                None => {}
+                Some(Ok(v)) => {
                     applied[i] = Some(v);
                     step2.push((i, p.desired_sc.clone()));
                 }
-                Err((res, why)) => results.push((res, p.ns.clone(), p.name.clone(), why)),
+                Some(Err((res, why))) => results.push((res, p.ns.clone(), p.name.clone(), why)),
             }
         }
-        if let (Some(istiods), Some(limit)) = (istiods.as_mut(), wait_for) {
+        if let (Some(istiods), Some(limit), false) = (istiods.as_mut(), wait_for, stop.requested())
+        {
             if !step2.is_empty() {
                 let changed = vec![true; plan.len()];
                 let targets = waiting::targets(&plan_refs(&plan), &step2, &changed);
-                let w = ctx.rt.block_on(waiting::wait(
+                let w = waiting::wait(
                     &world,
                     istiods,
                     &targets,
                     &waits.before,
                     limit.saturating_sub(waits.elapsed),
                     err,
-                ))?;
-                waits.add(w);
+                );
+                if let Some(w) = wait_or_stop(ctx, &stop, w)? {
+                    waits.add(w);
+                }
             }
         }
-    } else {
-        for p in plan.iter().filter(|p| p.widened.is_some()) {
-            writeln!(
-                err,
-                "not narrowed: {}/{} keeps its old hosts as well as the new ones, since istiod did not confirm the first step",
-                p.ns, p.name
-            )?;
-        }
+    }
+    let not_narrowed: Vec<&Planned> = plan
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            p.widened.is_some() && applied[*i].is_none() && step1.iter().any(|(j, _)| j == i)
+        })
+        .map(|(_, p)| p)
+        .collect();
+    for p in &not_narrowed {
+        writeln!(
+            err,
+            "not narrowed: {}/{} keeps its old hosts as well as the new ones, since {}",
+            p.ns,
+            p.name,
+            if stop.requested() {
+                "apply was interrupted"
+            } else {
+                "istiod did not confirm the first step"
+            }
+        )?;
     }
     for (i, p) in plan.iter().enumerate() {
         let Some(v) = &applied[i] else {
@@ -415,7 +498,7 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         }
         results.push((result_of(p, v), p.ns.clone(), p.name.clone(), String::new()));
     }
-    if a.prune {
+    if a.prune && !stop.requested() {
         prune(&world, &a, &mut results)?;
     }
     let suffix = match a.dry_run {
@@ -482,6 +565,18 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
     )?;
     if counts.contains_key(&ApplyResult::Failed) {
         outcome = Outcome::Findings;
+    }
+    if stop.requested() {
+        bail!(
+            "interrupted: {} of {} not written{}; each write is one server-side apply, so what was written is whole. Run the same command again to finish",
+            not_written.len(),
+            plural(plan.len(), "Sidecar", "Sidecars"),
+            if not_narrowed.is_empty() {
+                String::new()
+            } else {
+                format!(", {} not narrowed yet", not_narrowed.len())
+            }
+        );
     }
     if let Some(istiods) = istiods.as_mut() {
         let waited: Vec<PodId> = waits.pods.iter().copied().collect();
