@@ -161,14 +161,17 @@ impl Connections {
 
     /// Asks the connection that has been idle the longest to close;
     /// `false` when every connection has a request in flight.
+    ///
+    /// The connection leaves the registry at once, so that the next call
+    /// picks another one even before this one's task has run.
     pub fn close_longest_idle(&self) -> bool {
-        let open = lock(&self.open);
+        let mut open = lock(&self.open);
         let oldest = open
-            .values()
-            .filter_map(|e| e.activity.idle_since().map(|t| (t, e)))
+            .iter()
+            .filter_map(|(id, e)| e.activity.idle_since().map(|t| (t, *id)))
             .min_by_key(|(t, _)| *t);
-        match oldest {
-            Some((_, e)) => {
+        match oldest.and_then(|(_, id)| open.remove(&id)) {
+            Some(e) => {
                 // notify_one keeps the permit if the task is not waiting yet.
                 e.close.notify_one();
                 true
@@ -204,9 +207,12 @@ mod tests {
         assert!(closed(&old));
         assert!(!closed(&new));
         assert!(!closed(&busy));
-        assert_eq!(c.len(), 3);
+        assert_eq!(c.len(), 2, "the closed one is no candidate any more");
+        assert!(c.close_longest_idle());
+        assert!(closed(&new));
+        assert!(!c.close_longest_idle(), "only the busy one is left");
         drop(old);
-        assert_eq!(c.len(), 2);
+        assert_eq!(c.len(), 1);
     }
 
     #[test]
