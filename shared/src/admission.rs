@@ -5,6 +5,7 @@
 //!  AdmissionRequest ──► Request ──► review(&Request, &MeshSnapshot, &Config) ──► Decision
 //!                                     │
 //!                                     ├─ workloads      audit::unscoped            MS0001
+//!                                     │                 audit::scoped_by_another   MS0012 (warn)
 //!                                     ├─ ServiceEntries audit::dns_service_entry   MS0002 (deny, warn or patch)
 //!                                     └─ Sidecars       audit::sidecar_findings,
 //!                                                       audit::conflicting_selectors MS0004/5/6/8 (warn)
@@ -803,7 +804,7 @@ fn without_position(e: &serde_json::Error) -> String {
     }
 }
 
-// === workloads: MS0001 ===
+// === workloads: MS0001, MS0012 ===
 
 /// Pods, ReplicaSets and a CronJob's Jobs are judged through their
 /// controller, which the webhook sees (and checks) itself.
@@ -866,6 +867,12 @@ fn review_workload(
             Some(Policy::Enforce) => d.deny(&f),
             _ => d.warn(&f),
         }
+        d.findings.push(f);
+    }
+    // Scoped, but by a Sidecar made from another workload's traffic: a
+    // warning under every policy, since the workload does have a scope.
+    if let Some(f) = audit::scoped_by_another(snap, kind.as_str(), ns, name, &injection, &labels) {
+        d.warn(&f);
         d.findings.push(f);
     }
 }
@@ -1055,6 +1062,7 @@ fn probe_workload(ns: &str, labels: Labels) -> Workload {
         namespace: ns.to_string(),
         labels,
         annotations: Labels::new(),
+        selector: None,
         pods: Vec::new(),
         replicas: 1,
         host_network: false,
@@ -1338,6 +1346,95 @@ mod tests {
         // A selector Sidecar in the root namespace is not a mesh default.
         let root_sel = mk_sidecar("istio-system", "sel", Some(&[("app", "worker")]), &["./*"]);
         assert!(!validate(&mesh([root_sel]), &dep).allowed);
+    }
+
+    // === MS0012 ===
+
+    /// A Sidecar meshscope generated for `workload` (a Deployment).
+    fn mk_managed_sidecar(ns: &str, name: &str, sel: &[(&str, &str)], workload: &str) -> Value {
+        let mut v = mk_sidecar(ns, name, Some(sel), &["./*"]);
+        v["metadata"]["labels"] = json!({
+            "app.kubernetes.io/managed-by": "kubectl-meshscope",
+            "meshscope.io/workload-kind": "Deployment",
+            "meshscope.io/workload-name": workload,
+        });
+        v
+    }
+
+    #[test]
+    fn a_workload_scoped_by_another_workloads_generated_sidecar_gets_an_ms0012_warning() {
+        let reviews = mk_managed_sidecar(
+            "enforce",
+            "reviews-v2-deployment-meshscope",
+            &[("version", "v2")],
+            "reviews-v2",
+        );
+        let snap = mesh([reviews]);
+        // ratings-v2, created after reviews-v2's Sidecar, carries version: v2.
+        let dep = mk_deployment(
+            "enforce",
+            "ratings-v2",
+            &[("app", "ratings"), ("version", "v2")],
+        );
+        let d = validate(&snap, &dep);
+        // It has a scope, so even enforce only warns.
+        assert!(d.allowed, "{d:?}");
+        assert_eq!(codes(&d), ["MS0012"]);
+        assert_eq!(d.warnings.len(), 1);
+        assert!(
+            d.warnings[0].starts_with("MS0012: Deployment enforce/ratings-v2 is selected by Sidecar enforce/reviews-v2-deployment-meshscope"),
+            "{:?}",
+            d.warnings
+        );
+        assert!(d.warnings[0].chars().count() <= MAX_WARNING_CHARS);
+        // The same finding as the audit's for that workload.
+        let mut inputs = Inputs::default();
+        inputs
+            .add(mk_namespace("enforce", &[("istio-injection", "enabled")]))
+            .unwrap();
+        inputs.add(dep.clone()).unwrap();
+        inputs
+            .add(mk_managed_sidecar(
+                "enforce",
+                "reviews-v2-deployment-meshscope",
+                &[("version", "v2")],
+                "reviews-v2",
+            ))
+            .unwrap();
+        let full = MeshSnapshot::build(&inputs, Options::default()).unwrap();
+        let found = audit(
+            &full,
+            None,
+            &AuditScope {
+                namespaces: None,
+                workloads: None,
+            },
+        );
+        let f = found.iter().find(|f| f.code == "MS0012").unwrap();
+        assert_eq!(f, &d.findings[0]);
+
+        // The workload the Sidecar was generated for is not warned.
+        let own = mk_deployment(
+            "enforce",
+            "reviews-v2",
+            &[("app", "reviews"), ("version", "v2")],
+        );
+        let d = validate(&snap, &own);
+        assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+        // Nor is one selected by a Sidecar its owner wrote.
+        let mine = mk_sidecar("enforce", "mine", Some(&[("version", "v2")]), &["./*"]);
+        let d = validate(&mesh([mine]), &dep);
+        assert!(d.allowed && d.warnings.is_empty(), "{d:?}");
+        // Under warn, the warning is the same and nothing is denied.
+        let mut warn_dep = dep.clone();
+        warn_dep["metadata"]["namespace"] = json!("warn");
+        let snap = mesh([mk_managed_sidecar(
+            "warn",
+            "reviews-v2-deployment-meshscope",
+            &[("version", "v2")],
+            "reviews-v2",
+        )]);
+        assert_eq!(codes(&validate(&snap, &warn_dep)), ["MS0012"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::host::{host_subset_of, hosts_overlap, NsSel};
 use crate::inject::Injection;
 use crate::observe::Observations;
-use crate::recommend::observed_outside;
+use crate::recommend::{generated_for, observed_outside};
 use crate::scope::{Evaluator, ScopeSource};
 use crate::snapshot::{selector_matches, Labels, MeshSnapshot, SidecarId, WorkloadId};
 
@@ -132,6 +132,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "The workload was seen calling a registered service that its scope does not import. That traffic leaves through PassthroughCluster without routing rules or mTLS, or is blocked under REGISTRY_ONLY.",
         fix: "Add the host to the Sidecar's egress (kubectl meshscope recommend shows the full list).",
     },
+    CodeDoc {
+        code: "MS0012",
+        severity: Severity::Warning,
+        title: "Scoped by another workload's Sidecar",
+        description: "A Sidecar that meshscope generated for one workload (its meshscope.io/workload-kind and meshscope.io/workload-name labels) selects this workload's pods too. The workload runs with a scope made from the other workload's traffic: hosts only it calls leave through PassthroughCluster without routing rules or mTLS, or are blocked under REGISTRY_ONLY, and its scope changes whenever the other workload's Sidecar is re-applied or pruned. This happens when a selector was chosen from labels that another workload later took (a new Deployment with the same version label, say), or from labels that change with each release.",
+        fix: "Re-apply the Sidecars of the namespace (kubectl meshscope apply -n NS --from-pod-logs): generated selectors start from each workload's own spec.selector, use only labels that stay true, never select another workload's pods, and the old Sidecar's selector is replaced. Or give the workloads labels that tell them apart.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {
@@ -216,6 +223,66 @@ pub fn unscoped(
 pub fn unscoped_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
     let wl = &snap.workloads[w];
     unscoped(
+        snap,
+        wl.kind.as_str(),
+        &wl.namespace,
+        &wl.name,
+        &wl.injection,
+        snap.workload_labels(w),
+    )
+}
+
+/// MS0012 for a workload described by its kind, name, pod-template labels
+/// and injection verdict: the managed Sidecars that select it but were
+/// generated for another workload. The audit calls it for the workloads in
+/// a snapshot, the webhook for the workload being admitted.
+pub fn scoped_by_another(
+    snap: &MeshSnapshot,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    injection: &Injection,
+    labels: &Labels,
+) -> Option<Finding> {
+    if !injection.sidecar {
+        return None;
+    }
+    let sel = snap.select_sidecar(ns, labels);
+    let foreign: Vec<String> = sel
+        .matching_selectors
+        .iter()
+        .filter_map(|s| {
+            let sc = &snap.sidecars[*s];
+            if !sc.managed {
+                return None;
+            }
+            let (k, n) = generated_for(&sc.object.metadata)?;
+            if k.as_str().eq_ignore_ascii_case(kind) && n == name {
+                return None;
+            }
+            Some(format!("{} (generated for {k} {n})", sc.key()))
+        })
+        .collect();
+    if foreign.is_empty() {
+        return None;
+    }
+    Some(finding(
+        "MS0012",
+        kind,
+        ns,
+        name,
+        format!(
+            "{kind} {ns}/{name} is selected by {} {}, so it runs with another workload's scope; re-apply the namespace's Sidecars: kubectl meshscope apply -n {ns} --from-pod-logs",
+            if foreign.len() == 1 { "Sidecar" } else { "Sidecars" },
+            foreign.join(", ")
+        ),
+    ))
+}
+
+/// MS0012 for one workload of a snapshot.
+pub fn scoped_by_another_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    scoped_by_another(
         snap,
         wl.kind.as_str(),
         &wl.namespace,
@@ -458,6 +525,7 @@ pub fn audit(
         }
         out.extend(unscoped_workload(snap, w));
         out.extend(conflicting_selectors(snap, w));
+        out.extend(scoped_by_another_workload(snap, w));
         if let (Some(obs), true) = (obs, wl.injection.sidecar) {
             if let Some(t) = obs.of(w) {
                 let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));

@@ -24,6 +24,7 @@ pub mod host;
 pub mod inject;
 pub mod inputs;
 pub mod istio;
+pub mod labels;
 pub mod mesh;
 pub mod observe;
 pub mod recommend;

@@ -6,15 +6,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::host::{hosts_overlap, HostEntry};
 use crate::istio::{EgressListener, Sidecar, SidecarSpec, WorkloadSelector};
+use crate::labels::{self as stable, label_value};
 use crate::observe::{Observations, WorkloadTraffic};
 use crate::scope::{ConfigEstimate, Evaluator};
 use crate::snapshot::{
-    Labels, Listener, MeshSnapshot, SidecarId, SvcId, WorkloadId, WorkloadKind, MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
+    selector_matches, Labels, Listener, MeshSnapshot, SidecarId, SvcId, WorkloadId, WorkloadKind,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 
 pub const WORKLOAD_KIND_LABEL: &str = "meshscope.io/workload-kind";
+/// The workload a Sidecar was generated for, as a label value (at most 63
+/// characters: longer names are cut and end in a hash, see
+/// [`crate::labels::label_value`]).
 pub const WORKLOAD_NAME_LABEL: &str = "meshscope.io/workload-name";
+/// The full workload name, when [`WORKLOAD_NAME_LABEL`] had to be cut.
+pub const WORKLOAD_NAME_FULL_ANNOTATION: &str = "meshscope.io/workload-name-full";
 pub const SOURCES_ANNOTATION: &str = "meshscope.io/sources";
 pub const WINDOW_ANNOTATION: &str = "meshscope.io/window";
 pub const REQUESTS_ANNOTATION: &str = "meshscope.io/requests";
@@ -84,6 +90,10 @@ pub struct Recommendation {
     pub before: ConfigEstimate,
     pub after: Option<ConfigEstimate>,
     pub requests: u64,
+    /// What the user should know about the recommendation: a selector that
+    /// replaced the existing one, another workload's Sidecar that still
+    /// selects this workload.
+    pub notes: Vec<String>,
 }
 
 impl Recommendation {
@@ -95,29 +105,72 @@ impl Recommendation {
     }
 }
 
-/// The smallest subset of a workload's template labels that selects all of
-/// its pods and no pod (or template) of another workload in the namespace.
-pub fn minimal_selector(snap: &MeshSnapshot, w: WorkloadId) -> Option<Labels> {
+/// How every "no stable selector" skip reason starts.
+pub const NO_STABLE_SELECTOR: &str = "no stable selector";
+
+/// The label sets of a workload's pods, or its template's before any pod
+/// exists.
+fn pod_label_sets(snap: &MeshSnapshot, w: WorkloadId) -> Vec<&Labels> {
     let wl = &snap.workloads[w];
-    let own: Vec<&Labels> = if wl.pods.is_empty() {
+    if wl.pods.is_empty() {
         vec![&wl.labels]
     } else {
         wl.pods.iter().map(|p| &snap.pods[*p].labels).collect()
+    }
+}
+
+/// Label keys tried first when a selector needs more than the workload's
+/// own `matchLabels`.
+const PREFERRED: &[&str] = &[
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+];
+
+/// A selector for a workload's pods that stays true for the workload's
+/// life: it selects all of its pods and no pod (or template) of another
+/// workload in the namespace, and holds no label that changes per release,
+/// per run or per pod ([`crate::labels::UNSTABLE_LABELS`]).
+///
+/// It starts from the controller's own `spec.selector.matchLabels`
+/// (immutable in apps/v1), used whole when it selects only this workload's
+/// pods; otherwise the fewest stable pod-template labels that make it
+/// unique are added. Jobs and CronJobs (whose generated selectors are per
+/// run) and bare pods start from nothing and use their template's or their
+/// own labels. The error says why no such selector exists.
+pub fn stable_selector(snap: &MeshSnapshot, w: WorkloadId) -> Result<Labels, String> {
+    let wl = &snap.workloads[w];
+    let own = pod_label_sets(snap, w);
+    let on_every_pod = |k: &String, v: &String| own.iter().all(|l| l.get(k) == Some(v));
+    let others: Vec<(WorkloadId, &Labels)> = snap
+        .workloads_in(&wl.namespace)
+        .iter()
+        .filter(|o| **o != w)
+        .flat_map(|o| pod_label_sets(snap, *o).into_iter().map(move |l| (*o, l)))
+        .collect();
+    let selects_other = |sel: &Labels| {
+        others
+            .iter()
+            .find(|(_, l)| selector_matches(sel, l))
+            .map(|(o, _)| *o)
     };
-    // Candidate keys: template labels every pod carries with the same value.
+    let mut base = Labels::new();
+    for (k, v) in wl.selector.iter().flatten() {
+        if stable::usable(k, true) && on_every_pod(k, v) {
+            base.insert(k.clone(), v.clone());
+        }
+    }
+    if !base.is_empty() && selects_other(&base).is_none() {
+        return Ok(base);
+    }
+    // Candidate keys: stable template labels every pod carries with the
+    // same value.
     let mut keys: Vec<(&String, &String)> = wl
         .labels
         .iter()
-        .filter(|(k, v)| own.iter().all(|l| l.get(*k) == Some(*v)))
+        .filter(|(k, v)| !base.contains_key(*k) && stable::usable(k, false) && on_every_pod(k, v))
         .collect();
-    const PREFERRED: &[&str] = &[
-        "app",
-        "app.kubernetes.io/name",
-        "app.kubernetes.io/instance",
-        "app.kubernetes.io/component",
-        "version",
-        "app.kubernetes.io/version",
-    ];
     let rank = |k: &str| {
         PREFERRED
             .iter()
@@ -126,31 +179,15 @@ pub fn minimal_selector(snap: &MeshSnapshot, w: WorkloadId) -> Option<Labels> {
     };
     keys.sort_by(|a, b| rank(a.0).cmp(&rank(b.0)).then(a.0.cmp(b.0)));
     keys.truncate(16);
-    let others: Vec<&Labels> = snap
-        .workloads_in(&wl.namespace)
-        .iter()
-        .filter(|o| **o != w)
-        .flat_map(|o| {
-            let ow = &snap.workloads[*o];
-            if ow.pods.is_empty() {
-                vec![&ow.labels]
-            } else {
-                ow.pods.iter().map(|p| &snap.pods[*p].labels).collect()
-            }
-        })
-        .collect();
     let n = keys.len();
     for size in 1..=n {
         // Subsets of `size` keys in rank order (lexicographic combinations).
         let mut idx: Vec<usize> = (0..size).collect();
         loop {
-            let sel = |l: &Labels| idx.iter().all(|i| l.get(keys[*i].0) == Some(keys[*i].1));
-            if !others.iter().any(|l| sel(l)) {
-                return Some(
-                    idx.iter()
-                        .map(|i| (keys[*i].0.clone(), keys[*i].1.clone()))
-                        .collect(),
-                );
+            let mut sel = base.clone();
+            sel.extend(idx.iter().map(|i| (keys[*i].0.clone(), keys[*i].1.clone())));
+            if selects_other(&sel).is_none() {
+                return Ok(sel);
             }
             // next combination
             let mut i = size;
@@ -166,18 +203,81 @@ pub fn minimal_selector(snap: &MeshSnapshot, w: WorkloadId) -> Option<Labels> {
             }
         }
     }
-    None
+    Err(no_stable_selector(snap, w, &base, &keys, selects_other))
 }
 
-/// Deterministic Sidecar name for a workload.
-pub fn sidecar_name(kind: &WorkloadKind, name: &str) -> String {
-    let kind = kind.as_str().to_ascii_lowercase();
-    let full = format!("{name}-{kind}-meshscope");
-    if full.len() <= 253 {
-        full
-    } else {
-        full[..253].trim_end_matches(['-', '.']).to_string()
+/// Why [`stable_selector`] found nothing: which workload every stable
+/// selector also selects, and the unstable labels that alone tell them
+/// apart.
+fn no_stable_selector(
+    snap: &MeshSnapshot,
+    w: WorkloadId,
+    base: &Labels,
+    keys: &[(&String, &String)],
+    selects_other: impl Fn(&Labels) -> Option<WorkloadId>,
+) -> String {
+    let wl = &snap.workloads[w];
+    let mut widest = base.clone();
+    widest.extend(keys.iter().map(|(k, v)| ((*k).clone(), (*v).clone())));
+    if widest.is_empty() {
+        return format!(
+            "{NO_STABLE_SELECTOR}: none of its pod labels stays the same across releases, runs and pods (see kubectl meshscope codes MS0012)"
+        );
     }
+    let Some(other) = selects_other(&widest) else {
+        // Only reachable past the 16 candidate keys tried.
+        return format!("{NO_STABLE_SELECTOR}: too many labels to choose from");
+    };
+    let o = &snap.workloads[other];
+    let theirs = pod_label_sets(snap, other);
+    let apart: Vec<String> = wl
+        .labels
+        .iter()
+        .filter(|(k, v)| {
+            !stable::usable(k, wl.selector.as_ref().is_some_and(|s| s.contains_key(*k)))
+                && theirs.iter().any(|l| l.get(*k) != Some(*v))
+        })
+        .map(|(k, _)| match stable::unstable(k) {
+            Some(c) => format!("{k} changes {}", c.as_str()),
+            None => format!("{k} may change per release (not in spec.selector)"),
+        })
+        .collect();
+    let why = if apart.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; only labels that do not stay true tell them apart ({})",
+            apart.join(", ")
+        )
+    };
+    format!(
+        "{NO_STABLE_SELECTOR}: its stable labels ({}) also select the pods of {} {}{why}",
+        fmt_labels(&widest),
+        o.kind,
+        o.name
+    )
+}
+
+fn fmt_labels(l: &Labels) -> String {
+    l.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Deterministic Sidecar name for a workload: `<name>-<kind>-meshscope`,
+/// a valid DNS-1123 subdomain. A name that would be too long or invalid is
+/// cut and gets a hash of the workload's name, so that two workloads never
+/// share a Sidecar name.
+pub fn sidecar_name(kind: &WorkloadKind, name: &str) -> String {
+    let kind = stable::subdomain_prefix(kind.as_str(), 63);
+    let full = format!("{name}-{kind}-meshscope");
+    if stable::is_dns_subdomain(&full) {
+        return full;
+    }
+    let tail = format!("-{}-{kind}-meshscope", stable::name_hash(name));
+    let head = stable::subdomain_prefix(name, stable::MAX_NAME - tail.len());
+    format!("{head}{tail}").trim_start_matches('-').to_string()
 }
 
 pub const NAMESPACE_SIDECAR_NAME: &str = "meshscope-namespace-default";
@@ -280,7 +380,103 @@ pub fn recommend(
     for &w in workloads {
         out.push(recommend_workload(snap, obs, w, opts, &mut eval));
     }
+    resolve_overlaps(snap, &mut out);
     out
+}
+
+/// The recommendations as one set of objects: never two Sidecars of one
+/// name (a later one is skipped, naming the first), and a note on each
+/// workload that a managed Sidecar generated for another workload still
+/// selects (MS0012), unless that Sidecar's own recommendation here stops
+/// selecting it.
+fn resolve_overlaps(snap: &MeshSnapshot, recs: &mut [Recommendation]) {
+    let mut seen: BTreeMap<(String, String), WorkloadId> = BTreeMap::new();
+    for r in recs.iter_mut() {
+        let Some(name) = r.sidecar().and_then(|o| o.metadata.name.clone()) else {
+            continue;
+        };
+        let key = (r.namespace.clone(), name);
+        match seen.get(&key) {
+            Some(first) => {
+                r.outcome = Outcome::Skipped(format!(
+                    "its Sidecar {}/{} is already recommended for {}; one object per name",
+                    key.0,
+                    key.1,
+                    snap.workloads[*first].key()
+                ));
+                r.after = None;
+            }
+            None => {
+                seen.insert(key, r.workloads[0]);
+            }
+        }
+    }
+    // What each recommended Sidecar will select once applied.
+    let planned: BTreeMap<(String, String), Option<Labels>> = recs
+        .iter()
+        .filter_map(|r| {
+            let o = r.sidecar()?;
+            Some((
+                (r.namespace.clone(), o.metadata.name.clone()?),
+                o.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
+            ))
+        })
+        .collect();
+    for r in recs.iter_mut() {
+        let [w] = r.workloads[..] else { continue };
+        let Some(ours) = r.sidecar().and_then(|o| o.metadata.name.clone()) else {
+            continue;
+        };
+        let wl = &snap.workloads[w];
+        let pods = pod_label_sets(snap, w);
+        let matching = snap
+            .select_sidecar(&wl.namespace, snap.workload_labels(w))
+            .matching_selectors;
+        for &s in &matching {
+            let sc = &snap.sidecars[s];
+            if !sc.managed || sc.name == ours {
+                continue;
+            }
+            let Some((kind, name)) = generated_for(&sc.object.metadata) else {
+                continue;
+            };
+            if kind == wl.kind && name == wl.name {
+                continue;
+            }
+            let other = format!("{kind} {name}");
+            match planned.get(&(sc.namespace.clone(), sc.name.clone())) {
+                Some(Some(sel)) if !pods.iter().any(|l| selector_matches(sel, l)) => {
+                    r.notes.push(format!(
+                        "Sidecar {}, generated for {other}, selects it today; its recommended selector no longer does",
+                        sc.key()
+                    ))
+                }
+                _ => {
+                    let until = if snap.find_workload(&kind, &sc.namespace, &name).is_some() {
+                        format!(
+                            "re-apply it: kubectl meshscope apply -n {} --workload {}/{name}",
+                            sc.namespace,
+                            kind.as_str().to_ascii_lowercase()
+                        )
+                    } else {
+                        format!(
+                            "{other} is gone: kubectl meshscope apply -n {} --prune deletes it",
+                            sc.namespace
+                        )
+                    };
+                    r.notes.push(format!(
+                        "MS0012: Sidecar {}, generated for {other}, also selects it{}; {until}",
+                        sc.key(),
+                        if matching.first() == Some(&s) {
+                            " and is the one istiod applies"
+                        } else {
+                            ""
+                        }
+                    ))
+                }
+            }
+        }
+    }
 }
 
 fn evidence_meta(
@@ -340,18 +536,92 @@ fn finalize_hosts(
     (hosts.into_iter().collect(), added, removed)
 }
 
-/// Is a managed Sidecar (with these labels, in `ns`) left without its
+/// The workload a managed Sidecar was generated for, from its labels (the
+/// full name from [`WORKLOAD_NAME_FULL_ANNOTATION`] when the label was
+/// cut), or `None` when it names none (a per-namespace Sidecar).
+pub fn generated_for(meta: &ObjectMeta) -> Option<(WorkloadKind, String)> {
+    let labels = meta.labels.as_ref()?;
+    let kind = labels.get(WORKLOAD_KIND_LABEL)?;
+    let label = labels.get(WORKLOAD_NAME_LABEL)?;
+    let name = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WORKLOAD_NAME_FULL_ANNOTATION))
+        .filter(|full| label_value(full) == *label)
+        .unwrap_or(label);
+    let kind = WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
+    Some((kind, name.clone()))
+}
+
+/// Is a managed Sidecar (with this metadata, in `ns`) left without its
 /// workload, so that `--prune` deletes it? Per-namespace Sidecars name no
 /// workload and are never orphaned.
-pub fn orphaned(snap: &MeshSnapshot, ns: &str, labels: &BTreeMap<String, String>) -> bool {
-    let (Some(kind), Some(name)) = (
-        labels.get(WORKLOAD_KIND_LABEL),
-        labels.get(WORKLOAD_NAME_LABEL),
-    ) else {
+pub fn orphaned(snap: &MeshSnapshot, ns: &str, meta: &ObjectMeta) -> bool {
+    let Some((kind, name)) = generated_for(meta) else {
         return false;
     };
-    let kind = WorkloadKind::parse(kind).unwrap_or_else(|| WorkloadKind::Other(kind.clone()));
-    snap.find_workload(&kind, ns, name).is_none()
+    snap.find_workload(&kind, ns, &name).is_none()
+}
+
+/// The managed Sidecar generated for a workload: the one with its default
+/// name, else one whose labels name it (and that is not another workload's
+/// by name), else a managed one that selects it and names no workload
+/// (written by hand with meshscope's label, or before the labels existed),
+/// which it adopts.
+fn own_sidecar(snap: &MeshSnapshot, w: WorkloadId) -> Option<SidecarId> {
+    let wl = &snap.workloads[w];
+    let ns = wl.namespace.as_str();
+    let default = sidecar_name(&wl.kind, &wl.name);
+    let managed = || {
+        snap.sidecars_in(ns)
+            .iter()
+            .copied()
+            .filter(|s| snap.sidecars[*s].managed && snap.sidecars[*s].selector.is_some())
+    };
+    let anothers = |name: &str| {
+        snap.workloads_in(ns).iter().any(|o| {
+            let o = &snap.workloads[*o];
+            (o.kind != wl.kind || o.name != wl.name) && sidecar_name(&o.kind, &o.name) == name
+        })
+    };
+    managed()
+        .find(|s| snap.sidecars[*s].name == default)
+        .or_else(|| {
+            managed().find(|s| {
+                let sc = &snap.sidecars[*s];
+                generated_for(&sc.object.metadata)
+                    .is_some_and(|(k, n)| k == wl.kind && n == wl.name)
+                    && !anothers(&sc.name)
+            })
+        })
+        .or_else(|| {
+            managed().find(|s| {
+                let sc = &snap.sidecars[*s];
+                generated_for(&sc.object.metadata).is_none()
+                    && !anothers(&sc.name)
+                    && sc
+                        .selector
+                        .as_ref()
+                        .is_some_and(|sel| selector_matches(sel, snap.workload_labels(w)))
+            })
+        })
+}
+
+/// The labels and annotations that say which workload a Sidecar is for.
+fn workload_meta(
+    wl: &crate::snapshot::Workload,
+    labels: &mut BTreeMap<String, String>,
+    annotations: &mut BTreeMap<String, String>,
+) {
+    labels.insert(
+        WORKLOAD_KIND_LABEL.to_string(),
+        label_value(wl.kind.as_str()),
+    );
+    let value = label_value(&wl.name);
+    if value != wl.name {
+        annotations.insert(WORKLOAD_NAME_FULL_ANNOTATION.to_string(), wl.name.clone());
+    }
+    labels.insert(WORKLOAD_NAME_LABEL.to_string(), value);
 }
 
 /// Does the live Sidecar already carry the labels and annotations apply
@@ -448,6 +718,7 @@ fn recommend_workload(
         before,
         after: None,
         requests: 0,
+        notes: Vec::new(),
     };
     let empty = WorkloadTraffic::default();
     let traffic = obs.of(w);
@@ -477,20 +748,26 @@ fn recommend_workload(
             return rec;
         }
     }
-    let managed = selection
-        .matching_selectors
-        .first()
-        .map(|s| &snap.sidecars[*s])
-        .filter(|s| s.managed);
-    let Some(selector) = managed
-        .and_then(|m| m.selector.clone())
-        .or_else(|| minimal_selector(snap, w))
-    else {
-        rec.outcome = Outcome::Skipped(
-            "no subset of the pod-template labels selects this workload's pods without selecting another workload's pods".into(),
-        );
-        return rec;
+    let managed = own_sidecar(snap, w).map(|s| &snap.sidecars[s]);
+    let selector = match stable_selector(snap, w) {
+        Ok(sel) => sel,
+        Err(why) => {
+            rec.outcome = Outcome::Skipped(match managed.and_then(|m| m.selector.as_ref()) {
+                Some(old) => format!(
+                    "{why}; its Sidecar {} is left as it is (selector {})",
+                    managed.map(|m| m.key()).unwrap_or_default(),
+                    fmt_labels(old)
+                ),
+                None => why,
+            });
+            return rec;
+        }
     };
+    if let Some(old) = managed.and_then(|m| m.selector.as_ref()) {
+        if *old != selector {
+            rec.notes.push(selector_change(snap, w, old, &selector));
+        }
+    }
     let existing: Option<Vec<String>> =
         managed.map(|m| m.egress_hosts().map(String::from).collect());
     let (hosts, added, removed) = finalize_hosts(needed.hosts, existing.as_deref(), opts);
@@ -503,18 +780,16 @@ fn recommend_workload(
     }
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
-    labels.insert(
-        WORKLOAD_KIND_LABEL.to_string(),
-        wl.kind.as_str().to_string(),
-    );
-    labels.insert(WORKLOAD_NAME_LABEL.to_string(), wl.name.clone());
-    let action = match (&existing, managed) {
-        (None, _) => Action::Create,
-        (Some(old), Some(m)) => {
-            let old_sorted: BTreeSet<&String> = old.iter().collect();
+    let mut annotations = annotations;
+    workload_meta(wl, &mut labels, &mut annotations);
+    let action = match managed {
+        None => Action::Create,
+        Some(m) => {
+            let old_sorted: BTreeSet<&String> = existing.iter().flatten().collect();
             let new_sorted: BTreeSet<&String> = hosts.iter().collect();
             if old_sorted == new_sorted
                 && m.object.spec.egress.len() == 1
+                && m.selector.as_ref() == Some(&selector)
                 && keeps(&m.object, &labels, &annotations, &hosts)
             {
                 Action::Unchanged
@@ -522,7 +797,6 @@ fn recommend_workload(
                 Action::Update
             }
         }
-        (Some(_), None) => Action::Update,
     };
     let after_vis = snap.visible(ns, &parse_listeners(snap, &hosts));
     rec.after = Some(snap.estimate(&after_vis, wl.inbound));
@@ -540,6 +814,48 @@ fn recommend_workload(
         removed,
     };
     rec
+}
+
+/// The note for a managed Sidecar whose selector is replaced, with why the
+/// old one did not stay true.
+fn selector_change(snap: &MeshSnapshot, w: WorkloadId, old: &Labels, new: &Labels) -> String {
+    let wl = &snap.workloads[w];
+    let immutable = |k: &str| wl.selector.as_ref().is_some_and(|s| s.contains_key(k));
+    let mut why: Vec<String> = old
+        .keys()
+        .filter(|k| !stable::usable(k, immutable(k)))
+        .map(|k| match stable::unstable(k) {
+            Some(c) => format!("{k} changes {}", c.as_str()),
+            None => format!("{k} is not in the workload's spec.selector"),
+        })
+        .collect();
+    let others: Vec<String> = snap
+        .workloads_in(&wl.namespace)
+        .iter()
+        .filter(|o| **o != w)
+        .filter(|o| {
+            pod_label_sets(snap, **o)
+                .iter()
+                .any(|l| selector_matches(old, l))
+        })
+        .map(|o| format!("{} {}", snap.workloads[*o].kind, snap.workloads[*o].name))
+        .collect();
+    if !others.is_empty() {
+        why.push(format!("it also selected {}", others.join(", ")));
+    }
+    if why.is_empty() {
+        why.push(if wl.selector.as_ref().is_some_and(|s| s == new) {
+            "the workload's own spec.selector stays true".to_string()
+        } else {
+            "a narrower stable selector stays true".to_string()
+        });
+    }
+    format!(
+        "selector {} replaced by {} ({})",
+        fmt_labels(old),
+        fmt_labels(new),
+        why.join("; ")
+    )
 }
 
 fn recommend_namespace(
@@ -566,6 +882,7 @@ fn recommend_namespace(
         before,
         after: None,
         requests: 0,
+        notes: Vec::new(),
     };
     let traffic: Vec<&WorkloadTraffic> = ws.iter().filter_map(|w| obs.of(*w)).collect();
     let mut hosts = BTreeSet::new();

@@ -8,7 +8,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::error::Error;
@@ -110,6 +110,11 @@ pub struct Workload {
     pub namespace: String,
     /// Pod-template labels (for a bare pod, its own labels).
     pub labels: Labels,
+    /// The controller's `spec.selector.matchLabels` (immutable in apps/v1),
+    /// for Deployments, StatefulSets, DaemonSets and ReplicaSets; `None` for
+    /// Jobs (whose generated selector is per run), CronJobs, bare pods and
+    /// controllers meshscope does not read.
+    pub selector: Option<Labels>,
     pub annotations: Labels,
     pub pods: Vec<PodId>,
     pub replicas: u32,
@@ -368,6 +373,14 @@ fn labels(m: &Option<BTreeMap<String, String>>) -> Labels {
     m.clone().unwrap_or_default()
 }
 
+/// A controller's `spec.selector.matchLabels`, when it has any.
+fn match_labels(sel: &LabelSelector) -> Option<Labels> {
+    sel.match_labels
+        .as_ref()
+        .filter(|m| !m.is_empty())
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
 fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references
         .as_ref()?
@@ -426,6 +439,7 @@ impl WorkloadBuilder {
         kind: WorkloadKind,
         meta: &ObjectMeta,
         tpl: Template<'_>,
+        selector: Option<Labels>,
         replicas: u32,
     ) -> WorkloadId {
         let key = (kind.clone(), ns_of(meta), name_of(meta));
@@ -439,6 +453,7 @@ impl WorkloadBuilder {
             namespace: key.1.clone(),
             labels: tpl.meta.map(|m| labels(&m.labels)).unwrap_or_default(),
             annotations: tpl.meta.map(|m| labels(&m.annotations)).unwrap_or_default(),
+            selector,
             pods: Vec::new(),
             replicas,
             host_network: tpl.host_network,
@@ -492,6 +507,7 @@ impl MeshSnapshot {
                     WorkloadKind::Deployment,
                     &d.metadata,
                     (&s.template).into(),
+                    match_labels(&s.selector),
                     s.replicas.unwrap_or(1).max(0) as u32,
                 );
             }
@@ -502,6 +518,7 @@ impl MeshSnapshot {
                     WorkloadKind::StatefulSet,
                     &d.metadata,
                     (&s.template).into(),
+                    match_labels(&s.selector),
                     s.replicas.unwrap_or(1).max(0) as u32,
                 );
             }
@@ -512,13 +529,22 @@ impl MeshSnapshot {
                     WorkloadKind::DaemonSet,
                     &d.metadata,
                     (&s.template).into(),
+                    match_labels(&s.selector),
                     1,
                 );
             }
         }
+        // A CronJob's Jobs get generated per-run selectors: only its pod
+        // template's labels describe all of its runs.
         for c in &inputs.cronjobs {
             if let Some(t) = c.spec.as_ref().and_then(|s| s.job_template.spec.as_ref()) {
-                wb.add(WorkloadKind::CronJob, &c.metadata, (&t.template).into(), 1);
+                wb.add(
+                    WorkloadKind::CronJob,
+                    &c.metadata,
+                    (&t.template).into(),
+                    None,
+                    1,
+                );
             }
         }
         // ReplicaSets and Jobs map to their controller when it is known.
@@ -531,6 +557,7 @@ impl MeshSnapshot {
                 has_proxy: false,
                 host_network: false,
             });
+            let rs_selector = rs.spec.as_ref().and_then(|s| match_labels(&s.selector));
             let id = match controller_of(&rs.metadata) {
                 Some(o) if o.kind == "Deployment" => {
                     match wb.find(WorkloadKind::Deployment, &ns, &o.name) {
@@ -541,7 +568,9 @@ impl MeshSnapshot {
                                 namespace: Some(ns.clone()),
                                 ..Default::default()
                             };
-                            wb.add(WorkloadKind::Deployment, &meta, tplv, 1)
+                            // Its ReplicaSet's selector is the Deployment's
+                            // plus pod-template-hash, which is never used.
+                            wb.add(WorkloadKind::Deployment, &meta, tplv, rs_selector, 1)
                         }
                     }
                 }
@@ -549,6 +578,7 @@ impl MeshSnapshot {
                     WorkloadKind::ReplicaSet,
                     &rs.metadata,
                     tplv,
+                    rs_selector,
                     rs.spec
                         .as_ref()
                         .and_then(|s| s.replicas)
@@ -571,9 +601,22 @@ impl MeshSnapshot {
                             namespace: Some(ns.clone()),
                             ..Default::default()
                         };
-                        wb.add(WorkloadKind::CronJob, &meta, (&spec.template).into(), 1)
+                        wb.add(
+                            WorkloadKind::CronJob,
+                            &meta,
+                            (&spec.template).into(),
+                            None,
+                            1,
+                        )
                     }),
-                _ => wb.add(WorkloadKind::Job, &j.metadata, (&spec.template).into(), 1),
+                // A Job's selector (controller-uid) is generated per run.
+                _ => wb.add(
+                    WorkloadKind::Job,
+                    &j.metadata,
+                    (&spec.template).into(),
+                    None,
+                    1,
+                ),
             };
             job_owner.insert((ns, name_of(&j.metadata)), id);
         }
@@ -602,28 +645,38 @@ impl MeshSnapshot {
                                 Some(dep) => wb
                                     .find(WorkloadKind::Deployment, &ns, dep)
                                     .unwrap_or_else(|| {
-                                        wb.add(WorkloadKind::Deployment, &owner_meta(dep), tpl, 1)
+                                        wb.add(
+                                            WorkloadKind::Deployment,
+                                            &owner_meta(dep),
+                                            tpl,
+                                            None,
+                                            1,
+                                        )
                                     }),
-                                None => {
-                                    wb.add(WorkloadKind::ReplicaSet, &owner_meta(&o.name), tpl, 1)
-                                }
+                                None => wb.add(
+                                    WorkloadKind::ReplicaSet,
+                                    &owner_meta(&o.name),
+                                    tpl,
+                                    None,
+                                    1,
+                                ),
                             }
                         }
                     },
                     "Job" => match job_owner.get(&(ns.clone(), o.name.clone())) {
                         Some(id) => *id,
-                        None => wb.add(WorkloadKind::Job, &owner_meta(&o.name), tpl, 1),
+                        None => wb.add(WorkloadKind::Job, &owner_meta(&o.name), tpl, None, 1),
                     },
                     kind => {
                         let k = WorkloadKind::parse(kind)
                             .unwrap_or_else(|| WorkloadKind::Other(kind.to_string()));
                         match wb.find(k.clone(), &ns, &o.name) {
                             Some(id) => id,
-                            None => wb.add(k, &owner_meta(&o.name), tpl, 1),
+                            None => wb.add(k, &owner_meta(&o.name), tpl, None, 1),
                         }
                     }
                 },
-                None => wb.add(WorkloadKind::Pod, &p.metadata, tpl, 1),
+                None => wb.add(WorkloadKind::Pod, &p.metadata, tpl, None, 1),
             };
             let mut ips: Vec<IpAddr> = Vec::new();
             if let Some(st) = &p.status {

@@ -4,8 +4,8 @@
 
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::observe::{LogIngest, Observations};
-use meshscope_shared::recommend::{self, minimal_selector, Outcome, RecommendOptions};
-use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
+use meshscope_shared::recommend::{self, stable_selector, Outcome, RecommendOptions};
+use meshscope_shared::snapshot::{Labels, MeshSnapshot, WorkloadId, WorkloadKind};
 use meshscope_shared::{Inputs, Options};
 
 fn snap(yaml: &str) -> MeshSnapshot {
@@ -19,11 +19,22 @@ fn snap(yaml: &str) -> MeshSnapshot {
     MeshSnapshot::build(&inputs, Options::default()).unwrap()
 }
 
-fn deploy(name: &str, labels: &str, ip: &str) -> String {
+/// A Deployment selecting `sel`, with template `labels` and one pod.
+fn deploy_sel(name: &str, sel: &str, labels: &str, ip: &str) -> String {
     let pod_labels = labels.replace('}', ", pod-template-hash: abc12}");
     format!(
-        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {labels}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {pod_labels}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {sel}\n  template:\n    metadata:\n      labels: {labels}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {pod_labels}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
     )
+}
+
+/// A Deployment selecting its `app` label.
+fn deploy(name: &str, labels: &str, ip: &str) -> String {
+    let app = labels
+        .trim_matches(['{', '}'])
+        .split(", ")
+        .find_map(|kv| kv.strip_prefix("app: "))
+        .expect("an app label");
+    deploy_sel(name, &format!("{{app: {app}}}"), labels, ip)
 }
 
 fn service(name: &str, ip: &str) -> String {
@@ -33,7 +44,12 @@ fn service(name: &str, ip: &str) -> String {
 fn base() -> String {
     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n".to_string()
         + &deploy("web", "{app: web, tier: front}", "10.0.0.1")
-        + &deploy("web-canary", "{app: web, track: canary}", "10.0.0.2")
+        + &deploy_sel(
+            "web-canary",
+            "{app: web, track: canary}",
+            "{app: web, track: canary}",
+            "10.0.0.2",
+        )
         + &deploy("cart", "{app: cart}", "10.0.0.3")
         + &deploy("idle", "{app: idle}", "10.0.0.4")
         + &service("cart", "10.96.0.3")
@@ -57,26 +73,41 @@ fn w(s: &MeshSnapshot, name: &str) -> WorkloadId {
         .unwrap()
 }
 
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn hosts(r: &recommend::Recommendation) -> Vec<String> {
     r.sidecar().expect("a Sidecar").spec.egress[0].hosts.clone()
 }
 
 #[test]
-fn minimal_selector_needs_two_labels_when_one_is_shared() {
+fn selectors_start_from_match_labels_and_add_the_fewest_stable_template_labels() {
     let s = snap(&base());
-    let sel = minimal_selector(&s, w(&s, "web")).unwrap();
-    // `app: web` also selects web-canary's pod; `tier: front` alone is unique.
-    assert_eq!(sel.len(), 1);
-    assert_eq!(sel.get("tier").map(String::as_str), Some("front"));
-    let sel = minimal_selector(&s, w(&s, "web-canary")).unwrap();
-    assert_eq!(sel.get("track").map(String::as_str), Some("canary"));
+    // web's own selector `app: web` also selects web-canary's pod.
+    let sel = stable_selector(&s, w(&s, "web")).unwrap();
+    assert_eq!(sel, labels(&[("app", "web"), ("tier", "front")]));
+    // web-canary's own selector selects only its pods: used whole.
+    let sel = stable_selector(&s, w(&s, "web-canary")).unwrap();
+    assert_eq!(sel, labels(&[("app", "web"), ("track", "canary")]));
+    assert_eq!(
+        stable_selector(&s, w(&s, "cart")).unwrap(),
+        labels(&[("app", "cart")])
+    );
 }
 
 #[test]
-fn no_label_subset_means_the_workload_is_skipped() {
+fn no_stable_selector_means_the_workload_is_skipped() {
     let yaml = base() + &deploy("web-twin", "{app: web, tier: front}", "10.0.0.9");
     let s = snap(&yaml);
-    assert_eq!(minimal_selector(&s, w(&s, "web")), None);
+    let why = stable_selector(&s, w(&s, "web")).unwrap_err();
+    assert!(
+        why.starts_with("no stable selector: its stable labels (app=web,tier=front) also select the pods of Deployment web-twin"),
+        "{why}"
+    );
     let obs = observe(
         &s,
         &line(
@@ -86,7 +117,11 @@ fn no_label_subset_means_the_workload_is_skipped() {
         ),
     );
     let r = recommend::recommend(&s, &obs, &[w(&s, "web")], &RecommendOptions::default());
-    assert!(matches!(&r[0].outcome, Outcome::Skipped(m) if m.contains("no subset")));
+    assert!(
+        matches!(&r[0].outcome, Outcome::Skipped(m) if m.starts_with(recommend::NO_STABLE_SELECTOR)),
+        "{:?}",
+        r[0].outcome
+    );
 }
 
 #[test]

@@ -929,9 +929,8 @@ fn prune(
             }
         };
         for sc in list.items {
-            let labels = sc.metadata.labels.clone().unwrap_or_default();
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
-            if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &labels) {
+            if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &sc.metadata) {
                 continue;
             }
             let name = sc.metadata.name.clone().unwrap_or_default();

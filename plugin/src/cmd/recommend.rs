@@ -102,6 +102,7 @@ pub fn cmd_recommend(
                     ),
                     RecOutcome::Skipped(why) => ("skip".to_string(), vec![why.clone()]),
                 };
+                notes.extend(r.notes.iter().cloned());
                 if !r.not_visible.is_empty() {
                     notes.push(format!("not exported here: {}", r.not_visible.join(", ")));
                 }
@@ -167,6 +168,9 @@ pub fn summarize_recommendations(
     // Objects, not recommendations: one namespace-wide Sidecar serves many.
     let mut seen = std::collections::BTreeSet::new();
     for r in recs {
+        for n in &r.notes {
+            writeln!(err, "note: {}: {n}", snap.workloads[r.workloads[0]].key())?;
+        }
         match &r.outcome {
             RecOutcome::Sidecar {
                 action,
