@@ -6,7 +6,11 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use meshscope_shared::observe::{LineOutcome, LogIngest, Observations};
+use meshscope_shared::observe::{IngestStats, LineOutcome, LogIngest, Observations};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::output::plural;
 use meshscope_shared::{Inputs, MeshSnapshot};
 use serde::Deserialize;
 
@@ -123,17 +127,47 @@ pub fn add_documents(inputs: &mut Inputs, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// Opens a log path: `-` is stdin; `.gz` is decompressed.
-fn open_log(path: &Path) -> Result<Box<dyn Read>> {
+/// Opens a log path: `-` is stdin; `.gz` is decompressed, and `read`
+/// counts the compressed bytes taken from the file.
+fn open_log(path: &Path, read: &Arc<AtomicU64>) -> Result<Box<dyn Read>> {
     if path.as_os_str() == "-" {
         return Ok(Box::new(io::stdin().lock()));
     }
     let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        Ok(Box::new(flate2::read::MultiGzDecoder::new(f)))
+    if is_gz(path) {
+        let counted = Counted {
+            inner: f,
+            read: Arc::clone(read),
+        };
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(counted)))
     } else {
         Ok(Box::new(f))
     }
+}
+
+fn is_gz(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
+}
+
+/// A reader that counts what it read.
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Where a compressed log stopped making sense.
+struct Cut {
+    /// Compressed bytes read from the file when decompression failed.
+    offset: u64,
+    error: io::Error,
 }
 
 /// How many malformed lines are printed before they are only counted.
@@ -168,7 +202,24 @@ pub fn read_access_logs(
     let mut shown = 0;
     for p in paths {
         for file in expand(p, None)? {
-            let (o, malformed) = ingest_file(snap, &file, threads)?;
+            let (o, malformed, cut) = ingest_file(snap, &file, threads)?;
+            let binary = malformed.iter().any(|(_, _, text)| {
+                text.chars()
+                    .any(|c| c == char::REPLACEMENT_CHARACTER || (c.is_control() && c != '\t'))
+            });
+            if let Some(cut) = cut {
+                let msg = format!(
+                    "{}: compressed data ends or breaks at byte {} ({}); the {} read before it are kept",
+                    file.display(),
+                    cut.offset,
+                    cut.error,
+                    plural(o.stats.lines as usize, "line", "lines"),
+                );
+                if strict {
+                    bail!("{msg}; remove --strict to go on with them");
+                }
+                writeln!(err, "warning: {msg}")?;
+            }
             if strict {
                 if let Some((line, why, _)) = malformed.first() {
                     bail!(
@@ -182,11 +233,34 @@ pub fn read_access_logs(
                     break;
                 }
                 shown += 1;
+                // Binary junk is shown escaped, never written raw to a terminal.
+                let text: String = text
+                    .chars()
+                    .flat_map(|c| {
+                        let plain = !c.is_control() || c == '\t';
+                        plain
+                            .then_some(c)
+                            .into_iter()
+                            .chain(c.escape_default().filter(move |_| !plain))
+                    })
+                    .collect();
                 writeln!(
                     err,
                     "warning: {}:{line}: malformed access-log line ({why}): {text}",
                     file.display()
                 )?;
+            }
+            if o.stats.access_lines == 0 {
+                let msg = format!(
+                    "{}: no access-log lines in {} ({})",
+                    file.display(),
+                    plural(o.stats.lines as usize, "line", "lines"),
+                    no_access_lines_why(&o.stats, binary)
+                );
+                if strict {
+                    bail!("{msg}; remove --strict to go on without it");
+                }
+                writeln!(err, "warning: {msg}")?;
             }
             obs.merge(o);
         }
@@ -199,28 +273,54 @@ pub fn read_access_logs(
     Ok(obs)
 }
 
-/// Ingests one file; returns its observations and its first malformed lines
-/// in file order.
+/// The likely cause of a traffic source without a single access-log line.
+fn no_access_lines_why(st: &IngestStats, binary: bool) -> &'static str {
+    if st.lines == 0 {
+        "the file is empty"
+    } else if binary {
+        "binary data, not a text log"
+    } else if st.malformed == 0 {
+        "only istio-proxy's own output: access logging may be off (meshConfig.accessLogFile: /dev/stdout), or the proxy served nothing"
+    } else {
+        "not istio-proxy's log: an application's own log? With kubectl logs, name the container: -c istio-proxy"
+    }
+}
+
+/// Ingests one file; returns its observations, its first malformed lines
+/// in file order, and where a compressed file broke off.
 fn ingest_file(
     snap: &MeshSnapshot,
     file: &Path,
     threads: usize,
-) -> Result<(Observations, Vec<Malformed>)> {
-    let plain = file.as_os_str() != "-" && file.extension().is_none_or(|e| e != "gz");
+) -> Result<(Observations, Vec<Malformed>, Option<Cut>)> {
+    let plain = file.as_os_str() != "-" && !is_gz(file);
     let meta = if plain {
         Some(std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?)
     } else {
         None
     };
-    let (obs, chunks) = match meta {
+    let read = Arc::new(AtomicU64::new(0));
+    let (obs, chunks, broke) = match meta {
         Some(m) if m.is_file() => {
             let f = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-            ingest_positional(snap, &f, m.len(), threads, CHUNK)
+            let (o, c) = ingest_positional(snap, &f, m.len(), threads, CHUNK)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            (o, c, None)
         }
-        _ => ingest_stream(snap, open_log(file)?, threads, CHUNK),
-    }
-    .with_context(|| format!("cannot read {}", file.display()))?;
-    Ok((obs, number_malformed(chunks)))
+        _ => ingest_stream(snap, open_log(file, &read)?, threads, CHUNK)
+            .with_context(|| format!("cannot read {}", file.display()))?,
+    };
+    // A compressed log that breaks off keeps what came before; any other
+    // read error is one.
+    let cut = match broke {
+        None => None,
+        Some(error) if is_gz(file) => Some(Cut {
+            offset: read.load(Ordering::Relaxed),
+            error,
+        }),
+        Some(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    Ok((obs, number_malformed(chunks), cut))
 }
 
 /// Turns per-chunk line numbers into file line numbers, in file order.
@@ -384,12 +484,15 @@ fn read_range(
 
 /// Standard input or a decompressed stream: one reader hands whole-line
 /// chunks to the workers; the buffers go back to it, so memory stays flat.
+/// A read error ends the stream: what came before it is returned with it
+/// (the partial line at the break is dropped).
+#[allow(clippy::type_complexity)]
 fn ingest_stream(
     snap: &MeshSnapshot,
     mut reader: Box<dyn Read>,
     threads: usize,
     chunk: usize,
-) -> io::Result<(Observations, Vec<ChunkDone>)> {
+) -> io::Result<(Observations, Vec<ChunkDone>, Option<io::Error>)> {
     use std::sync::mpsc::{channel, sync_channel};
     use std::sync::{Arc, Mutex};
     std::thread::scope(|scope| {
@@ -476,10 +579,7 @@ fn ingest_stream(
             obs.merge(o);
             done.extend(d);
         }
-        match read_err {
-            Some(e) => Err(e),
-            None => Ok((obs, done)),
-        }
+        Ok((obs, done, read_err))
     })
 }
 
@@ -541,7 +641,8 @@ mod tests {
                     "positional, chunk {chunk}, {threads} threads"
                 );
                 let reader: Box<dyn Read> = Box::new(std::io::Cursor::new(log.clone()));
-                let (o, c) = ingest_stream(&snap, reader, threads, chunk).unwrap();
+                let (o, c, broke) = ingest_stream(&snap, reader, threads, chunk).unwrap();
+                assert!(broke.is_none());
                 assert_eq!(
                     summary(&o, c),
                     whole,
@@ -555,7 +656,7 @@ mod tests {
     fn malformed_lines_are_numbered_in_file_order() {
         let (snap, log) = bookinfo();
         let reader: Box<dyn Read> = Box::new(std::io::Cursor::new(log.clone()));
-        let (_, chunks) = ingest_stream(&snap, reader, 2, 50).unwrap();
+        let (_, chunks, _) = ingest_stream(&snap, reader, 2, 50).unwrap();
         let malformed = number_malformed(chunks);
         let numbers: Vec<u64> = malformed.iter().map(|m| m.0).collect();
         // The oracle: each line parsed on its own, numbered from 1.
@@ -574,5 +675,100 @@ mod tests {
             .collect();
         assert!(expected.len() >= 3, "{expected:?}");
         assert_eq!(numbers, expected);
+    }
+
+    fn read(snap: &MeshSnapshot, path: &Path, strict: bool) -> (Result<Observations>, String) {
+        let mut err = Vec::new();
+        let r = read_access_logs(snap, &[path.to_path_buf()], strict, &mut err);
+        (r, String::from_utf8(err).unwrap())
+    }
+
+    #[test]
+    fn a_truncated_gz_keeps_what_was_read_and_says_where_it_broke() {
+        let (snap, _) = bookinfo();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/bookinfo");
+        let log = std::fs::read(root.join("access.log")).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &log).unwrap();
+        let gz = gz.finish().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let whole = dir.path().join("whole.log.gz");
+        std::fs::write(&whole, &gz).unwrap();
+        let cut = dir.path().join("cut.log.gz");
+        std::fs::write(&cut, &gz[..gz.len() / 2]).unwrap();
+
+        let (all, warnings) = read(&snap, &whole, true);
+        let all = all.unwrap();
+        assert_eq!(warnings, "");
+        let (part, warnings) = read(&snap, &cut, false);
+        let part = part.unwrap();
+        assert!(part.stats.access_lines > 0);
+        assert!(part.stats.access_lines < all.stats.access_lines);
+        let want = format!(
+            "warning: {}: compressed data ends or breaks at byte {} (",
+            cut.display(),
+            gz.len() / 2
+        );
+        assert!(warnings.starts_with(&want), "{warnings}");
+        assert!(
+            warnings.contains(&format!(
+                "the {} lines read before it are kept",
+                part.stats.lines
+            )),
+            "{warnings}"
+        );
+        let (strict, _) = read(&snap, &cut, true);
+        let e = format!("{:#}", strict.unwrap_err());
+        assert!(
+            e.starts_with(&want[9..]) && e.ends_with("; remove --strict to go on with them"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_source_without_access_log_lines_warns_with_the_likely_cause() {
+        let (snap, _) = bookinfo();
+        let dir = tempfile::tempdir().unwrap();
+        let cases: [(&str, &[u8], &str); 4] = [
+            ("empty.log", b"", "no access-log lines in 0 lines (the file is empty)"),
+            (
+                "app.log",
+                b"Started server on port 8080\nGET /health 200\n",
+                "no access-log lines in 2 lines (not istio-proxy's log: an application's own log? With kubectl logs, name the container: -c istio-proxy)",
+            ),
+            (
+                "junk.log",
+                b"\x00\x01\xff\xfe\x7f\n\x1b[31m\x02\n",
+                "no access-log lines in 2 lines (binary data, not a text log)",
+            ),
+            (
+                "proxy.log",
+                b"2026-11-28T09:00:00.000000Z\tinfo\txdsproxy\tconnected\n",
+                "no access-log lines in 1 line (only istio-proxy's own output: access logging may be off (meshConfig.accessLogFile: /dev/stdout), or the proxy served nothing)",
+            ),
+        ];
+        for (name, body, why) in cases {
+            let path = dir.path().join(name);
+            std::fs::write(&path, body).unwrap();
+            let (r, warnings) = read(&snap, &path, false);
+            assert_eq!(r.unwrap().stats.access_lines, 0);
+            let want = format!("warning: {}: {why}\n", path.display());
+            assert!(warnings.ends_with(&want), "{name}: {warnings}");
+            assert!(
+                !warnings.contains('\u{1b}'),
+                "junk is escaped: {warnings:?}"
+            );
+            if name == "proxy.log" || name == "empty.log" {
+                let (r, _) = read(&snap, &path, true);
+                let e = format!("{:#}", r.unwrap_err());
+                assert_eq!(
+                    e,
+                    format!(
+                        "{}: {why}; remove --strict to go on without it",
+                        path.display()
+                    )
+                );
+            }
+        }
     }
 }

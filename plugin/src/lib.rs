@@ -139,6 +139,15 @@ impl World {
         }
         version_flag(c)?;
         let inputs = input::load_manifests(&c.manifests)?;
+        if let Some(note) = inputs.skipped_note() {
+            // A typo or a wrong API group is a mistake to fix; other kinds
+            // (Secrets, Roles, ...) are only not needed.
+            let mistake = inputs
+                .skipped
+                .keys()
+                .any(|k| k.contains("did you mean") || k.contains(" in apiVersion "));
+            writeln!(err, "{}: {note}", if mistake { "warning" } else { "note" })?;
+        }
         if inputs.is_empty() {
             bail!("--manifests: no Kubernetes or Istio objects found in the given paths");
         }

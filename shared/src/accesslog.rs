@@ -56,14 +56,16 @@ fn value(s: Cow<'_, str>) -> Option<Cow<'_, str>> {
 
 pub fn parse_line(line: &str) -> Line<'_> {
     let line = line.trim_end_matches(['\r', '\n']);
-    let (prefix_pod, rest) = split_kubectl_prefix(line);
-    let rest = rest.trim_start();
+    let (prefix_pod, raw) = split_kubectl_prefix(line);
+    let rest = raw.trim_start();
     let mut parsed = if rest.starts_with('{') {
         parse_json(rest)
     } else if rest.starts_with('[') {
         parse_text(rest)
-    } else {
+    } else if is_proxy_output(raw) {
         Line::NotAccessLog
+    } else {
+        Line::Malformed(NEITHER)
     };
     if let (Some(pod), Line::Access(rec)) = (prefix_pod, &mut parsed) {
         if rec.origin.pod.is_none() {
@@ -71,6 +73,56 @@ pub fn parse_line(line: &str) -> Line<'_> {
         }
     }
     parsed
+}
+
+/// Why a line that is neither kind of log line is malformed.
+const NEITHER: &str = "neither an access-log line nor istio-proxy output";
+
+const LEVELS: &[&str] = &[
+    "trace", "debug", "info", "warn", "warning", "error", "critical", "fatal",
+];
+
+/// istio-proxy's own output, besides access logs: pilot-agent's and
+/// Envoy's lines as Istio formats them (`2024-05-01T12:00:00.123456Z\tinfo\t...`,
+/// `...Z\twarning\tenvoy config ...`), the multi-line YAML some of them
+/// carry (`Effective config:` and the mesh config: indented lines, list
+/// items and lowerCamelCase keys), and blank lines. Per line, so that
+/// every chunk of a log is judged alike.
+pub fn is_proxy_output(line: &str) -> bool {
+    let line = line.trim_end();
+    if line.is_empty() || line.starts_with([' ', '\t']) || line.starts_with("- ") {
+        return true;
+    }
+    // `2024-05-01T12:00:00.123456Z<ws><level>`
+    let b = line.as_bytes();
+    let date = b.len() > 11
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T';
+    if date {
+        let mut words = line.split_ascii_whitespace();
+        let _ts = words.next();
+        return words.next().is_some_and(|l| LEVELS.contains(&l));
+    }
+    // A YAML key: `lowerCamel:` alone or followed by a value.
+    if let Some((key, rest)) = line.split_once(':') {
+        let mut chars = key.chars();
+        return chars.next().is_some_and(|c| c.is_ascii_lowercase())
+            && chars.all(|c| c.is_ascii_alphanumeric())
+            && (rest.is_empty() || rest.starts_with(' '));
+    }
+    false
+}
+
+/// Envoy's own format (`[ts][thread][level]...`), as when Istio's log
+/// format is overridden.
+fn is_envoy_output(line: &str) -> bool {
+    let mut parts = line.splitn(4, ']');
+    let (Some(_ts), Some(tid), Some(level)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    tid.starts_with('[') && level.strip_prefix('[').is_some_and(|l| LEVELS.contains(&l))
 }
 
 /// `[pod/<name>/<container>] ` as written by `kubectl logs --prefix`.
@@ -89,10 +141,14 @@ fn split_kubectl_prefix(line: &str) -> (Option<&str>, &str) {
 fn parse_text(line: &str) -> Line<'_> {
     // `[START_TIME] "..."`; Envoy's own log lines look like `[ts][tid][level]`.
     let Some(close) = line.find(']') else {
-        return Line::NotAccessLog;
+        return Line::Malformed(NEITHER);
     };
     if !line[close + 1..].starts_with(" \"") {
-        return Line::NotAccessLog;
+        return if is_envoy_output(line) {
+            Line::NotAccessLog
+        } else {
+            Line::Malformed(NEITHER)
+        };
     }
     let start_time = &line[1..close];
     let Some(last_quote) = line.rfind('"') else {
@@ -162,6 +218,8 @@ struct JsonLine<'a> {
     level: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     msg: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    scope: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize, Default)]
@@ -213,7 +271,8 @@ fn parse_json(line: &str) -> Line<'_> {
             other => other.into_static(),
         };
     }
-    if j.level.is_some() || j.msg.is_some() {
+    // Istio's JSON log lines (`--log_as_json`) all carry a scope.
+    if j.level.is_some() && j.msg.is_some() && j.scope.is_some() {
         return Line::NotAccessLog;
     }
     Line::Malformed("JSON object without upstream_cluster")
@@ -392,9 +451,35 @@ mod tests {
         );
         assert_eq!(parse_line(""), Line::NotAccessLog);
         assert_eq!(
-            parse_line(r#"{"level":"info","msg":"hi"}"#),
+            parse_line(
+                r#"{"level":"info","time":"2024-01-01T00:00:00Z","scope":"xdsproxy","msg":"hi"}"#
+            ),
             Line::NotAccessLog
         );
+        // pilot-agent's multi-line YAML (`Effective config:`, the mesh
+        // config) and Envoy lines in Istio's format.
+        for line in [
+            "2020-06-29T23:37:27.287895Z\tinfo\tEffective config: binaryPath: /usr/local/bin/envoy",
+            "configPath: ./etc/istio/proxy",
+            "proxyMetadata:",
+            "  DNS_AGENT: \"\"",
+            "- ./*",
+            "2024-05-01T12:00:00.123456Z\twarning\tenvoy config external/envoy/source/x.cc:1\tgRPC config stream closed",
+        ] {
+            assert_eq!(parse_line(line), Line::NotAccessLog, "{line}");
+        }
+        // An application's own log (the usual mistake: kubectl logs without
+        // -c istio-proxy), its JSON, and junk are malformed, not proxy output.
+        for line in [
+            "INFO:     127.0.0.1:5000 - \"GET /health HTTP/1.1\" 200 OK",
+            "Started server on port 8080",
+            "127.0.0.1 - - [01/Jan/2024:00:00:00 +0000] \"GET / HTTP/1.1\" 200 12",
+            r#"{"level":"info","msg":"request served","path":"/"}"#,
+            "[main] starting",
+            "\u{1}\u{2}\u{fffd}\u{fffd}",
+        ] {
+            assert!(matches!(parse_line(line), Line::Malformed(_)), "{line}");
+        }
         assert!(matches!(parse_line("{not json"), Line::Malformed(_)));
         assert!(matches!(
             parse_line(r#"[2024-01-01T00:00:00Z] "GET / HTTP/1.1" 200 "a" "b" outbound|80||x"#),

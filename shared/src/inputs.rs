@@ -4,6 +4,8 @@
 //! or the API server) and are sorted by kind here; nothing else in the crate
 //! deals with untyped input.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
@@ -152,6 +154,72 @@ pub struct Inputs {
     pub destination_rules: Vec<DestinationRule>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
+    /// Objects of kinds scoping does not read, by how they were named
+    /// (`Secret`, a typo such as `Deploymnet`, or a read kind under
+    /// another API group), with counts.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// The kinds [`Inputs::add`] reads, and whether each is Istio's
+/// (`networking.istio.io`).
+const READ_KINDS: &[(&str, bool)] = &[
+    ("Namespace", false),
+    ("Pod", false),
+    ("Deployment", false),
+    ("StatefulSet", false),
+    ("DaemonSet", false),
+    ("ReplicaSet", false),
+    ("Job", false),
+    ("CronJob", false),
+    ("Service", false),
+    ("ConfigMap", false),
+    ("ServiceEntry", true),
+    ("Sidecar", true),
+    ("VirtualService", true),
+    ("DestinationRule", true),
+];
+
+/// Edit distance, for naming the kind a typo meant.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(cur).min(row[j])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// How a skipped object is named on stderr: its kind, and what it
+/// probably meant when that is one of the kinds read.
+fn skipped_key(kind: &str, api: &str) -> String {
+    if let Some((_, istio)) = READ_KINDS.iter().find(|(k, _)| *k == kind) {
+        let wanted = if *istio {
+            "networking.istio.io"
+        } else {
+            "the core or apps/batch groups"
+        };
+        return format!("{kind} in apiVersion {api:?} (read from {wanted})");
+    }
+    let lower = kind.to_ascii_lowercase();
+    match READ_KINDS
+        .iter()
+        .map(|(k, _)| (distance(&lower, &k.to_ascii_lowercase()), *k))
+        .filter(|(d, k)| *d <= 2 && *d < k.len() / 2 + 1)
+        .min()
+    {
+        Some((_, meant)) => format!("{kind} (did you mean {meant}?)"),
+        None => kind.to_string(),
+    }
 }
 
 /// What `Inputs::add` did with one object.
@@ -230,9 +298,31 @@ impl Inputs {
             ("Sidecar", true) => self.sidecars.push(decode(&kind, v)?),
             ("VirtualService", true) => self.virtual_services.push(decode(&kind, v)?),
             ("DestinationRule", true) => self.destination_rules.push(decode(&kind, v)?),
-            _ => return Ok(Added::Ignored),
+            ("ConfigMap", false) => return Ok(Added::Ignored),
+            _ => {
+                *self.skipped.entry(skipped_key(&kind, api)).or_default() += 1;
+                return Ok(Added::Ignored);
+            }
         }
         Ok(Added::Object)
+    }
+
+    /// One line naming the objects skipped for their kind, if any.
+    pub fn skipped_note(&self) -> Option<String> {
+        if self.skipped.is_empty() {
+            return None;
+        }
+        let n: usize = self.skipped.values().sum();
+        let kinds: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|(k, c)| format!("{k}: {c}"))
+            .collect();
+        Some(format!(
+            "{n} {} of kinds meshscope does not read skipped: {}",
+            if n == 1 { "object" } else { "objects" },
+            kinds.join(", ")
+        ))
     }
 
     /// The mesh config text: the `mesh` key of ConfigMap `istio` in the root
@@ -274,6 +364,32 @@ impl Inputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_of_kinds_not_read_are_counted_and_named_with_what_a_typo_meant() {
+        let mut inputs = Inputs::default();
+        let obj = |api: &str, kind: &str| serde_json::json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x", "namespace": "n"}});
+        for (api, kind) in [
+            ("apps/v1", "Deploymnet"),
+            ("apps/v1", "Deploymnet"),
+            ("v1", "Secret"),
+            ("v1", "Sidecar"),
+            ("networking.istio.io/v1", "SideCar"),
+            ("v1", "ConfigMap"),
+        ] {
+            assert_eq!(inputs.add(obj(api, kind)).unwrap(), 0, "{kind}");
+        }
+        assert_eq!(
+            inputs.skipped_note().unwrap(),
+            "5 objects of kinds meshscope does not read skipped: Deploymnet (did you mean Deployment?): 2, Secret: 1, SideCar (did you mean Sidecar?): 1, Sidecar in apiVersion \"v1\" (read from networking.istio.io): 1"
+        );
+        // A ConfigMap other than the mesh config's is read and not needed:
+        // not a kind skipped.
+        assert!(!inputs.skipped.keys().any(|k| k.contains("ConfigMap")));
+        assert_eq!(Inputs::default().skipped_note(), None);
+        // Short kinds are not "typos" of each other.
+        assert_eq!(skipped_key("Pdb", "v1"), "Pdb");
+    }
 
     #[test]
     fn pods_keep_what_the_engine_reads_and_skip_the_rest() {

@@ -554,3 +554,91 @@ fn summaries_count_objects_and_removed_hosts_and_skip_names_that_are_taken() {
     assert!(summary.starts_with("1 Sidecar: 1 to create"), "{summary}");
     assert!(r.stderr.contains("(1 request)"), "{}", r.stderr);
 }
+
+#[test]
+fn wrong_input_is_never_a_silent_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = repo_root().join("examples/bookinfo");
+    let manifests = root.join("manifests.yaml");
+    let m = manifests.to_str().unwrap();
+    // An application's log (kubectl logs without -c istio-proxy).
+    let app = dir.path().join("reviews.log");
+    std::fs::write(
+        &app,
+        "Started ReviewsApplication in 2.1 seconds\nGET /reviews/0 200\n",
+    )
+    .unwrap();
+    let a = app.to_str().unwrap();
+    let r = meshscope(&["recommend", "--manifests", m, "--access-log", a]);
+    r.ok();
+    assert!(
+        r.stderr.contains(&format!("warning: {a}: no access-log lines in 2 lines (not istio-proxy's log: an application's own log? With kubectl logs, name the container: -c istio-proxy)")),
+        "{}",
+        r.stderr
+    );
+    let r = meshscope(&["recommend", "--manifests", m, "--access-log", a, "--strict"]);
+    assert!(
+        r.error().contains("malformed access-log line"),
+        "{}",
+        r.error()
+    );
+
+    // A truncated .gz keeps the lines before the break.
+    let log = std::fs::read(root.join("access.log")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &log).unwrap();
+    let gz = gz.finish().unwrap();
+    let cut = dir.path().join("access.log.gz");
+    std::fs::write(&cut, &gz[..gz.len() * 2 / 3]).unwrap();
+    let c = cut.to_str().unwrap();
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        c,
+        "-o",
+        "json",
+    ]);
+    r.ok();
+    assert!(
+        r.stderr.contains(&format!(
+            "warning: {c}: compressed data ends or breaks at byte {}",
+            gz.len() * 2 / 3
+        )),
+        "{}",
+        r.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(
+        !v["items"].as_array().unwrap().is_empty(),
+        "what was read still recommends"
+    );
+    let r = meshscope(&["recommend", "--manifests", m, "--access-log", c, "--strict"]);
+    assert!(
+        r.error().contains("remove --strict to go on with them"),
+        "{}",
+        r.error()
+    );
+
+    // A kind misspelt in the manifests is named, not silently dropped.
+    let typo = dir.path().join("typo.yaml");
+    std::fs::write(
+        &typo,
+        "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: ratings-v2, namespace: bookinfo}\n",
+    )
+    .unwrap();
+    let r = meshscope(&[
+        "audit",
+        "--manifests",
+        m,
+        "--manifests",
+        typo.to_str().unwrap(),
+    ]);
+    r.ok();
+    assert!(
+        r.stderr.contains("warning: 1 object of kinds meshscope does not read skipped: Deploymnet (did you mean Deployment?): 1"),
+        "{}",
+        r.stderr
+    );
+}
