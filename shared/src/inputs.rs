@@ -14,7 +14,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::istio::{DestinationRule, ServiceEntry, Sidecar, VirtualService};
+use crate::istio::{
+    AuthorizationPolicy, DestinationRule, ServiceEntry, Sidecar, Telemetry, VirtualService,
+    NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP,
+};
 
 /// A Pod as the scope engine reads it: its metadata, its containers' names
 /// and port counts, hostNetwork, its IPs and its containers' restart
@@ -152,6 +155,11 @@ pub struct Inputs {
     pub sidecars: Vec<Sidecar>,
     pub virtual_services: Vec<VirtualService>,
     pub destination_rules: Vec<DestinationRule>,
+    /// `telemetry.istio.io` Telemetries (which extension providers apply).
+    pub telemetries: Vec<Telemetry>,
+    /// `security.istio.io` AuthorizationPolicies (CUSTOM ones name an
+    /// ext_authz provider).
+    pub authorization_policies: Vec<AuthorizationPolicy>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
     /// Objects of kinds scoping does not read, by how they were named
@@ -160,23 +168,25 @@ pub struct Inputs {
     pub skipped: BTreeMap<String, usize>,
 }
 
-/// The kinds [`Inputs::add`] reads, and whether each is Istio's
-/// (`networking.istio.io`).
-const READ_KINDS: &[(&str, bool)] = &[
-    ("Namespace", false),
-    ("Pod", false),
-    ("Deployment", false),
-    ("StatefulSet", false),
-    ("DaemonSet", false),
-    ("ReplicaSet", false),
-    ("Job", false),
-    ("CronJob", false),
-    ("Service", false),
-    ("ConfigMap", false),
-    ("ServiceEntry", true),
-    ("Sidecar", true),
-    ("VirtualService", true),
-    ("DestinationRule", true),
+/// The kinds [`Inputs::add`] reads, and the Istio API group of each
+/// Istio kind (`None`: a Kubernetes kind).
+const READ_KINDS: &[(&str, Option<&str>)] = &[
+    ("Namespace", None),
+    ("Pod", None),
+    ("Deployment", None),
+    ("StatefulSet", None),
+    ("DaemonSet", None),
+    ("ReplicaSet", None),
+    ("Job", None),
+    ("CronJob", None),
+    ("Service", None),
+    ("ConfigMap", None),
+    ("ServiceEntry", Some(NETWORKING_GROUP)),
+    ("Sidecar", Some(NETWORKING_GROUP)),
+    ("VirtualService", Some(NETWORKING_GROUP)),
+    ("DestinationRule", Some(NETWORKING_GROUP)),
+    ("Telemetry", Some(TELEMETRY_GROUP)),
+    ("AuthorizationPolicy", Some(SECURITY_GROUP)),
 ];
 
 /// Edit distance, for naming the kind a typo meant.
@@ -202,12 +212,8 @@ fn distance(a: &str, b: &str) -> usize {
 /// How a skipped object is named on stderr: its kind, and what it
 /// probably meant when that is one of the kinds read.
 fn skipped_key(kind: &str, api: &str) -> String {
-    if let Some((_, istio)) = READ_KINDS.iter().find(|(k, _)| *k == kind) {
-        let wanted = if *istio {
-            "networking.istio.io"
-        } else {
-            "the core or apps/batch groups"
-        };
+    if let Some((_, group)) = READ_KINDS.iter().find(|(k, _)| *k == kind) {
+        let wanted = group.unwrap_or("the core or apps/batch groups");
         return format!("{kind} in apiVersion {api:?} (read from {wanted})");
     }
     let lower = kind.to_ascii_lowercase();
@@ -278,8 +284,14 @@ impl Inputs {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let group = api.split_once('/').map(|(g, _)| g).unwrap_or("");
-        let istio = group == crate::istio::NETWORKING_GROUP;
+        let istio = group == NETWORKING_GROUP;
         match (kind.as_str(), istio) {
+            ("Telemetry", _) if group == TELEMETRY_GROUP => {
+                self.telemetries.push(decode(&kind, v)?)
+            }
+            ("AuthorizationPolicy", _) if group == SECURITY_GROUP => {
+                self.authorization_policies.push(decode(&kind, v)?)
+            }
             ("Namespace", false) => self.namespaces.push(decode(&kind, v)?),
             ("Pod", false) => self.pods.push(decode(&kind, v)?),
             ("Deployment", false) => self.deployments.push(decode(&kind, v)?),
@@ -353,6 +365,8 @@ impl Inputs {
             + self.sidecars.len()
             + self.virtual_services.len()
             + self.destination_rules.len()
+            + self.telemetries.len()
+            + self.authorization_policies.len()
             + self.mesh_config_maps.len()
     }
 
@@ -387,6 +401,37 @@ mod tests {
         // not a kind skipped.
         assert!(!inputs.skipped.keys().any(|k| k.contains("ConfigMap")));
         assert_eq!(Inputs::default().skipped_note(), None);
+        // Telemetry and AuthorizationPolicy are read from their own groups.
+        let mut inputs = Inputs::default();
+        assert_eq!(
+            inputs
+                .add(obj("telemetry.istio.io/v1", "Telemetry"))
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            inputs
+                .add(obj("security.istio.io/v1", "AuthorizationPolicy"))
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            inputs
+                .add(obj("networking.istio.io/v1", "Telemetry"))
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            (
+                inputs.telemetries.len(),
+                inputs.authorization_policies.len()
+            ),
+            (1, 1)
+        );
+        assert_eq!(
+            inputs.skipped_note().unwrap(),
+            "1 object of kinds meshscope does not read skipped: Telemetry in apiVersion \"networking.istio.io/v1\" (read from telemetry.istio.io): 1"
+        );
         // Short kinds are not "typos" of each other.
         assert_eq!(skipped_key("Pdb", "v1"), "Pdb");
     }

@@ -211,3 +211,109 @@ pub struct DestinationRuleSpec {
     #[serde(default)]
     pub workload_selector: Option<WorkloadSelector>,
 }
+
+pub const TELEMETRY_GROUP: &str = "telemetry.istio.io";
+pub const SECURITY_GROUP: &str = "security.istio.io";
+
+/// A policy's `selector` (Telemetry, AuthorizationPolicy).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+/// A provider named by a Telemetry.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct ProviderRef {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `match.mode` of a Telemetry entry: `CLIENT`, `SERVER` or
+/// `CLIENT_AND_SERVER` (the default).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct ModeMatch {
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+/// `telemetry.istio.io` Telemetry: the parts that name extension
+/// providers.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Telemetry {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: TelemetrySpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TelemetrySpec {
+    #[serde(default)]
+    pub selector: Option<PolicySelector>,
+    #[serde(default)]
+    pub target_ref: Option<Value>,
+    #[serde(default)]
+    pub target_refs: Vec<Value>,
+    #[serde(default)]
+    pub tracing: Vec<TelemetryTracing>,
+    #[serde(default)]
+    pub access_logging: Vec<TelemetryAccessLogging>,
+    #[serde(default)]
+    pub metrics: Vec<TelemetryMetrics>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TelemetryTracing {
+    #[serde(default, rename = "match")]
+    pub matches: Option<ModeMatch>,
+    #[serde(default)]
+    pub providers: Vec<ProviderRef>,
+    #[serde(default)]
+    pub disable_span_reporting: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TelemetryAccessLogging {
+    #[serde(default, rename = "match")]
+    pub matches: Option<ModeMatch>,
+    #[serde(default)]
+    pub providers: Vec<ProviderRef>,
+    #[serde(default)]
+    pub disabled: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct TelemetryMetrics {
+    #[serde(default)]
+    pub providers: Vec<ProviderRef>,
+}
+
+/// `security.istio.io` AuthorizationPolicy: the parts that decide which
+/// ext_authz provider a workload calls.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct AuthorizationPolicy {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: AuthorizationPolicySpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizationPolicySpec {
+    #[serde(default)]
+    pub selector: Option<PolicySelector>,
+    #[serde(default)]
+    pub target_ref: Option<Value>,
+    #[serde(default)]
+    pub target_refs: Vec<Value>,
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub provider: Option<ProviderRef>,
+}

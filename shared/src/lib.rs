@@ -28,6 +28,7 @@ pub mod labels;
 pub mod mesh;
 pub mod observe;
 pub mod recommend;
+pub mod required;
 pub mod scope;
 pub mod snapshot;
 pub mod verify;

@@ -17,6 +17,43 @@ pub struct MeshConfig {
     pub default_service_export_to: Vec<String>,
     pub default_virtual_service_export_to: Vec<String>,
     pub default_destination_rule_export_to: Vec<String>,
+    /// `extensionProviders`: the services Envoy itself calls (tracing
+    /// collectors, ext_authz servers, access-log services), in order.
+    pub extension_providers: Vec<ExtensionProvider>,
+    /// `defaultProviders`: the provider names used where no Telemetry
+    /// names one.
+    pub default_providers: DefaultProviders,
+}
+
+/// One entry of `meshConfig.extensionProviders`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExtensionProvider {
+    pub name: String,
+    /// Its type: the key under which it is configured (`zipkin`,
+    /// `envoyExtAuthzGrpc`, `prometheus`, ...).
+    pub kind: String,
+    /// The service Envoy calls, as written: `<fqdn>` or `<ns>/<fqdn>`.
+    /// `None` for providers that call no service (`prometheus`,
+    /// `envoyFileAccessLog`, `stackdriver`).
+    pub service: Option<String>,
+    pub port: Option<u32>,
+}
+
+/// `meshConfig.defaultProviders`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DefaultProviders {
+    pub tracing: Vec<String>,
+    pub metrics: Vec<String>,
+    pub access_logging: Vec<String>,
+}
+
+impl MeshConfig {
+    /// The provider of that name (istiod compares names without case).
+    pub fn provider(&self, name: &str) -> Option<&ExtensionProvider> {
+        self.extension_providers
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +70,8 @@ impl Default for MeshConfig {
             default_service_export_to: vec!["*".into()],
             default_virtual_service_export_to: vec!["*".into()],
             default_destination_rule_export_to: vec!["*".into()],
+            extension_providers: Vec::new(),
+            default_providers: DefaultProviders::default(),
         }
     }
 }
@@ -45,6 +84,61 @@ struct RawMesh {
     default_service_export_to: Option<Vec<String>>,
     default_virtual_service_export_to: Option<Vec<String>>,
     default_destination_rule_export_to: Option<Vec<String>>,
+    extension_providers: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
+    default_providers: Option<RawDefaults>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawDefaults {
+    #[serde(default)]
+    tracing: Option<Vec<String>>,
+    #[serde(default)]
+    metrics: Option<Vec<String>>,
+    #[serde(default)]
+    access_logging: Option<Vec<String>>,
+}
+
+/// One `extensionProviders` entry: `name` and one key naming its type,
+/// whose `service` and `port` are read (the rest is the provider's own).
+fn parse_provider(
+    raw: &serde_json::Map<String, serde_json::Value>,
+) -> Result<ExtensionProvider, Error> {
+    let name = raw
+        .get("name")
+        .and_then(|v| v.as_str())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::MeshConfig("an extensionProviders entry has no name".into()))?;
+    let Some((kind, body)) = raw.iter().find(|(k, _)| k.as_str() != "name") else {
+        return Err(Error::MeshConfig(format!(
+            "extensionProviders entry {name:?} has no provider type"
+        )));
+    };
+    let service = body
+        .get("service")
+        .and_then(|v| v.as_str())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let port = match body.get("port") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .filter(|p| (1..=65535).contains(p))
+                .ok_or_else(|| {
+                    Error::MeshConfig(format!(
+                        "extensionProviders entry {name:?}: port {v} is not a port number"
+                    ))
+                })? as u32,
+        ),
+    };
+    Ok(ExtensionProvider {
+        name: name.to_string(),
+        kind: kind.clone(),
+        service,
+        port,
+    })
 }
 
 #[derive(Deserialize)]
@@ -84,6 +178,16 @@ impl MeshConfig {
         }
         if let Some(v) = nonempty(raw.default_destination_rule_export_to) {
             out.default_destination_rule_export_to = v;
+        }
+        for p in raw.extension_providers.iter().flatten() {
+            out.extension_providers.push(parse_provider(p)?);
+        }
+        if let Some(d) = raw.default_providers {
+            out.default_providers = DefaultProviders {
+                tracing: d.tracing.unwrap_or_default(),
+                metrics: d.metrics.unwrap_or_default(),
+                access_logging: d.access_logging.unwrap_or_default(),
+            };
         }
         Ok(out)
     }
@@ -183,6 +287,52 @@ mod tests {
         assert_eq!(m.outbound_traffic_policy, OutboundPolicy::RegistryOnly);
         assert_eq!(m.default_service_export_to, vec!["."]);
         assert_eq!(m.default_virtual_service_export_to, vec!["*"]);
+    }
+
+    #[test]
+    fn extension_providers_and_default_providers_are_read() {
+        let m = MeshConfig::from_yaml(
+            r#"
+extensionProviders:
+- name: zipkin
+  zipkin:
+    service: zipkin.istio-system.svc.cluster.local
+    port: 9411
+- name: ext-authz
+  envoyExtAuthzGrpc:
+    service: "auth/authz.auth.svc.cluster.local"
+    port: "9000"
+    timeout: 1s
+- name: prom
+  prometheus: {}
+defaultProviders:
+  tracing: [zipkin]
+  metrics: [prom]
+"#,
+        )
+        .unwrap();
+        assert_eq!(m.extension_providers.len(), 3);
+        let z = m.provider("Zipkin").unwrap();
+        assert_eq!(
+            (z.kind.as_str(), z.service.as_deref(), z.port),
+            (
+                "zipkin",
+                Some("zipkin.istio-system.svc.cluster.local"),
+                Some(9411)
+            )
+        );
+        let a = m.provider("ext-authz").unwrap();
+        assert_eq!(
+            a.service.as_deref(),
+            Some("auth/authz.auth.svc.cluster.local")
+        );
+        assert_eq!(a.port, Some(9000));
+        assert_eq!(m.provider("prom").unwrap().service, None);
+        assert_eq!(m.default_providers.tracing, ["zipkin"]);
+        assert_eq!(m.default_providers.metrics, ["prom"]);
+        assert!(m.default_providers.access_logging.is_empty());
+        let bad = MeshConfig::from_yaml("extensionProviders:\n- zipkin: {service: z}\n");
+        assert!(bad.unwrap_err().to_string().contains("no name"));
     }
 
     #[test]

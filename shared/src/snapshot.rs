@@ -355,6 +355,10 @@ pub struct MeshSnapshot {
     pub virtual_services: Vec<VsInfo>,
     pub destination_rules: Vec<DrInfo>,
     pub service_entries: Vec<SeInfo>,
+    /// Telemetries, oldest first ([`crate::required`]).
+    pub telemetries: Vec<crate::required::TelemetryInfo>,
+    /// AuthorizationPolicies with `action: CUSTOM`, oldest first.
+    pub custom_authz: Vec<crate::required::CustomAuthz>,
     /// Per namespace: selector Sidecars first, then selector-less ones, each
     /// half oldest first (ties by name), as istiod orders them.
     pub(crate) sidecars_by_ns: HashMap<String, Vec<SidecarId>>,
@@ -947,6 +951,8 @@ impl MeshSnapshot {
             virtual_services,
             destination_rules,
             service_entries,
+            telemetries: crate::required::telemetries(&inputs.telemetries),
+            custom_authz: crate::required::custom_authz(&inputs.authorization_policies),
             sidecars_by_ns,
             root_default,
             services_by_host,
