@@ -1382,7 +1382,7 @@ mod tests {
         assert_eq!(codes(&d), ["MS0012"]);
         assert_eq!(d.warnings.len(), 1);
         assert!(
-            d.warnings[0].starts_with("MS0012: Deployment enforce/ratings-v2 is selected by Sidecar enforce/reviews-v2-deployment-meshscope"),
+            d.warnings[0] == "MS0012: Deployment enforce/ratings-v2 is scoped by the Sidecar generated for Deployment reviews-v2",
             "{:?}",
             d.warnings
         );

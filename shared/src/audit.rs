@@ -248,33 +248,38 @@ pub fn scoped_by_another(
         return None;
     }
     let sel = snap.select_sidecar(ns, labels);
-    let foreign: Vec<String> = sel
-        .matching_selectors
-        .iter()
-        .filter_map(|s| {
-            let sc = &snap.sidecars[*s];
-            if !sc.managed {
-                return None;
-            }
-            let (k, n) = generated_for(&sc.object.metadata)?;
-            if k.as_str().eq_ignore_ascii_case(kind) && n == name {
-                return None;
-            }
-            Some(format!("{} (generated for {k} {n})", sc.key()))
-        })
-        .collect();
-    if foreign.is_empty() {
+    let mut owners: Vec<String> = Vec::new();
+    let mut sidecars: Vec<String> = Vec::new();
+    for &s in &sel.matching_selectors {
+        let sc = &snap.sidecars[s];
+        if !sc.managed {
+            continue;
+        }
+        let Some((k, n)) = generated_for(&sc.object.metadata) else {
+            continue;
+        };
+        if k.as_str().eq_ignore_ascii_case(kind) && n == name {
+            continue;
+        }
+        owners.push(format!("{k} {n}"));
+        sidecars.push(sc.key());
+    }
+    if sidecars.is_empty() {
         return None;
     }
+    let many = sidecars.len() > 1;
     Some(finding(
         "MS0012",
         kind,
         ns,
         name,
         format!(
-            "{kind} {ns}/{name} is selected by {} {}, so it runs with another workload's scope; re-apply the namespace's Sidecars: kubectl meshscope apply -n {ns} --from-pod-logs",
-            if foreign.len() == 1 { "Sidecar" } else { "Sidecars" },
-            foreign.join(", ")
+            "{kind} {ns}/{name} is scoped by the {} generated for {}; {} {} {} its pods, so it runs with another workload's scope; re-apply the namespace's Sidecars: kubectl meshscope apply -n {ns} --from-pod-logs",
+            if many { "Sidecars" } else { "Sidecar" },
+            owners.join(", "),
+            if many { "Sidecars" } else { "Sidecar" },
+            sidecars.join(", "),
+            if many { "select" } else { "selects" },
         ),
     ))
 }

@@ -410,7 +410,7 @@ fn a_managed_sidecar_selecting_another_workload_is_ms0012() {
     assert_eq!(f[0].severity, audit::Severity::Warning);
     assert_eq!(
         f[0].message,
-        "Deployment shop/ratings-v2 is selected by Sidecar shop/reviews-v2-deployment-meshscope (generated for Deployment reviews-v2), so it runs with another workload's scope; re-apply the namespace's Sidecars: kubectl meshscope apply -n shop --from-pod-logs"
+        "Deployment shop/ratings-v2 is scoped by the Sidecar generated for Deployment reviews-v2; Sidecar shop/reviews-v2-deployment-meshscope selects its pods, so it runs with another workload's scope; re-apply the namespace's Sidecars: kubectl meshscope apply -n shop --from-pod-logs"
     );
     assert!(audit::code_doc("MS0012").is_some());
 }

@@ -667,3 +667,49 @@ fn the_generated_install_is_accepted_by_the_api_server() {
     }
     assert_eq!(out.lines().count(), 10, "{out}");
 }
+
+#[test]
+fn a_deployment_scoped_by_another_workloads_generated_sidecar_is_admitted_with_ms0012() {
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "ms12", &[]);
+    let ns = wh.namespace(c, "enforce");
+    // reviews-v2's Sidecar as an older meshscope wrote it: `version: v2`
+    // alone.
+    let sidecar = format!(
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: reviews-v2-deployment-meshscope\n  namespace: {ns}\n  labels:\n    app.kubernetes.io/managed-by: kubectl-meshscope\n    meshscope.io/workload-kind: Deployment\n    meshscope.io/workload-name: reviews-v2\nspec:\n  workloadSelector:\n    labels:\n      version: v2\n  egress:\n  - hosts: [\"~/*\"]\n"
+    );
+    let (ok, _, err) = apply(c, &sidecar, &[]);
+    assert!(ok && !err.contains("Warning"), "{err}");
+    let with_version = |name: &str, app: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: {app}, version: v2}}\n  template:\n    metadata:\n      labels: {{app: {app}, version: v2}}\n    spec:\n      containers:\n      - name: app\n        image: registry.example.com/{name}:1\n"
+        )
+    };
+    // ratings-v2 carries version: v2 too. Until the Sidecar reaches the
+    // webhook's cache the Deployment is unscoped (denied); then it is
+    // admitted, scoped, with the warning, even under enforce.
+    let ratings = with_version("ratings-v2", "ratings");
+    let deadline = Instant::now() + PROPAGATION;
+    let err = loop {
+        let (ok, _, err) = apply(c, &ratings, &[]);
+        if ok {
+            break err;
+        }
+        assert!(err.contains("MS0001"), "{err}");
+        assert!(
+            Instant::now() < deadline,
+            "still denied {PROPAGATION:?} after the Sidecar was created: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        err.contains(&format!(
+            "Warning: MS0012: Deployment {ns}/ratings-v2 is scoped by the Sidecar generated for Deployment reviews-v2"
+        )),
+        "{err}"
+    );
+    assert!(exists(c, "deployment", &ns, "ratings-v2"));
+    // The workload the Sidecar was generated for gets no warning.
+    let (ok, _, err) = apply(c, &with_version("reviews-v2", "reviews"), &[]);
+    assert!(ok && !err.contains("Warning"), "{err}");
+}
