@@ -125,11 +125,13 @@ pub const UNSTABLE_LABELS: &[UnstableLabel] = &[
 /// `rollouts-pod-template-hash`, `…/config-hash`, `…-uid`, `…-revision`.
 pub const UNSTABLE_SUFFIXES: &[&str] = &["-hash", "-uid", "-revision"];
 
-/// Label keys that change per release unless the workload's immutable
-/// `spec.selector.matchLabels` holds them: Istio's `version` convention
-/// (one Deployment per version) keeps them for the Deployment's life, but
-/// on a template alone they may change with the next rollout.
-pub const SELECTOR_ONLY_LABELS: &[&str] = &["version"];
+/// Label keys that change per release unless they are fixed for the
+/// workload's life: held by its immutable `spec.selector.matchLabels`, or
+/// on a bare pod or a Job (whose template is immutable). Istio's `version`
+/// convention (one Deployment per version, `version` in its selector)
+/// keeps them, but on a Deployment's template alone they may change with
+/// the next rollout.
+pub const RELEASE_LABELS: &[&str] = &["version"];
 
 /// Why a label key may not be used, or `None` when it may.
 pub fn unstable(key: &str) -> Option<Changes> {
@@ -147,10 +149,11 @@ pub fn unstable(key: &str) -> Option<Changes> {
     None
 }
 
-/// May a generated selector use this key? `immutable` says whether the
-/// value comes from the controller's own `matchLabels`.
-pub fn usable(key: &str, immutable: bool) -> bool {
-    unstable(key).is_none() && (immutable || !SELECTOR_ONLY_LABELS.contains(&key))
+/// May a generated selector use this key? `fixed` says whether the value
+/// is fixed for the workload's life (its controller's `matchLabels`, or a
+/// bare pod's or Job's labels).
+pub fn usable(key: &str, fixed: bool) -> bool {
+    unstable(key).is_none() && (fixed || !RELEASE_LABELS.contains(&key))
 }
 
 /// The longest label value Kubernetes accepts.

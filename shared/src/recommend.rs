@@ -119,6 +119,9 @@ fn pod_label_sets(snap: &MeshSnapshot, w: WorkloadId) -> Vec<&Labels> {
     }
 }
 
+/// The labels that name an application, in the order tried.
+const IDENTITY: &[&str] = &["app", "app.kubernetes.io/name"];
+
 /// Label keys tried first when a selector needs more than the workload's
 /// own `matchLabels`.
 const PREFERRED: &[&str] = &[
@@ -161,6 +164,18 @@ pub fn stable_selector(snap: &MeshSnapshot, w: WorkloadId) -> Result<Labels, Str
             base.insert(k.clone(), v.clone());
         }
     }
+    // Without a selector of its own, a workload starts from its name label
+    // (`app`, else `app.kubernetes.io/name`), so that `version: v1` alone
+    // is never a bare pod's or Job's selector.
+    if base.is_empty() {
+        if let Some((k, v)) = IDENTITY
+            .iter()
+            .find_map(|k| wl.labels.get_key_value(*k))
+            .filter(|(k, v)| stable::usable(k, true) && on_every_pod(k, v))
+        {
+            base.insert(k.clone(), v.clone());
+        }
+    }
     if !base.is_empty() && selects_other(&base).is_none() {
         return Ok(base);
     }
@@ -169,7 +184,9 @@ pub fn stable_selector(snap: &MeshSnapshot, w: WorkloadId) -> Result<Labels, Str
     let mut keys: Vec<(&String, &String)> = wl
         .labels
         .iter()
-        .filter(|(k, v)| !base.contains_key(*k) && stable::usable(k, false) && on_every_pod(k, v))
+        .filter(|(k, v)| {
+            !base.contains_key(*k) && stable::usable(k, fixed_for_life(wl, k)) && on_every_pod(k, v)
+        })
         .collect();
     let rank = |k: &str| {
         PREFERRED
@@ -206,6 +223,16 @@ pub fn stable_selector(snap: &MeshSnapshot, w: WorkloadId) -> Result<Labels, Str
     Err(no_stable_selector(snap, w, &base, &keys, selects_other))
 }
 
+/// Does a label keep its value for the workload's whole life? Its
+/// controller's `matchLabels` do (immutable), and so do all the labels of a
+/// bare pod and of a Job (whose template is immutable: a new release is a
+/// new Job). A Deployment's, StatefulSet's, DaemonSet's or CronJob's
+/// template changes with each release.
+fn fixed_for_life(wl: &crate::snapshot::Workload, key: &str) -> bool {
+    matches!(wl.kind, WorkloadKind::Pod | WorkloadKind::Job)
+        || wl.selector.as_ref().is_some_and(|s| s.contains_key(key))
+}
+
 /// Why [`stable_selector`] found nothing: which workload every stable
 /// selector also selects, and the unstable labels that alone tell them
 /// apart.
@@ -234,7 +261,7 @@ fn no_stable_selector(
         .labels
         .iter()
         .filter(|(k, v)| {
-            !stable::usable(k, wl.selector.as_ref().is_some_and(|s| s.contains_key(*k)))
+            !stable::usable(k, fixed_for_life(wl, k))
                 && theirs.iter().any(|l| l.get(*k) != Some(*v))
         })
         .map(|(k, _)| match stable::unstable(k) {
@@ -611,8 +638,8 @@ fn own_sidecar(snap: &MeshSnapshot, w: WorkloadId) -> Option<SidecarId> {
 fn workload_meta(
     wl: &crate::snapshot::Workload,
     labels: &mut BTreeMap<String, String>,
-    annotations: &mut BTreeMap<String, String>,
-) {
+    mut annotations: BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
     labels.insert(
         WORKLOAD_KIND_LABEL.to_string(),
         label_value(wl.kind.as_str()),
@@ -622,6 +649,7 @@ fn workload_meta(
         annotations.insert(WORKLOAD_NAME_FULL_ANNOTATION.to_string(), wl.name.clone());
     }
     labels.insert(WORKLOAD_NAME_LABEL.to_string(), value);
+    annotations
 }
 
 /// Does the live Sidecar already carry the labels and annotations apply
@@ -780,8 +808,7 @@ fn recommend_workload(
     }
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
-    let mut annotations = annotations;
-    workload_meta(wl, &mut labels, &mut annotations);
+    let annotations = workload_meta(wl, &mut labels, annotations);
     let action = match managed {
         None => Action::Create,
         Some(m) => {
@@ -820,10 +847,9 @@ fn recommend_workload(
 /// old one did not stay true.
 fn selector_change(snap: &MeshSnapshot, w: WorkloadId, old: &Labels, new: &Labels) -> String {
     let wl = &snap.workloads[w];
-    let immutable = |k: &str| wl.selector.as_ref().is_some_and(|s| s.contains_key(k));
     let mut why: Vec<String> = old
         .keys()
-        .filter(|k| !stable::usable(k, immutable(k)))
+        .filter(|k| !stable::usable(k, fixed_for_life(wl, k)))
         .map(|k| match stable::unstable(k) {
             Some(c) => format!("{k} changes {}", c.as_str()),
             None => format!("{k} is not in the workload's spec.selector"),

@@ -210,6 +210,20 @@ fn version_is_used_only_from_the_immutable_selector() {
 }
 
 #[test]
+fn bare_pods_and_jobs_keep_their_labels_for_life_so_version_is_used_with_their_app() {
+    let bare = |name: &str, v: &str, ip: &str| {
+        format!("---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: shop\n  labels: {{app: api, version: {v}}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n")
+    };
+    let s = snap(
+        &(NS.to_string() + &bare("api-0", "v1", "10.0.0.1") + &bare("api-1", "v2", "10.0.0.2")),
+    );
+    assert_eq!(
+        stable_selector(&s, w(&s, WorkloadKind::Pod, "api-0")).unwrap(),
+        labels(&[("app", "api"), ("version", "v1")])
+    );
+}
+
+#[test]
 fn labels_set_per_pod_per_revision_and_per_run_are_never_used() {
     // A StatefulSet whose pods differ only in per-pod labels, a Job (whose
     // generated selector is per run) and a CronJob's Job, and a bare pod.
