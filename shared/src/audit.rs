@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::host::{host_subset_of, hosts_overlap, NsSel};
 use crate::inject::Injection;
 use crate::observe::Observations;
-use crate::recommend::{generated_for, observed_outside};
+use crate::recommend::{generated_for, observed_outside, required_outside};
 use crate::scope::{Evaluator, ScopeSource};
 use crate::snapshot::{selector_matches, Labels, MeshSnapshot, SidecarId, WorkloadId};
 
@@ -139,6 +139,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "A Sidecar that meshscope generated for one workload (its meshscope.io/workload-kind and meshscope.io/workload-name labels) selects this workload's pods too. The workload runs with a scope made from the other workload's traffic: hosts only it calls leave through PassthroughCluster without routing rules or mTLS, or are blocked under REGISTRY_ONLY, and its scope changes whenever the other workload's Sidecar is re-applied or pruned. This happens when a selector was chosen from labels that another workload later took (a new Deployment with the same version label, say), or from labels that change with each release.",
         fix: "Re-apply the Sidecars of the namespace (kubectl meshscope apply -n NS --from-pod-logs): generated selectors start from each workload's own spec.selector, use only labels that stay true, never select another workload's pods, and the old Sidecar's selector is replaced. Or give the workloads labels that tell them apart.",
     },
+    CodeDoc {
+    code: "MS0013",
+    severity: Severity::Error,
+    title: "Sidecar lacks a service the mesh config makes Envoy call",
+    description: "The mesh config's extensionProviders make the workload's Envoy call a service itself: a tracing collector (defaultProviders.tracing or a Telemetry), an access-log service, or an ext_authz server (an AuthorizationPolicy with action CUSTOM selecting it). These calls appear in no access log and no metric, and istiod adds no provider service to a proxy's scope: the Sidecar that applies to the workload does not import it, so its cluster is missing from the proxy's CDS and span export, access-log streaming or ext_authz fails (requests to a CUSTOM-protected workload are denied).",
+    fix: "Add the provider's <namespace>/<fqdn> to the Sidecar's egress; kubectl meshscope recommend adds it (annotation meshscope.io/required-by) and names it for Sidecars it does not own.",
+},
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {
@@ -486,6 +493,61 @@ fn fmt_labels(l: &crate::snapshot::Labels) -> String {
         .join(",")
 }
 
+/// MS0013 for one workload: provider services it needs that its Sidecar
+/// does not import.
+pub fn missing_required(
+    snap: &MeshSnapshot,
+    w: WorkloadId,
+    eval: &mut Evaluator<'_>,
+) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    if !wl.injection.sidecar {
+        return None;
+    }
+    let labels = snap.workload_labels(w);
+    let sel = snap.select_sidecar(&wl.namespace, labels);
+    if sel.source == ScopeSource::Implicit {
+        return None;
+    }
+    let required = crate::required::required_for(snap, &wl.namespace, Some(labels));
+    if required.is_empty() {
+        return None;
+    }
+    let vis = eval.visible_for(sel.source, &wl.namespace);
+    let outside = required_outside(snap, &required, &vis);
+    if outside.is_empty() {
+        return None;
+    }
+    let needs: Vec<String> = required
+        .iter()
+        .filter(|r| outside.contains(&r.host))
+        .map(|r| {
+            let port = r.port.map(|p| format!(":{p}")).unwrap_or_default();
+            format!("{}{port} ({})", r.service, r.why.join("; "))
+        })
+        .collect();
+    let sidecar = match sel.source {
+        ScopeSource::Workload(s) | ScopeSource::Namespace(s) | ScopeSource::Root(s) => {
+            snap.sidecars[s].key()
+        }
+        ScopeSource::Implicit => return None,
+    };
+    Some(finding(
+        "MS0013",
+        wl.kind.as_str(),
+        &wl.namespace,
+        &wl.name,
+        format!(
+            "{} {}/{} needs {}, which Sidecar {sidecar} does not import; add {} to its egress",
+            wl.kind,
+            wl.namespace,
+            wl.name,
+            needs.join(", "),
+            outside.join(", ")
+        ),
+    ))
+}
+
 /// MS0004 for one workload.
 pub fn conflicting_selectors(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
     let wl = &snap.workloads[w];
@@ -531,6 +593,7 @@ pub fn audit(
         out.extend(unscoped_workload(snap, w));
         out.extend(conflicting_selectors(snap, w));
         out.extend(scoped_by_another_workload(snap, w));
+        out.extend(missing_required(snap, w, &mut eval));
         if let (Some(obs), true) = (obs, wl.injection.sidecar) {
             if let Some(t) = obs.of(w) {
                 let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));

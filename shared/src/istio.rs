@@ -153,6 +153,18 @@ pub struct HttpRoute {
     pub mirror: Option<Destination>,
     #[serde(default)]
     pub mirrors: Vec<RouteDestination>,
+    /// Routes taken from another VirtualService (one without hosts).
+    #[serde(default)]
+    pub delegate: Option<Delegate>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Delegate {
+    #[serde(default)]
+    pub name: String,
+    /// Empty: the delegating VirtualService's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

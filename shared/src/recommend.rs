@@ -8,6 +8,7 @@ use crate::host::{hosts_overlap, HostEntry};
 use crate::istio::{EgressListener, Sidecar, SidecarSpec, WorkloadSelector};
 use crate::labels::{self as stable, label_value};
 use crate::observe::{Observations, WorkloadTraffic};
+use crate::required::{self, Required, REQUIRED_BY_ANNOTATION};
 use crate::scope::{ConfigEstimate, Evaluator};
 use crate::snapshot::{
     selector_matches, Labels, Listener, MeshSnapshot, SidecarId, SvcId, WorkloadId, WorkloadKind,
@@ -87,6 +88,11 @@ pub struct Recommendation {
     pub dependencies: Vec<String>,
     /// Observed destinations that are registered but not exported here.
     pub not_visible: Vec<String>,
+    /// Hosts added that no traffic shows: extension-provider services the
+    /// mesh config makes Envoy call, and destinations the imported
+    /// VirtualServices route to (an egress gateway). Those with a problem
+    /// are reported and not written.
+    pub required: Vec<Required>,
     pub before: ConfigEstimate,
     pub after: Option<ConfigEstimate>,
     pub requests: u64,
@@ -313,12 +319,15 @@ pub const NAMESPACE_SIDECAR_NAME: &str = "meshscope-namespace-default";
 struct Needed {
     hosts: BTreeSet<String>,
     not_visible: BTreeSet<String>,
+    /// Destinations of the imported VirtualServices that were not observed.
+    routed: Vec<Required>,
 }
 
 fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
     let mut out = Needed {
         hosts: BTreeSet::new(),
         not_visible: BTreeSet::new(),
+        routed: Vec::new(),
     };
     let mut names: BTreeSet<String> = BTreeSet::new();
     for (host, _port) in t.outbound.keys() {
@@ -344,7 +353,9 @@ fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
         }
     }
     // VirtualServices for called names: import them from their own
-    // namespace, together with their destinations.
+    // namespace, together with their destinations and those of the
+    // VirtualServices they delegate to (an egress gateway, say).
+    let observed: BTreeSet<&str> = t.outbound.keys().map(|(h, _)| h.as_str()).collect();
     for vs_ns in snap.vss_by_ns.keys() {
         for &id in snap.vss_in(vs_ns) {
             let vs = &snap.virtual_services[id];
@@ -354,16 +365,115 @@ fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
             for name in &names {
                 if vs.hosts.iter().any(|h| hosts_overlap(h, name)) {
                     out.hosts.insert(format!("{}/{}", vs.namespace, name));
-                    for d in &vs.dests {
-                        if let Some(svc) = snap.destination_service(&d.host, ns) {
-                            out.hosts.insert(entry_for(snap, svc));
+                    for (via, dests) in route_targets(snap, id) {
+                        for d in dests {
+                            let why = format!("required by routing: {via} routes {name} to it");
+                            route_to(snap, ns, &d.host, d.port, why, &observed, &mut out);
                         }
                     }
                 }
             }
         }
     }
+    out.routed
+        .sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
     out
+}
+
+/// The destinations a VirtualService routes to: its own, then those of
+/// each VirtualService it delegates to that is exported to its namespace
+/// (as istiod merges them), each with how it is named.
+fn route_targets(snap: &MeshSnapshot, id: usize) -> Vec<(String, &[crate::snapshot::VsDest])> {
+    let vs = &snap.virtual_services[id];
+    let mut out = vec![(
+        format!("VirtualService {}/{}", vs.namespace, vs.name),
+        vs.dests.as_slice(),
+    )];
+    for (dns, dname) in &vs.delegates {
+        let found = snap
+            .vss_in(dns)
+            .iter()
+            .map(|d| &snap.virtual_services[*d])
+            .find(|d| d.name == *dname && d.hosts.is_empty() && d.export.visible_to(&vs.namespace));
+        if let Some(d) = found {
+            out.push((
+                format!(
+                    "VirtualService {dns}/{dname} (delegate of {}/{})",
+                    vs.namespace, vs.name
+                ),
+                d.dests.as_slice(),
+            ));
+        }
+    }
+    out
+}
+
+/// Imports a route destination seen from namespace `ns`, and records why
+/// when its traffic was not observed.
+fn route_to(
+    snap: &MeshSnapshot,
+    ns: &str,
+    host: &str,
+    port: Option<u32>,
+    why: String,
+    observed: &BTreeSet<&str>,
+    out: &mut Needed,
+) {
+    let (entry, service, problem) = match snap.destination_service(host, ns) {
+        Some(svc) => {
+            let e = entry_for(snap, svc);
+            out.hosts.insert(e.clone());
+            (e, snap.services[svc].hostname.clone(), None)
+        }
+        None if !snap.services_named(host).is_empty() => (
+            format!("*/{host}"),
+            host.to_string(),
+            Some(format!("{host} is not exported to namespace {ns}")),
+        ),
+        None => (
+            format!("*/{host}"),
+            host.to_string(),
+            Some(format!(
+                "no Service or ServiceEntry in the input defines {host}"
+            )),
+        ),
+    };
+    if observed.contains(service.as_str()) {
+        return;
+    }
+    required::merge(
+        &mut out.routed,
+        Required {
+            host: entry,
+            service,
+            port,
+            why: vec![why],
+            problem,
+        },
+    );
+}
+
+/// The mesh-config requirements of workloads with these label sets in
+/// `ns` (`None`: namespace-wide policies only) merged into `into`; the
+/// hosts to write (those without a problem) are added to `hosts`.
+fn add_required(
+    snap: &MeshSnapshot,
+    ns: &str,
+    label_sets: &[Option<&Labels>],
+    into: &mut Vec<Required>,
+    hosts: &mut BTreeSet<String>,
+) {
+    for labels in label_sets {
+        for r in required::required_for(snap, ns, *labels) {
+            required::merge(into, r);
+        }
+    }
+    into.sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
+    hosts.extend(
+        into.iter()
+            .filter(|r| r.problem.is_none())
+            .map(|r| r.host.clone()),
+    );
 }
 
 fn entry_for(snap: &MeshSnapshot, svc: SvcId) -> String {
@@ -743,6 +853,7 @@ fn recommend_workload(
         outcome: Outcome::Skipped(String::new()),
         dependencies: Vec::new(),
         not_visible: Vec::new(),
+        required: Vec::new(),
         before,
         after: None,
         requests: 0,
@@ -751,8 +862,11 @@ fn recommend_workload(
     let empty = WorkloadTraffic::default();
     let traffic = obs.of(w);
     let t = traffic.unwrap_or(&empty);
-    let needed = needed_hosts(snap, ns, t);
+    let mut needed = needed_hosts(snap, ns, t);
     rec.dependencies = needed.hosts.iter().cloned().collect();
+    let mut req = std::mem::take(&mut needed.routed);
+    add_required(snap, ns, &[Some(labels)], &mut req, &mut needed.hosts);
+    rec.required = req;
     rec.not_visible = needed.not_visible.iter().cloned().collect();
     if traffic.is_none() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(
@@ -760,15 +874,21 @@ fn recommend_workload(
         );
         return rec;
     }
-    let (annotations, requests) = evidence_meta(obs, &[t]);
+    let (mut annotations, requests) = evidence_meta(obs, &[t]);
     rec.requests = requests;
+    if let Some(v) = required::annotation(&rec.required) {
+        annotations.insert(REQUIRED_BY_ANNOTATION.to_string(), v);
+    }
 
     // A user-owned Sidecar that selects the workload is never replaced.
     if let Some(&first) = selection.matching_selectors.first() {
         let sc = &snap.sidecars[first];
         if !sc.managed {
             let vis = eval.visible_for(selection.source, ns);
-            let missing = observed_outside(snap, ns, t, &vis);
+            let mut missing = observed_outside(snap, ns, t, &vis);
+            missing.extend(required_outside(snap, &rec.required, &vis));
+            missing.sort();
+            missing.dedup();
             rec.outcome = Outcome::UserOwned {
                 sidecar: first,
                 missing,
@@ -905,6 +1025,7 @@ fn recommend_namespace(
         outcome: Outcome::Skipped(String::new()),
         dependencies: Vec::new(),
         not_visible: Vec::new(),
+        required: Vec::new(),
         before,
         after: None,
         requests: 0,
@@ -913,13 +1034,21 @@ fn recommend_namespace(
     let traffic: Vec<&WorkloadTraffic> = ws.iter().filter_map(|w| obs.of(*w)).collect();
     let mut hosts = BTreeSet::new();
     let mut not_visible = BTreeSet::new();
+    let mut req: Vec<Required> = Vec::new();
     for t in &traffic {
         let n = needed_hosts(snap, ns, t);
         hosts.extend(n.hosts);
         not_visible.extend(n.not_visible);
+        for r in n.routed {
+            required::merge(&mut req, r);
+        }
     }
     rec.dependencies = hosts.iter().cloned().collect();
     rec.not_visible = not_visible.into_iter().collect();
+    let mut label_sets: Vec<Option<&Labels>> = vec![None];
+    label_sets.extend(ws.iter().map(|w| Some(snap.workload_labels(*w))));
+    add_required(snap, ns, &label_sets, &mut req, &mut hosts);
+    rec.required = req;
     if traffic.is_empty() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(format!(
             "{NO_EVIDENCE}: no traffic was observed in namespace {ns} (use --allow-idle to close it anyway)"
@@ -934,6 +1063,7 @@ fn recommend_namespace(
             for t in &traffic {
                 missing.extend(observed_outside(snap, ns, t, &vis));
             }
+            missing.extend(required_outside(snap, &rec.required, &vis));
             rec.outcome = Outcome::UserOwned {
                 sidecar: first,
                 missing: missing.into_iter().collect(),
@@ -944,8 +1074,11 @@ fn recommend_namespace(
     let managed = defaults.first().map(|s| &snap.sidecars[*s]);
     let existing: Option<Vec<String>> =
         managed.map(|m| m.egress_hosts().map(String::from).collect());
-    let (annotations, requests) = evidence_meta(obs, &traffic);
+    let (mut annotations, requests) = evidence_meta(obs, &traffic);
     rec.requests = requests;
+    if let Some(v) = required::annotation(&rec.required) {
+        annotations.insert(REQUIRED_BY_ANNOTATION.to_string(), v);
+    }
     let (hosts, added, removed) = finalize_hosts(hosts, existing.as_deref(), opts);
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
@@ -977,6 +1110,26 @@ fn recommend_namespace(
         removed,
     };
     rec
+}
+
+/// Required hosts (as written, without a problem) that a scope does not
+/// import.
+pub fn required_outside(
+    snap: &MeshSnapshot,
+    required: &[Required],
+    vis: &crate::scope::Visible,
+) -> Vec<String> {
+    required
+        .iter()
+        .filter(|r| r.problem.is_none())
+        .filter(|r| {
+            let (ns, host) = r.host.split_once('/').unwrap_or(("*", &r.host));
+            !snap.services_named(host).iter().any(|s| {
+                (ns == "*" || snap.services[*s].namespace == ns) && vis.imports_service(*s)
+            })
+        })
+        .map(|r| r.host.clone())
+        .collect()
 }
 
 /// Observed destinations (as `ns/host`) that a scope does not import.

@@ -317,6 +317,8 @@ pub struct VsInfo {
     pub mesh_bound: bool,
     pub export: Export,
     pub dests: Vec<VsDest>,
+    /// The VirtualServices its HTTP routes delegate to, as (namespace, name).
+    pub delegates: Vec<(String, String)>,
     pub created: Created,
 }
 
@@ -1276,6 +1278,17 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
             source_namespaces: src.to_vec(),
         });
     };
+    let delegates = vs
+        .spec
+        .http
+        .iter()
+        .filter_map(|r| r.delegate.as_ref())
+        .filter(|d| !d.name.is_empty())
+        .map(|d| {
+            let dns = d.namespace.clone().filter(|n| !n.is_empty());
+            (dns.unwrap_or_else(|| ns.clone()), d.name.clone())
+        })
+        .collect();
     for r in &vs.spec.http {
         // A route applies to a source namespace only if one of its matches
         // allows it; a match without sourceNamespace allows every one.
@@ -1317,6 +1330,7 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
             &ns,
         ),
         dests,
+        delegates,
         created: created(&vs.metadata),
         namespace: ns,
     }
