@@ -23,6 +23,7 @@ use std::io::Write;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::CommandFactory;
 use meshscope_shared as scope;
+use scope::detect::{DomainSource, TrafficDomain};
 use scope::observe::Observations;
 use scope::recommend::{self, RecommendOptions};
 use scope::snapshot::{WorkloadId, WorkloadKind};
@@ -104,7 +105,7 @@ fn options(
     inputs: &scope::Inputs,
     istiod: &[scope::inputs::Pod],
     err: &mut dyn Write,
-) -> Result<Options> {
+) -> Result<(Options, DomainSource)> {
     let flag = version_flag(c)?;
     // Offline dumps may hold istiod's pods themselves.
     let listed = scope::detect::istiod_pods(&inputs.pods);
@@ -122,11 +123,59 @@ fn options(
     if let Some(n) = note {
         writeln!(err, "note: {n}")?;
     }
-    Ok(Options {
+    let source = match (&c.cluster_domain, evidence.domain()) {
+        (Some(_), _) => DomainSource::Flag,
+        (None, Some(_)) => DomainSource::Cluster,
+        (None, None) => DomainSource::Default,
+    };
+    let options = Options {
         istio,
         cluster_domain,
         inject_by_default: c.inject_by_default,
+    };
+    Ok((options, source))
+}
+
+/// The snapshot of `inputs`, with `--mesh-config` when given.
+fn build_snapshot(c: &Common, inputs: &scope::Inputs, options: Options) -> Result<MeshSnapshot> {
+    Ok(match &c.mesh_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --mesh-config {}", path.display()))?;
+            let mesh = mesh_from_file(&text)
+                .with_context(|| format!("in --mesh-config {}", path.display()))?;
+            MeshSnapshot::build_with_mesh(inputs, options, mesh)
+        }
+        None => MeshSnapshot::build(inputs, options)?,
     })
+}
+
+/// Checks the traffic's cluster domain against the snapshot's: adopts it
+/// when nothing chose one (the snapshot is built again; the observations
+/// name hosts and pods, which do not depend on it), says when it differs.
+fn check_traffic_domain(
+    c: &Common,
+    inputs: &scope::Inputs,
+    snap: &mut MeshSnapshot,
+    obs: Option<&Observations>,
+    source: DomainSource,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let Some(obs) = obs else { return Ok(()) };
+    let seen = obs.cluster_domains();
+    match scope::detect::traffic_domain(&seen, &snap.options.cluster_domain, source) {
+        TrafficDomain::Agrees => {}
+        TrafficDomain::Adopt { domain, note } => {
+            writeln!(err, "note: {note}")?;
+            let options = Options {
+                cluster_domain: domain,
+                ..snap.options.clone()
+            };
+            *snap = build_snapshot(c, inputs, options)?;
+        }
+        TrafficDomain::Differs(warning) => writeln!(err, "warning: {warning}")?,
+    }
+    Ok(())
 }
 
 impl World {
@@ -151,17 +200,8 @@ impl World {
         if inputs.is_empty() {
             bail!("--manifests: no Kubernetes or Istio objects found in the given paths");
         }
-        let options = options(c, &inputs, &[], err)?;
-        let snap = match &c.mesh_config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read --mesh-config {}", path.display()))?;
-                let mesh = mesh_from_file(&text)
-                    .with_context(|| format!("in --mesh-config {}", path.display()))?;
-                MeshSnapshot::build_with_mesh(&inputs, options, mesh)
-            }
-            None => MeshSnapshot::build(&inputs, options)?,
-        };
+        let (options, domain_source) = options(c, &inputs, &[], err)?;
+        let mut snap = build_snapshot(c, &inputs, options)?;
         let namespaces = match (&c.namespace, c.all_namespaces) {
             (_, true) | (None, false) => None,
             (Some(ns), false) => {
@@ -181,6 +221,7 @@ impl World {
             let obs = input::read_access_logs(&snap, &c.access_logs, c.strict, err)?;
             Some(obs)
         };
+        check_traffic_domain(c, &inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         Ok(World {
             snap,
             obs,
@@ -221,15 +262,8 @@ impl World {
         }
         let inputs = read.inputs;
         let istiod = rt.block_on(detect::istiod_pods(&live));
-        let options = options(c, &inputs, &istiod, err)?;
-        let snap = match &c.mesh_config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read --mesh-config {}", path.display()))?;
-                MeshSnapshot::build_with_mesh(&inputs, options, mesh_from_file(&text)?)
-            }
-            None => MeshSnapshot::build(&inputs, options)?,
-        };
+        let (options, domain_source) = options(c, &inputs, &istiod, err)?;
+        let mut snap = build_snapshot(c, &inputs, options)?;
         // A typo in -n must not read as a clean namespace.
         for ns in namespaces.iter().flatten() {
             if !snap.namespaces.contains_key(ns) {
@@ -286,6 +320,7 @@ impl World {
             let o = prometheus::observe(&snap, url, since)?;
             add(o);
         }
+        check_traffic_domain(c, &inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         Ok(World {
             snap,
             obs,

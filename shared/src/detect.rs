@@ -209,9 +209,123 @@ impl Evidence {
     }
 }
 
+/// Where the cluster domain in use came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DomainSource {
+    /// `--cluster-domain`.
+    Flag,
+    /// istiod's or the proxies' `--domain`.
+    Cluster,
+    /// Nothing said: `cluster.local`.
+    Default,
+}
+
+/// What the traffic's service names say about the cluster domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrafficDomain {
+    /// They agree with the domain in use, or say nothing.
+    Agrees,
+    /// Nothing chose the domain, and the traffic names another: use it.
+    Adopt { domain: String, note: String },
+    /// The flag or the cluster chose a domain the traffic does not use.
+    Differs(String),
+}
+
+/// The cluster domain of a service FQDN `<name>.<namespace>.svc.<domain>`.
+pub fn domain_of(host: &str) -> Option<&str> {
+    let (name_ns, domain) = host.split_once(".svc.")?;
+    let (name, ns) = name_ns.split_once('.')?;
+    (!name.is_empty() && !ns.is_empty() && !ns.contains('.') && !domain.is_empty())
+        .then_some(domain)
+}
+
+/// Compares the cluster domains of the observed service names (requests
+/// per domain) with the domain in use.
+pub fn traffic_domain(
+    seen: &BTreeMap<String, u64>,
+    chosen: &str,
+    source: DomainSource,
+) -> TrafficDomain {
+    let total: u64 = seen.values().sum();
+    let Some((domain, n)) = seen.iter().max_by_key(|(_, n)| **n) else {
+        return TrafficDomain::Agrees;
+    };
+    if domain == chosen || 2 * n <= total {
+        return TrafficDomain::Agrees;
+    }
+    let share = format!("{n} of {total} requests to services go to *.svc.{domain}");
+    match source {
+        DomainSource::Default => TrafficDomain::Adopt {
+            domain: domain.clone(),
+            note: format!(
+                "cluster domain {domain}, from the traffic's service names ({share}); pass --cluster-domain to choose another"
+            ),
+        },
+        DomainSource::Flag => TrafficDomain::Differs(format!(
+            "the traffic's services are under svc.{domain} ({share}), not the svc.{chosen} of --cluster-domain {chosen}: those calls match no service and are left out of the recommendations; pass --cluster-domain {domain}"
+        )),
+        DomainSource::Cluster => TrafficDomain::Differs(format!(
+            "the traffic's services are under svc.{domain} ({share}), not the svc.{chosen} this cluster's istiod and proxies use: logs from another cluster? Those calls match no service and are left out; pass --cluster-domain {domain} to read the input as that cluster's"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_traffic_domain_is_adopted_only_when_nothing_chose_one() {
+        assert_eq!(
+            domain_of("details.bookinfo.svc.corp.local"),
+            Some("corp.local")
+        );
+        assert_eq!(
+            domain_of("details.bookinfo.svc.cluster.local"),
+            Some("cluster.local")
+        );
+        for h in [
+            "api.example.com",
+            "a.b.c.svc.cluster.local",
+            ".ns.svc.x",
+            "details.bookinfo.svc.",
+        ] {
+            assert_eq!(domain_of(h), None, "{h}");
+        }
+        let seen = BTreeMap::from([
+            ("corp.local".to_string(), 90),
+            ("cluster.local".to_string(), 10),
+        ]);
+        assert_eq!(
+            traffic_domain(&seen, "cluster.local", DomainSource::Default),
+            TrafficDomain::Adopt {
+                domain: "corp.local".into(),
+                note: "cluster domain corp.local, from the traffic's service names (90 of 100 requests to services go to *.svc.corp.local); pass --cluster-domain to choose another".into()
+            }
+        );
+        assert!(matches!(
+            traffic_domain(&seen, "cluster.local", DomainSource::Flag),
+            TrafficDomain::Differs(w) if w.contains("pass --cluster-domain corp.local")
+        ));
+        assert!(matches!(
+            traffic_domain(&seen, "cluster.local", DomainSource::Cluster),
+            TrafficDomain::Differs(w) if w.contains("logs from another cluster?")
+        ));
+        assert_eq!(
+            traffic_domain(&seen, "corp.local", DomainSource::Flag),
+            TrafficDomain::Agrees
+        );
+        // No majority, or no service names: nothing to say.
+        let split = BTreeMap::from([("a.local".to_string(), 5), ("b.local".to_string(), 5)]);
+        assert_eq!(
+            traffic_domain(&split, "cluster.local", DomainSource::Default),
+            TrafficDomain::Agrees
+        );
+        assert_eq!(
+            traffic_domain(&BTreeMap::new(), "x", DomainSource::Default),
+            TrafficDomain::Agrees
+        );
+    }
 
     fn v(minor: u32) -> IstioVersion {
         IstioVersion { major: 1, minor }

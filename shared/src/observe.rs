@@ -70,6 +70,20 @@ pub struct Observations {
 }
 
 impl Observations {
+    /// Requests to service FQDNs (`<name>.<ns>.svc.<domain>`), per
+    /// cluster domain: what the traffic says the cluster domain is.
+    pub fn cluster_domains(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for t in self.traffic.values() {
+            for ((host, _), e) in &t.outbound {
+                if let Some(d) = crate::detect::domain_of(host) {
+                    *out.entry(d.to_string()).or_default() += e.requests;
+                }
+            }
+        }
+        out
+    }
+
     pub fn of(&self, w: WorkloadId) -> Option<&WorkloadTraffic> {
         self.traffic.get(&w)
     }

@@ -93,6 +93,10 @@ pub struct Recommendation {
     /// VirtualServices route to (an egress gateway). Those with a problem
     /// are reported and not written.
     pub required: Vec<Required>,
+    /// Observed destinations that no Service or ServiceEntry defines,
+    /// with why (`host:port: reason`). Never written into a Sidecar: a
+    /// `*/host` would import nothing, or whatever defines it later.
+    pub unknown: Vec<String>,
     pub before: ConfigEstimate,
     pub after: Option<ConfigEstimate>,
     pub requests: u64,
@@ -321,6 +325,23 @@ struct Needed {
     not_visible: BTreeSet<String>,
     /// Destinations of the imported VirtualServices that were not observed.
     routed: Vec<Required>,
+    unknown: BTreeSet<String>,
+}
+
+/// Why an observed `outbound|port||host` matches no registered service.
+fn unknown_why(snap: &MeshSnapshot, host: &str, port: u32) -> String {
+    let domain = &snap.options.cluster_domain;
+    let why = match crate::detect::domain_of(host) {
+        Some(d) if d != domain => format!(
+            "no Service or ServiceEntry defines it: its cluster domain is {d}, not {domain} (--cluster-domain)"
+        ),
+        _ => "no Service or ServiceEntry in the input defines it".to_string(),
+    };
+    if port == 0 {
+        format!("{host}: {why}")
+    } else {
+        format!("{host}:{port}: {why}")
+    }
 }
 
 fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
@@ -328,9 +349,10 @@ fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
         hosts: BTreeSet::new(),
         not_visible: BTreeSet::new(),
         routed: Vec::new(),
+        unknown: BTreeSet::new(),
     };
     let mut names: BTreeSet<String> = BTreeSet::new();
-    for (host, _port) in t.outbound.keys() {
+    for (host, port) in t.outbound.keys() {
         names.insert(host.clone());
         match snap.destination_service(host, ns) {
             Some(svc) => {
@@ -339,10 +361,8 @@ fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
             None if !snap.services_named(host).is_empty() => {
                 out.not_visible.insert(host.clone());
             }
-            // istiod knew the host though our input does not: import it
-            // from wherever it is defined.
             None => {
-                out.hosts.insert(format!("*/{host}"));
+                out.unknown.insert(unknown_why(snap, host, *port));
             }
         }
     }
@@ -854,6 +874,7 @@ fn recommend_workload(
         dependencies: Vec::new(),
         not_visible: Vec::new(),
         required: Vec::new(),
+        unknown: Vec::new(),
         before,
         after: None,
         requests: 0,
@@ -868,6 +889,7 @@ fn recommend_workload(
     add_required(snap, ns, &[Some(labels)], &mut req, &mut needed.hosts);
     rec.required = req;
     rec.not_visible = needed.not_visible.iter().cloned().collect();
+    rec.unknown = needed.unknown.iter().cloned().collect();
     if traffic.is_none() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(
             format!("{NO_EVIDENCE}: no traffic from or to this workload was observed (use --allow-idle to close its scope anyway)"),
@@ -1026,6 +1048,7 @@ fn recommend_namespace(
         dependencies: Vec::new(),
         not_visible: Vec::new(),
         required: Vec::new(),
+        unknown: Vec::new(),
         before,
         after: None,
         requests: 0,
@@ -1034,6 +1057,7 @@ fn recommend_namespace(
     let traffic: Vec<&WorkloadTraffic> = ws.iter().filter_map(|w| obs.of(*w)).collect();
     let mut hosts = BTreeSet::new();
     let mut not_visible = BTreeSet::new();
+    let mut unknown = BTreeSet::new();
     let mut req: Vec<Required> = Vec::new();
     for t in &traffic {
         let n = needed_hosts(snap, ns, t);
@@ -1042,6 +1066,7 @@ fn recommend_namespace(
         for r in n.routed {
             required::merge(&mut req, r);
         }
+        unknown.extend(n.unknown);
     }
     rec.dependencies = hosts.iter().cloned().collect();
     rec.not_visible = not_visible.into_iter().collect();
@@ -1049,6 +1074,7 @@ fn recommend_namespace(
     label_sets.extend(ws.iter().map(|w| Some(snap.workload_labels(*w))));
     add_required(snap, ns, &label_sets, &mut req, &mut hosts);
     rec.required = req;
+    rec.unknown = unknown.into_iter().collect();
     if traffic.is_empty() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(format!(
             "{NO_EVIDENCE}: no traffic was observed in namespace {ns} (use --allow-idle to close it anyway)"

@@ -278,3 +278,40 @@ fn everything_and_empty_egress_sidecars_are_reported() {
     assert!(codes.contains(&("MS0006", "ingress-only")), "{codes:?}");
     assert!(!codes.contains(&("MS0001", "cart")) && codes.contains(&("MS0001", "web")));
 }
+
+#[test]
+fn a_host_no_service_defines_is_reported_with_why_and_never_written() {
+    let s = snap(&base());
+    let logs = line(
+        "10.0.0.1",
+        "outbound|80||cart.shop.svc.cluster.local",
+        "10.96.0.3:80",
+    ) + &line(
+        "10.0.0.1",
+        "outbound|80||cart.shop.svc.corp.local",
+        "10.96.0.3:80",
+    ) + &line(
+        "10.0.0.1",
+        "outbound|443||payments.internal.example",
+        "10.96.9.9:443",
+    );
+    let obs = observe(&s, &logs);
+    assert_eq!(
+        obs.cluster_domains(),
+        [
+            ("cluster.local".to_string(), 1),
+            ("corp.local".to_string(), 1)
+        ]
+        .into()
+    );
+    let r = recommend::recommend(&s, &obs, &[w(&s, "web")], &RecommendOptions::default());
+    assert_eq!(hosts(&r[0]), vec!["shop/cart.shop.svc.cluster.local"]);
+    assert_eq!(
+        r[0].unknown,
+        vec![
+            "cart.shop.svc.corp.local:80: no Service or ServiceEntry defines it: its cluster domain is corp.local, not cluster.local (--cluster-domain)",
+            "payments.internal.example:443: no Service or ServiceEntry in the input defines it",
+        ]
+    );
+    assert!(!hosts(&r[0]).iter().any(|h| h.starts_with("*/")));
+}

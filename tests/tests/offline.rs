@@ -642,3 +642,55 @@ fn wrong_input_is_never_a_silent_success() {
         r.stderr
     );
 }
+
+#[test]
+fn the_cluster_domain_comes_from_the_traffic_when_nothing_else_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = repo_root().join("examples/bookinfo");
+    let m = root.join("manifests.yaml");
+    let m = m.to_str().unwrap();
+    let log = std::fs::read_to_string(root.join("access.log"))
+        .unwrap()
+        .replace("svc.cluster.local", "svc.corp.local");
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, log).unwrap();
+    let l = path.to_str().unwrap();
+    let r = meshscope(&["recommend", "--manifests", m, "--access-log", l]);
+    assert_eq!(r.ok(), Outcome::Ok);
+    assert!(
+        r.stderr
+            .contains("note: cluster domain corp.local, from the traffic's service names"),
+        "{}",
+        r.stderr
+    );
+    let got = sidecars(&r.stdout);
+    assert!(
+        got["productpage-v1-deployment-meshscope"]
+            .contains(&"bookinfo/details.bookinfo.svc.corp.local".to_string()),
+        "{got:?}"
+    );
+    // A flag that disagrees is kept, said, and nothing is written as `*/`.
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        l,
+        "--cluster-domain",
+        "cluster.local",
+    ]);
+    assert_eq!(r.ok(), Outcome::Ok);
+    assert!(
+        r.stderr
+            .contains("warning: the traffic's services are under svc.corp.local")
+            && r.stderr.contains("pass --cluster-domain corp.local"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("warning: Deployment/bookinfo/productpage-v1: called details.bookinfo.svc.corp.local:9080: no Service or ServiceEntry defines it: its cluster domain is corp.local, not cluster.local"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("*/"), "{}", r.stdout);
+}

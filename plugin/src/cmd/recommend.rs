@@ -106,6 +106,9 @@ pub fn cmd_recommend(
                 if !r.not_visible.is_empty() {
                     notes.push(format!("not exported here: {}", r.not_visible.join(", ")));
                 }
+                if !r.unknown.is_empty() {
+                    notes.push(format!("unknown, left out: {}", r.unknown.join(", ")));
+                }
                 if let Some(obs) = &world.obs {
                     let un: Vec<String> = obs
                         .unregistered
@@ -170,6 +173,13 @@ pub fn summarize_recommendations(
     for r in recs {
         for n in &r.notes {
             writeln!(err, "note: {}: {n}", snap.workloads[r.workloads[0]].key())?;
+        }
+        for u in &r.unknown {
+            writeln!(
+                err,
+                "warning: {}: called {u}; left out of its Sidecar (a `*/` host would import nothing)",
+                snap.workloads[r.workloads[0]].key()
+            )?;
         }
         match &r.outcome {
             RecOutcome::Sidecar {
