@@ -562,6 +562,7 @@ fn resolve_overlaps(snap: &MeshSnapshot, recs: &mut [Recommendation]) {
                     snap.workloads[*first].key()
                 ));
                 r.after = None;
+                r.notes.clear();
             }
             None => {
                 seen.insert(key, r.workloads[0]);
@@ -724,7 +725,7 @@ pub fn orphaned(snap: &MeshSnapshot, ns: &str, meta: &ObjectMeta) -> bool {
 /// name, else one whose labels name it (and that is not another workload's
 /// by name), else a managed one that selects it and names no workload
 /// (written by hand with meshscope's label, or before the labels existed),
-/// which it adopts.
+/// which it adopts when it is the first workload that Sidecar selects.
 fn own_sidecar(snap: &MeshSnapshot, w: WorkloadId) -> Option<SidecarId> {
     let wl = &snap.workloads[w];
     let ns = wl.namespace.as_str();
@@ -754,12 +755,17 @@ fn own_sidecar(snap: &MeshSnapshot, w: WorkloadId) -> Option<SidecarId> {
         .or_else(|| {
             managed().find(|s| {
                 let sc = &snap.sidecars[*s];
+                // When it selects several workloads, the first adopts it
+                // and the others get Sidecars of their own.
+                let first = sc.selector.as_ref().and_then(|sel| {
+                    snap.workloads_in(ns)
+                        .iter()
+                        .copied()
+                        .find(|o| selector_matches(sel, snap.workload_labels(*o)))
+                });
                 generated_for(&sc.object.metadata).is_none()
                     && !anothers(&sc.name)
-                    && sc
-                        .selector
-                        .as_ref()
-                        .is_some_and(|sel| selector_matches(sel, snap.workload_labels(w)))
+                    && first == Some(w)
             })
         })
 }

@@ -513,6 +513,23 @@ fn a_sidecar_relabelled_for_another_workload_is_not_emitted_twice() {
 }
 
 #[test]
+fn a_managed_sidecar_naming_no_workload_is_adopted_by_one_workload_only() {
+    // Managed, but without the workload labels, selecting two workloads.
+    let s = snap(&(with_ratings_v2() + &managed_sidecar("legacy", &[("version", "v2")], None)));
+    let all: Vec<WorkloadId> = s.sidecar_workloads().collect();
+    let r = recommend::recommend(&s, &Observations::default(), &all, &idle());
+    let by = |name: &str| r.iter().find(|r| r.workloads == [dep(&s, name)]).unwrap();
+    let name = |r: &recommend::Recommendation| r.sidecar().unwrap().metadata.name.clone().unwrap();
+    assert_eq!(name(by("reviews-v2")), "legacy");
+    assert_eq!(
+        selector_of(by("reviews-v2")),
+        labels(&[("app", "reviews"), ("version", "v2")])
+    );
+    assert_eq!(name(by("ratings-v2")), "ratings-v2-deployment-meshscope");
+    assert!(r.iter().all(|r| r.sidecar().is_some()), "none skipped");
+}
+
+#[test]
 fn long_names_fit_labels_and_sidecar_names_and_are_read_back_in_full() {
     let long = format!("checkout-{}", "x".repeat(70));
     let l = [("app", "checkout")];
