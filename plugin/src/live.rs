@@ -490,13 +490,17 @@ const WORKLOADS: [(&str, &str); 7] = [
 
 /// The kinds read from every namespace, since visibility crosses
 /// namespaces; a user who cannot list them cluster-wide gets those of the
-/// namespaces in scope.
-const SHARED: [(&str, &str); 5] = [
+/// namespaces in scope. Telemetries and AuthorizationPolicies name the
+/// extension providers a workload's Envoy calls (from the root namespace
+/// too).
+const SHARED: [(&str, &str); 7] = [
     ("", "services"),
     ("networking.istio.io", "sidecars"),
     ("networking.istio.io", "serviceentries"),
     ("networking.istio.io", "virtualservices"),
     ("networking.istio.io", "destinationrules"),
+    ("telemetry.istio.io", "telemetries"),
+    ("security.istio.io", "authorizationpolicies"),
 ];
 
 /// Why a read failed: permissions (all of those missing), or a call.
@@ -1189,6 +1193,34 @@ impl Live {
                 jobs.push(self.list_istio(istio(kind, plural), ns).boxed());
             }
         }
+        for (group, kind, plural) in [
+            (
+                meshscope_shared::istio::TELEMETRY_GROUP,
+                "Telemetry",
+                "telemetries",
+            ),
+            (
+                meshscope_shared::istio::SECURITY_GROUP,
+                "AuthorizationPolicy",
+                "authorizationpolicies",
+            ),
+        ] {
+            for ns in per_scope(plural) {
+                // Without these CRDs there are none of them: not an error.
+                jobs.push(
+                    async move {
+                        match self.list_istio(istio_in(group, kind, plural), ns).await {
+                            Err(ApiFailure {
+                                kind: FailureKind::NotFound(_),
+                                ..
+                            }) => Ok(Box::new(|_: &mut Inputs| Ok(())) as Fill),
+                            other => other,
+                        }
+                    }
+                    .boxed(),
+                );
+            }
+        }
         for ns in scopes.iter().copied() {
             // Pods decode straight into the engine's lean form.
             jobs.push(
@@ -1524,10 +1556,15 @@ pub fn role_for(name: &str, missing: &[Need]) -> String {
 }
 
 pub fn istio(kind: &str, plural: &str) -> ApiResource {
+    istio_in(meshscope_shared::istio::NETWORKING_GROUP, kind, plural)
+}
+
+/// An Istio kind (`v1`) of another API group.
+pub fn istio_in(group: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
-        group: meshscope_shared::istio::NETWORKING_GROUP.into(),
+        group: group.into(),
         version: "v1".into(),
-        api_version: format!("{}/v1", meshscope_shared::istio::NETWORKING_GROUP),
+        api_version: format!("{group}/v1"),
         kind: kind.into(),
         plural: plural.into(),
     }

@@ -29,6 +29,20 @@ pub struct ObservedDestination {
     pub status: &'static str,
 }
 
+/// A service the mesh config makes the proxy call itself (an extension
+/// provider's), and whether its scope imports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequiredHost {
+    /// The egress host that imports it.
+    pub host: String,
+    pub service: String,
+    pub port: Option<u32>,
+    pub why: Vec<String>,
+    /// `in-scope`, `out-of-scope` (MS0013), or `unusable` (see `problem`).
+    pub status: &'static str,
+    pub problem: Option<String>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct PushSources {
     pub sidecar: Option<String>,
@@ -50,6 +64,8 @@ pub struct Explanation {
     pub scope_reason: String,
     pub sidecars: Vec<SidecarNote>,
     pub egress_hosts: Vec<String>,
+    /// Extension-provider services the proxy calls itself.
+    pub required: Vec<RequiredHost>,
     pub visible_service_count: usize,
     pub visible_services: Vec<String>,
     /// The outbound clusters istiod sends this proxy (see
@@ -161,6 +177,28 @@ pub fn explain(
         _ => vec!["*/*".into()],
     };
     let observed = obs.map(|o| observed_for(snap, o, w, &vis));
+    let required = crate::required::required_for(snap, ns, Some(labels))
+        .into_iter()
+        .map(|r| {
+            let status = if r.problem.is_some() {
+                "unusable"
+            } else if crate::recommend::required_outside(snap, std::slice::from_ref(&r), &vis)
+                .is_empty()
+            {
+                "in-scope"
+            } else {
+                "out-of-scope"
+            };
+            RequiredHost {
+                host: r.host,
+                service: r.service,
+                port: r.port,
+                why: r.why,
+                status,
+                problem: r.problem,
+            }
+        })
+        .collect();
     Explanation {
         pod: pod.map(|p| snap.pods[p].name.clone()),
         namespace: ns.to_string(),
@@ -173,6 +211,7 @@ pub fn explain(
         scope_reason: sel.source.describe(snap),
         sidecars: notes,
         egress_hosts,
+        required,
         visible_service_count: vis.services.len(),
         visible_services,
         outbound_clusters: snap.outbound_clusters(&vis),

@@ -377,7 +377,7 @@ fn another_certificate() -> String {
         .to_string()
 }
 
-const READER_RULES: &str = "rules:\n- apiGroups: [\"\"]\n  resources: [pods, services]\n  verbs: [get, list]\n- apiGroups: [apps]\n  resources: [deployments, replicasets, statefulsets, daemonsets]\n  verbs: [get, list]\n- apiGroups: [batch]\n  resources: [jobs, cronjobs]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [sidecars, serviceentries, virtualservices, destinationrules]\n  verbs: [get, list]\n";
+const READER_RULES: &str = "rules:\n- apiGroups: [\"\"]\n  resources: [pods, services]\n  verbs: [get, list]\n- apiGroups: [apps]\n  resources: [deployments, replicasets, statefulsets, daemonsets]\n  verbs: [get, list]\n- apiGroups: [batch]\n  resources: [jobs, cronjobs]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [sidecars, serviceentries, virtualservices, destinationrules]\n  verbs: [get, list]\n- apiGroups: [telemetry.istio.io]\n  resources: [telemetries]\n  verbs: [get, list]\n- apiGroups: [security.istio.io]\n  resources: [authorizationpolicies]\n  verbs: [get, list]\n";
 
 /// A user bound to a Role in `ns` with the reader's verbs (and `get` on
 /// its Namespace object when `namespace_get`).
@@ -413,7 +413,7 @@ fn a_user_who_may_read_one_namespace_gets_a_result_limited_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let user = format!("meshscope-nsreader-{ns}");
     let kc = namespace_reader(c, &ns, &user, true, dir.path());
-    let limitation = format!("warning: cross-namespace dependencies unknown: cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io in all namespaces, so only those in namespace \"{ns}\" are read; grant deploy/rbac/meshscope-reader.yaml for the rest\n");
+    let limitation = format!("warning: cross-namespace dependencies unknown: cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in all namespaces, so only those in namespace \"{ns}\" are read; grant deploy/rbac/meshscope-reader.yaml for the rest\n");
     let runs = [
         vec!["audit", "-n", &ns],
         vec!["recommend", "-n", &ns, "--allow-idle"],
@@ -464,7 +464,7 @@ fn a_user_without_permissions_gets_one_role_for_everything_missing() {
     let first = err.lines().next().unwrap();
     assert_eq!(
         first,
-        format!("error: RBAC forbids list on namespaces, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io in all namespaces, and list on pods, deployments.apps, replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, cronjobs.batch, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml, or at least:")
+        format!("error: RBAC forbids list on namespaces, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in all namespaces, and list on pods, deployments.apps, replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, cronjobs.batch, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml, or at least:")
     );
     assert_eq!(
         err.matches("apiVersion: rbac.authorization.k8s.io/v1")

@@ -124,6 +124,27 @@ pub fn cmd_explain(
                 }
             }
             writeln!(out, "Egress hosts:     {}", e.egress_hosts.join(", "))?;
+            if !e.required.is_empty() {
+                writeln!(
+                    out,
+                    "Required by mesh config (Envoy calls them itself; no traffic shows them):"
+                )?;
+                for r in &e.required {
+                    let port = r.port.map(|p| format!(":{p}")).unwrap_or_default();
+                    writeln!(
+                        out,
+                        "  {:<14} {}{port} as {} ({}){}",
+                        r.status,
+                        r.service,
+                        r.host,
+                        r.why.join("; "),
+                        r.problem
+                            .as_deref()
+                            .map(|p| format!(": {p}"))
+                            .unwrap_or_default()
+                    )?;
+                }
+            }
             writeln!(
                 out,
                 "Visible services: {}{}",

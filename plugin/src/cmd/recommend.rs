@@ -106,6 +106,18 @@ pub fn cmd_recommend(
                 if !r.not_visible.is_empty() {
                     notes.push(format!("not exported here: {}", r.not_visible.join(", ")));
                 }
+                // Hosts added that no traffic shows, and why.
+                for q in &r.required {
+                    let port = q.port.map(|p| format!(":{p}")).unwrap_or_default();
+                    notes.push(match &q.problem {
+                        None => format!("adds {}{port} ({})", q.service, q.why.join("; ")),
+                        Some(p) => format!(
+                            "needs {}{port} ({}), not written: {p}",
+                            q.service,
+                            q.why.join("; ")
+                        ),
+                    });
+                }
                 if !r.unknown.is_empty() {
                     notes.push(format!("unknown, left out: {}", r.unknown.join(", ")));
                 }
