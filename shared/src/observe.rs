@@ -495,7 +495,9 @@ impl<'s> LogIngest<'s> {
 }
 
 /// Maps a passthrough destination to a registered service: by ClusterIP or
-/// ServiceEntry address (and port), then by the HTTP authority.
+/// ServiceEntry address (and port), then by a pod IP of a headless Service
+/// (a StatefulSet's pods, called one by one), then by the HTTP authority
+/// (`<pod>.<service>.<ns>.svc.<domain>` names the headless Service).
 fn resolve_passthrough(
     snap: &MeshSnapshot,
     w: WorkloadId,
@@ -512,6 +514,9 @@ fn resolve_passthrough(
                     None => return Some((svc, s.ports.first().map_or(0, |p| p.number))),
                     _ => {}
                 }
+            }
+            if let Some(found) = headless_at(snap, &ip, port) {
+                return Some(found);
             }
         }
     }
@@ -530,6 +535,78 @@ fn resolve_passthrough(
                 .or_else(|| s.ports.first().map(|p| p.number))
                 .unwrap_or(0);
             return Some((svc, port));
+        }
+    }
+    // `<pod>.<service>[.<ns>[.svc.<domain>]]`: a pod of a headless Service.
+    let (_, rest) = host.split_once('.')?;
+    let candidates = [
+        rest.to_string(),
+        format!("{rest}.{ns}.svc.{}", snap.options.cluster_domain),
+        format!("{rest}.svc.{}", snap.options.cluster_domain),
+        format!("{rest}.{}", snap.options.cluster_domain),
+    ];
+    for c in &candidates {
+        let Some(svc) = snap.destination_service(c, ns) else {
+            continue;
+        };
+        let s = &snap.services[svc];
+        if !is_headless(s) {
+            continue;
+        }
+        let port = port
+            .filter(|p| {
+                s.ports
+                    .iter()
+                    .any(|sp| sp.number == *p || sp.target_port == *p)
+            })
+            .map(|p| service_port(s, p))
+            .or_else(|| s.ports.first().map(|p| p.number))
+            .unwrap_or(0);
+        return Some((svc, port));
+    }
+    None
+}
+
+fn is_headless(s: &crate::snapshot::ServiceInfo) -> bool {
+    s.kind == crate::snapshot::SvcKind::Kube
+        && s.resolution == crate::snapshot::Resolution::Passthrough
+}
+
+/// The service port a call to a pod's `port` goes through: the port of
+/// that number, else the one targeting it.
+fn service_port(s: &crate::snapshot::ServiceInfo, port: u32) -> u32 {
+    s.ports
+        .iter()
+        .find(|p| p.number == port)
+        .or_else(|| s.ports.iter().find(|p| p.target_port == port))
+        .map_or(port, |p| p.number)
+}
+
+/// The headless Service whose selected pods include the one at `ip` and
+/// that has the called port (as a port or a target port).
+fn headless_at(snap: &MeshSnapshot, ip: &IpAddr, port: Option<u32>) -> Option<(SvcId, u32)> {
+    for &pod in snap.pods_at(ip) {
+        let p = &snap.pods[pod];
+        for &svc in snap.services_in(&p.namespace) {
+            let s = &snap.services[svc];
+            if !is_headless(s) {
+                continue;
+            }
+            let Some(sel) = &s.selector else { continue };
+            if !sel.iter().all(|(k, v)| p.labels.get(k) == Some(v)) {
+                continue;
+            }
+            match port {
+                Some(n)
+                    if s.ports
+                        .iter()
+                        .any(|sp| sp.number == n || sp.target_port == n) =>
+                {
+                    return Some((svc, service_port(s, n)));
+                }
+                None => return Some((svc, s.ports.first().map_or(0, |sp| sp.number))),
+                _ => {}
+            }
         }
     }
     None

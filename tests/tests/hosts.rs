@@ -1,0 +1,75 @@
+//! Hosts written the way istiod resolves them, through the CLI: calls to a
+//! StatefulSet's pods map back to its headless Service, a hostname defined
+//! in several namespaces is written from the namespace each proxy gets it
+//! from (and audited), and the mesh's serviceEntryVisibility caps what
+//! MS0002 reports.
+
+use std::path::Path;
+
+use kubectl_meshscope::Outcome;
+use meshscope_e2e::run::meshscope;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// Every egress host of every Sidecar in a multi-document YAML stream.
+fn egress_hosts(yaml: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        for e in v["spec"]["egress"].as_array().into_iter().flatten() {
+            for h in e["hosts"].as_array().into_iter().flatten() {
+                out.push(h.as_str().unwrap().to_string());
+            }
+        }
+    }
+    out
+}
+
+fn line(src: &str, cluster: &str, dst: &str, authority: &str) -> String {
+    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
+}
+
+const NAMESPACES: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: data\n  labels: {istio-injection: enabled}\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n";
+
+fn client(ns: &str, name: &str, ip: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{app: {name}}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n")
+}
+
+#[test]
+fn calls_to_statefulset_pods_are_written_as_their_headless_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = NAMESPACES.to_string();
+    m += "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\n  namespace: data\nspec:\n  serviceName: db\n  selector:\n    matchLabels: {app: db}\n  template:\n    metadata:\n      labels: {app: db}\n    spec:\n      containers: [{name: c, image: x}]\n";
+    m += "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: db-0\n  namespace: data\n  labels: {app: db}\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: StatefulSet, name: db, uid: u, controller: true}\nspec:\n  containers: [{name: c, image: x}, {name: istio-proxy, image: proxyv2}]\nstatus:\n  podIP: 10.1.0.10\n";
+    m += "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: db\n  namespace: data\nspec:\n  clusterIP: None\n  selector: {app: db}\n  ports:\n  - {name: tcp-pg, port: 5432}\n";
+    m += &client("shop", "web", "10.0.0.1");
+    m += &client("shop", "cart", "10.0.0.2");
+    let manifests = write(dir.path(), "manifests.yaml", &m);
+    // web calls the pod by IP; cart by its DNS name (db-1 is not running).
+    let log = line("10.0.0.1", "PassthroughCluster", "10.1.0.10:5432", "-")
+        + &line(
+            "10.0.0.2",
+            "PassthroughCluster",
+            "10.1.0.11:5432",
+            "db-1.db.data.svc.cluster.local:5432",
+        );
+    let log = write(dir.path(), "access.log", &log);
+    let r = meshscope(&["recommend", "--manifests", &manifests, "--access-log", &log]);
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    let hosts = egress_hosts(&r.stdout);
+    assert_eq!(
+        hosts
+            .iter()
+            .filter(|h| *h == "data/db.data.svc.cluster.local")
+            .count(),
+        2,
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stderr.contains("unregistered"), "{}", r.stderr);
+    assert!(!r.stdout.contains("*/"), "{}", r.stdout);
+}
