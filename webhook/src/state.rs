@@ -45,7 +45,7 @@ const ERROR_MEMORY: Duration = Duration::from_secs(70);
 /// The first retry of a failed watch, doubled on each failure up to
 /// [`RETRY_MAX`]: an API server that is back is seen within seconds.
 const RETRY_MIN: Duration = Duration::from_millis(250);
-const RETRY_MAX: Duration = Duration::from_secs(5);
+const RETRY_MAX: Duration = Duration::from_secs(2);
 /// Bursts of events (the initial lists) make one rebuild.
 const DEBOUNCE: Duration = Duration::from_millis(20);
 /// How long a request may wait for a namespace the caches do not know yet.
@@ -418,7 +418,11 @@ async fn watch<K>(
                         let ev = ev.modify(|o| o.meta_mut().managed_fields = None);
                         writer.apply_watcher_event(&ev);
                         let listed = matches!(ev, Event::InitDone);
-                        state.watch_ok(name, listed);
+                        // Init comes before the list call is made: it says
+                        // nothing about the API server being reachable.
+                        if !matches!(ev, Event::Init) {
+                            state.watch_ok(name, listed);
+                        }
                         if listed {
                             retry = RETRY_MIN;
                         }

@@ -1112,8 +1112,18 @@ async fn soak(args: Args) -> Result<bool> {
                     tokio::task::spawn_blocking(move || admin_get(admin_port, "/metrics"))
                         .await
                         .unwrap();
+                // Fresh only on a clear answer: 200 "ok" and the gauge at 0
+                // (a failed probe says nothing).
+                let fresh_reply = code == 200
+                    && body.trim() == "ok"
+                    && metrics
+                        .lines()
+                        .any(|l| l == "meshscope_webhook_cache_stale 0");
                 let stale = body.contains("stale");
-                let gauge = metrics.contains("meshscope_webhook_cache_stale 1");
+                // The sample line, not the HELP text (which starts with "1 while").
+                let gauge = metrics
+                    .lines()
+                    .any(|l| l == "meshscope_webhook_cache_stale 1");
                 let newly_ready = match restarted {
                     Some(_) if !api_ready => {
                         let kc = kubeconfig.clone();
@@ -1148,7 +1158,7 @@ async fn soak(args: Args) -> Result<bool> {
                             api_ready = true;
                             o.apiserver_ready_after_restart_s = Some(r.elapsed().as_secs_f64());
                         }
-                        if !stale && !gauge && o.stale_seen_after_kill_s.is_some() {
+                        if fresh_reply && o.stale_seen_after_kill_s.is_some() {
                             o.fresh_again_after_restart_s = Some(r.elapsed().as_secs_f64());
                             eprintln!(
                                 "[soak] t={:.1}s caches fresh again ({:.1} s after the restart)",
@@ -1167,7 +1177,7 @@ async fn soak(args: Args) -> Result<bool> {
             }
             for (i, &t) in plan.flips.iter().enumerate() {
                 tokio::time::sleep_until(at(t).into()).await;
-                let to = i % 2 == 0;
+                let to = i.is_multiple_of(2);
                 let policy = if to { "enforce" } else { "warn" };
                 let started = Instant::now();
                 let kc = kubeconfig.clone();
@@ -1252,7 +1262,7 @@ async fn soak(args: Args) -> Result<bool> {
             body,
             sent: scheduled,
         };
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             let _ = h1_tx.send(job);
         } else {
             let (tls, h2, finish) = (tls.clone(), h2.clone(), finish.clone());
