@@ -29,17 +29,17 @@ async fn healthz() -> &'static str {
 }
 
 /// Ready once every cache has completed its first list, until shutdown.
-/// Stale caches keep it ready (requests are then allowed unchecked, which is
-/// what an unready webhook would get too, through `failurePolicy: Ignore`)
-/// and say so in the body; `meshscope_webhook_cache_stale` is the signal
-/// to alert on.
+/// Stale caches keep it ready (decisions still come from them: an unready
+/// webhook would only be skipped, through `failurePolicy: Ignore`) and say
+/// so in the body; `meshscope_webhook_cache_stale` is the signal to alert
+/// on.
 async fn readyz(Extract(state): Extract<Arc<State>>) -> impl IntoResponse {
     if state.is_ready() {
         match state.freshness() {
             Freshness::Stale(watch) => (
                 StatusCode::OK,
                 Cow::Owned(format!(
-                    "ok, but stale: the {watch} watch is failing; requests are allowed unchecked\n"
+                    "ok, but stale: the {watch} watch is failing; decisions come from the last state it saw\n"
                 )),
             ),
             _ => (StatusCode::OK, Cow::Borrowed("ok\n")),

@@ -237,8 +237,13 @@ pub fn operation(op: &Operation) -> policy::Operation {
 /// be trusted.
 const UNCHECKED: &str = "unchecked";
 
-/// The decision, and whether the rules were applied (`false` when the
-/// caches could not be trusted and the request was let through).
+/// The decision, and whether the rules were applied (`false` before the
+/// caches have listed once: the request is let through).
+///
+/// Stale caches (a watch failing for `--stale-after-seconds`) still
+/// decide: what they last held is the best knowledge there is, and the API
+/// server that sends the request is usually the one the watch lost. The
+/// answer then carries a warning saying so.
 async fn decide(state: &State, endpoint: Endpoint, req: &ReviewRequest<'_>) -> (Decision, bool) {
     let ns = req.namespace();
     let mut request = Request {
@@ -254,19 +259,14 @@ async fn decide(state: &State, endpoint: Endpoint, req: &ReviewRequest<'_>) -> (
     if !policy::in_scope(&request, &state.config) {
         return (Decision::allow(), true);
     }
-    match state.freshness() {
-        Freshness::Fresh => {}
+    let stale = match state.freshness() {
+        Freshness::Fresh => None,
         Freshness::NotSynced => {
             let warning = "meshscope-webhook has not synced its caches yet; allowed without checks";
             return (Decision::allow_with_warning(warning), false);
         }
-        Freshness::Stale(watch) => {
-            let warning = format!(
-                "meshscope-webhook's {watch} cache is stale (API server unreachable?); allowed without checks"
-            );
-            return (Decision::allow_with_warning(&warning), false);
-        }
-    }
+        Freshness::Stale(watch) => Some(watch),
+    };
     let snap = state.snapshot();
     let fallback = if !ns.is_empty() && snap.namespace(ns).is_none() {
         state.lookup_namespace(ns).await
@@ -274,7 +274,13 @@ async fn decide(state: &State, endpoint: Endpoint, req: &ReviewRequest<'_>) -> (
         None
     };
     request.namespace_fallback = fallback.as_ref();
-    (policy::review(&request, &snap, &state.config), true)
+    let mut d = policy::review(&request, &snap, &state.config);
+    if let Some(watch) = stale {
+        d.warnings.push(format!(
+            "meshscope-webhook decided from caches that its {watch} watch has not refreshed lately (API server unreachable?)"
+        ));
+    }
+    (d, true)
 }
 
 fn log(endpoint: Endpoint, req: &ReviewRequest<'_>, d: &Decision) {

@@ -9,9 +9,10 @@
 //! ```
 //!
 //! Until all three have listed once the webhook is not ready, and requests
-//! are allowed unchecked (with a warning); the same holds while a watch
-//! keeps failing. The webhook must never be the reason a cluster cannot
-//! deploy.
+//! are allowed unchecked (with a warning): the webhook must never be the
+//! reason a cluster cannot deploy. A watch that keeps failing makes the
+//! caches stale: decisions still come from them, with a warning, and
+//! `/readyz` and `/metrics` say so.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -616,29 +616,35 @@ async fn before_the_first_sync_requests_are_allowed_with_a_warning_that_says_so(
 }
 
 #[tokio::test]
-async fn stale_caches_allow_with_a_warning_that_says_so() {
+async fn stale_caches_still_decide_with_a_warning_that_says_so() {
     let state = state();
+    let fresh = validate(&state, &fixture_in("deployment-create.json", "enforce")).await;
     let now = Instant::now();
     state.watch_failed("sidecars", now - Duration::from_secs(60));
     state.watch_failed("sidecars", now);
+    // The same decision as from fresh caches (an unscoped Deployment in an
+    // enforce namespace is denied), with a warning added.
     let reply = validate(&state, &fixture_in("deployment-create.json", "enforce")).await;
-    assert!(reply.allowed());
+    assert_eq!(reply.allowed(), fresh.allowed());
+    assert!(!reply.allowed());
     assert_eq!(
-        reply.warnings(),
-        vec!["meshscope-webhook's sidecars cache is stale (API server unreachable?); allowed without checks"]
+        reply.warnings().last().map(String::as_str),
+        Some("meshscope-webhook decided from caches that its sidecars watch has not refreshed lately (API server unreachable?)")
     );
+    let (_, metrics) = admin_get(&state, "/metrics").await;
+    assert!(!metrics.contains("decision=\"unchecked\""), "{metrics}");
     let (_, metrics) = admin_get(&state, "/metrics").await;
     assert!(
         metrics.contains("meshscope_webhook_cache_stale 1\n"),
         "{metrics}"
     );
-    // Still ready (an unready webhook gets the same fail-open treatment),
-    // and says why decisions are not checked.
+    // Still ready (an unready webhook would only be skipped), and says
+    // the caches are stale.
     assert_eq!(
         admin_get(&state, "/readyz").await,
         (
             StatusCode::OK,
-            "ok, but stale: the sidecars watch is failing; requests are allowed unchecked\n".into()
+            "ok, but stale: the sidecars watch is failing; decisions come from the last state it saw\n".into()
         )
     );
 }
