@@ -101,6 +101,23 @@ impl Cluster {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// The resourceVersion of Sidecar `ns/name`: what tells a test that
+    /// an object was not written.
+    pub fn sidecar_resource_version(&self, ns: &str, name: &str) -> String {
+        self.kubectl_ok(
+            &[
+                "get",
+                "sidecars.networking.istio.io",
+                name,
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.metadata.resourceVersion}",
+            ],
+            None,
+        )
+    }
+
     pub fn apply(&self, yaml: &str) {
         self.kubectl_ok(&["apply", "-f", "-"], Some(yaml));
     }

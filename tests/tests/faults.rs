@@ -309,21 +309,6 @@ fn recommended(c: &Cluster, ns: &str) -> BTreeMap<String, Value> {
         .collect()
 }
 
-fn resource_version(c: &Cluster, ns: &str, name: &str) -> String {
-    c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            name,
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.metadata.resourceVersion}",
-        ],
-        None,
-    )
-}
-
 /// Starts `kubectl meshscope apply -n NS --allow-idle` as a process, and
 /// sends it `signal` once the webhook has seen `after` writes.
 fn apply_signalled(
@@ -383,7 +368,7 @@ fn check_left_whole(c: &Cluster, ns: &str, want: &BTreeMap<String, Value>, user_
         want.len()
     );
     assert_eq!(
-        resource_version(c, ns, "w01-deployment-meshscope"),
+        c.sidecar_resource_version(ns, "w01-deployment-meshscope"),
         user_rv,
         "the user's Sidecar was touched"
     );
@@ -427,14 +412,17 @@ fn check_converges(
         "{}",
         r.stdout
     );
-    assert_eq!(resource_version(c, ns, "w01-deployment-meshscope"), user_rv);
+    assert_eq!(
+        c.sidecar_resource_version(ns, "w01-deployment-meshscope"),
+        user_rv
+    );
 }
 
 #[test]
 fn an_interrupted_apply_finishes_the_writes_in_flight_and_a_second_run_converges() {
     let c = Cluster::shared();
     let ns = workloads(c, "sigint", 48);
-    let user_rv = resource_version(c, &ns, "w01-deployment-meshscope");
+    let user_rv = c.sidecar_resource_version(&ns, "w01-deployment-meshscope");
     let want = recommended(c, &ns);
     assert_eq!(
         want.len(),
@@ -472,7 +460,7 @@ fn an_interrupted_apply_finishes_the_writes_in_flight_and_a_second_run_converges
 fn an_apply_killed_mid_run_leaves_only_whole_sidecars_and_a_second_run_converges() {
     let c = Cluster::shared();
     let ns = workloads(c, "sigkill", 48);
-    let user_rv = resource_version(c, &ns, "w01-deployment-meshscope");
+    let user_rv = c.sidecar_resource_version(&ns, "w01-deployment-meshscope");
     let want = recommended(c, &ns);
     let hook = Hook::start(c, &ns, Duration::from_millis(400));
     // Killed once the second wave of writes is under way.

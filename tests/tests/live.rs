@@ -52,21 +52,6 @@ fn deploy_scenario_with(c: &Cluster, prefix: &str, edit: impl Fn(String) -> Stri
     s
 }
 
-fn resource_version(c: &Cluster, ns: &str, name: &str) -> String {
-    c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            name,
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.metadata.resourceVersion}",
-        ],
-        None,
-    )
-}
-
 #[test]
 fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
     let c = Cluster::shared();
@@ -159,7 +144,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
     c.apply(&format!(
         "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels: {{app: sleep-0}}\n  egress:\n  - hosts: [\"./*\"]\n"
     ));
-    let mine_before = resource_version(c, &ns, "mine");
+    let mine_before = c.sidecar_resource_version(&ns, "mine");
 
     // Apply: everything but sleep-0 is created.
     let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--access-log", log]);
@@ -191,7 +176,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         r.stderr
     );
     assert_eq!(
-        resource_version(c, &ns, "mine"),
+        c.sidecar_resource_version(&ns, "mine"),
         mine_before,
         "user-owned Sidecar untouched"
     );
@@ -338,7 +323,7 @@ fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing
     c.apply(&format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers: [{{name: c, image: example/web:1}}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: api}}\n  template:\n    metadata:\n      labels: {{app: api}}\n    spec:\n      containers: [{{name: c, image: example/api:1}}]\n---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: web-deployment-meshscope\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels: {{app: somebody-else}}\n  egress:\n  - hosts: [\"./*\"]\n"
     ));
-    let before = resource_version(c, &ns, "web-deployment-meshscope");
+    let before = c.sidecar_resource_version(&ns, "web-deployment-meshscope");
     // Dry runs create nothing.
     for dry in ["--dry-run=server", "--dry-run=client"] {
         let r = meshscope(
@@ -386,7 +371,10 @@ fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing
         "{}",
         r.stderr
     );
-    assert_eq!(resource_version(c, &ns, "web-deployment-meshscope"), before);
+    assert_eq!(
+        c.sidecar_resource_version(&ns, "web-deployment-meshscope"),
+        before
+    );
 }
 
 #[test]
