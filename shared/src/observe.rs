@@ -118,7 +118,7 @@ impl Observations {
             .iter_mut()
             .find(|c| c.workload == u.workload && c.address == u.address)
         {
-            cur.requests += u.requests;
+            cur.absorb(u);
         } else {
             self.unregistered.push(u);
         }
@@ -148,7 +148,7 @@ impl Observations {
                 .collect();
             for u in other.unregistered {
                 match at.get(&(u.workload, u.address.clone())) {
-                    Some(&i) => self.unregistered[i].requests += u.requests,
+                    Some(&i) => self.unregistered[i].absorb(u),
                     None => {
                         at.insert((u.workload, u.address.clone()), self.unregistered.len());
                         self.unregistered.push(u);
@@ -175,9 +175,32 @@ impl Observations {
     }
 }
 
+impl Unregistered {
+    /// Adds the requests of `other`, to the same address from the same
+    /// workload. The result does not depend on the order: the authority
+    /// kept is the least one seen, and any blocked request makes it blocked,
+    /// so however a log is cut between workers the merge comes out the same.
+    fn absorb(&mut self, other: Unregistered) {
+        self.requests += other.requests;
+        self.blocked |= other.blocked;
+        self.authority = least_authority(self.authority.take(), other.authority);
+    }
+}
+
+fn least_authority<S: Ord>(a: Option<S>, b: Option<S>) -> Option<S> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What one workload sent to one passthrough destination: requests per
+/// authority (`""` when the line had none), each resolved on its own in
+/// [`LogIngest::finish`], so that a line's resolution never depends on
+/// which other lines the same worker happened to read first.
+#[derive(Default)]
 struct Passthrough {
-    authority: Option<Box<str>>,
-    requests: u64,
+    by_authority: HashMap<Box<str>, u64>,
     blocked: bool,
 }
 
@@ -423,15 +446,19 @@ impl<'s> LogIngest<'s> {
                     .or(rec.downstream_local.as_deref())
                     .unwrap_or("-");
                 let raw = self.raw.entry(w).or_default();
-                match raw.passthrough.get_mut(dst) {
-                    Some(p) => p.requests += 1,
+                if !raw.passthrough.contains_key(dst) {
+                    raw.passthrough.insert(dst.into(), Passthrough::default());
+                }
+                let p = raw
+                    .passthrough
+                    .get_mut(dst)
+                    .expect("inserted above when missing");
+                p.blocked |= blocked;
+                let auth = rec.authority.as_deref().unwrap_or("");
+                match p.by_authority.get_mut(auth) {
+                    Some(n) => *n += 1,
                     None => {
-                        let p = Passthrough {
-                            authority: rec.authority.as_deref().map(Box::from),
-                            requests: 1,
-                            blocked,
-                        };
-                        raw.passthrough.insert(dst.into(), p);
+                        p.by_authority.insert(auth.into(), 1);
                     }
                 }
             }
@@ -463,33 +490,45 @@ impl<'s> LogIngest<'s> {
             t.inbound += raw.inbound;
             t.dialled.extend(raw.dialled.into_keys().map(String::from));
             for (dst, p) in raw.passthrough {
-                let (auth, count, blocked) = (p.authority, p.requests, p.blocked);
-                match resolve_passthrough(snap, w, &dst, auth.as_deref()) {
-                    Some((svc, port)) => {
-                        let s = &snap.services[svc];
-                        let e = t.outbound.entry((s.hostname.clone(), port)).or_default();
-                        e.requests += count;
-                        e.outside_scope += count;
-                    }
-                    None => {
-                        let u = Unregistered {
-                            workload: w,
-                            address: dst.to_string(),
-                            authority: auth.map(String::from),
-                            requests: count,
-                            blocked,
-                        };
-                        // `t` borrows obs.traffic; push after.
-                        obs.unregistered.push(u);
+                // Requests no authority resolves stay one unregistered
+                // address, with the least authority among them.
+                let mut unresolved: Option<Unregistered> = None;
+                for (auth, count) in p.by_authority {
+                    let auth = (!auth.is_empty()).then_some(auth);
+                    match resolve_passthrough(snap, w, &dst, auth.as_deref()) {
+                        Some((svc, port)) => {
+                            let s = &snap.services[svc];
+                            let e = t.outbound.entry((s.hostname.clone(), port)).or_default();
+                            e.requests += count;
+                            e.outside_scope += count;
+                        }
+                        None => {
+                            let u = Unregistered {
+                                workload: w,
+                                address: dst.to_string(),
+                                authority: auth.map(String::from),
+                                requests: count,
+                                blocked: p.blocked,
+                            };
+                            match &mut unresolved {
+                                Some(cur) => cur.absorb(u),
+                                None => unresolved = Some(u),
+                            }
+                        }
                     }
                 }
+                obs.unregistered.extend(unresolved);
             }
         }
         for t in obs.traffic.values_mut() {
             t.sources.insert(self.source.clone());
         }
-        obs.unregistered
-            .sort_by(|a, b| b.requests.cmp(&a.requests).then(a.address.cmp(&b.address)));
+        obs.unregistered.sort_by(|a, b| {
+            b.requests
+                .cmp(&a.requests)
+                .then(a.address.cmp(&b.address))
+                .then(a.workload.cmp(&b.workload))
+        });
         obs
     }
 }
@@ -610,4 +649,90 @@ fn headless_at(snap: &MeshSnapshot, ip: &IpAddr, port: Option<u32>) -> Option<(S
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::{Inputs, Options};
+
+    fn bookinfo() -> MeshSnapshot {
+        let mut inputs = Inputs::default();
+        let text = include_str!("../../examples/bookinfo/manifests.yaml");
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = serde_json::Value::deserialize(doc).unwrap();
+            if v.get("kind").is_some() {
+                inputs.add(v).unwrap();
+            }
+        }
+        MeshSnapshot::build(&inputs, Options::default()).unwrap()
+    }
+
+    fn ingest(snap: &MeshSnapshot, lines: &[String]) -> Observations {
+        let mut ingest = LogIngest::new(snap, "test");
+        for l in lines {
+            ingest.line(l);
+        }
+        ingest.finish()
+    }
+
+    fn summary(o: &Observations) -> String {
+        format!("{:?}\n{:?}\n{:?}", o.stats, o.traffic, o.unregistered)
+    }
+
+    /// Found by the `ingest` fuzz target (fuzz/regressions/ingest): a
+    /// passthrough destination took the authority of the first line that
+    /// reached it, so a request was resolved to a service or left
+    /// unregistered depending on which worker's chunk held that line.
+    #[test]
+    fn passthrough_lines_resolve_alike_however_the_log_is_cut() {
+        let snap = bookinfo();
+        // productpage (10.8.0.11) to an address no service has, with an
+        // authority that names a service, none, and two that name none.
+        let line = |auth: &str, cluster: &str| {
+            format!(
+                "[2026-11-28T09:00:03.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"-\" \"-\" \"{auth}\" \"203.0.113.9:443\" {cluster} 10.8.0.11:40100 203.0.113.9:443 10.8.0.11:40099 - -"
+            )
+        };
+        let lines = [
+            line("-", "PassthroughCluster"),
+            line("reviews:9080", "PassthroughCluster"),
+            line("zzz.example.com", "PassthroughCluster"),
+            line("api.example.com", "BlackHoleCluster"),
+        ];
+        let whole = ingest(&snap, &lines);
+        let reviews = ("reviews.bookinfo.svc.cluster.local".to_string(), 9080);
+        let (w, t) = whole.traffic.iter().next().unwrap();
+        assert_eq!(snap.workloads[*w].name, "productpage-v1");
+        assert_eq!(
+            (
+                t.outbound[&reviews].requests,
+                t.outbound[&reviews].outside_scope
+            ),
+            (1, 1)
+        );
+        let u = &whole.unregistered;
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert_eq!(
+            (
+                u[0].address.as_str(),
+                u[0].requests,
+                u[0].authority.as_deref(),
+                u[0].blocked
+            ),
+            ("203.0.113.9:443", 3, Some("api.example.com"), true)
+        );
+        let mut reversed = lines.clone();
+        reversed.reverse();
+        for lines in [&lines, &reversed] {
+            assert_eq!(summary(&ingest(&snap, lines)), summary(&whole));
+            for cut in 0..=lines.len() {
+                let mut merged = ingest(&snap, &lines[..cut]);
+                merged.merge(ingest(&snap, &lines[cut..]));
+                assert_eq!(summary(&merged), summary(&whole), "cut after {cut}");
+            }
+        }
+    }
 }
