@@ -1605,6 +1605,26 @@ mod tests {
             ..MeshConfig::default()
         };
         assert!(validate(&mesh_with([], private, Options::default()), &se).allowed);
+        // Nor when the mesh's serviceEntryVisibility keeps the namespace's
+        // ServiceEntries to it for sidecars (Istio 1.31+).
+        let capped = |apply: bool| {
+            MeshConfig::from_yaml(&format!(
+                "serviceEntryVisibility:\n  applyToSidecars: {apply}\n  policies:\n  - visibility: NAMESPACE\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {{{POLICY_LABEL}: enforce}}\n"
+            ))
+            .unwrap()
+        };
+        assert!(validate(&mesh_with([], capped(true), Options::default()), &se).allowed);
+        let d = validate(&mesh_with([], capped(false), Options::default()), &se);
+        assert!(!d.allowed);
+        assert!(d
+            .message
+            .unwrap()
+            .ends_with("or set meshConfig.serviceEntryVisibility.applyToSidecars: true (it makes ServiceEntries in enforce visible NAMESPACE, which sidecars ignore until then)"));
+        let before = Options {
+            istio: "1.30".parse().unwrap(),
+            ..Options::default()
+        };
+        assert!(!validate(&mesh_with([], capped(true), before), &se).allowed);
     }
 
     #[test]

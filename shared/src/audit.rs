@@ -66,8 +66,8 @@ pub const CODES: &[CodeDoc] = &[
         code: "MS0002",
         severity: Severity::Warning,
         title: "DNS ServiceEntry exported to the whole mesh",
-        description: "A ServiceEntry with resolution DNS or DNS_ROUND_ROBIN and no exportTo, while the mesh default exports services everywhere. Every sidecar that imports it resolves its hosts itself, and unscoped sidecars all do.",
-        fix: "Set spec.exportTo to the namespaces that call the hosts (for example [\".\"]).",
+        description: "A ServiceEntry with resolution DNS or DNS_ROUND_ROBIN and no exportTo, while the mesh default exports services everywhere and (Istio 1.31+) meshConfig.serviceEntryVisibility does not keep its namespace's ServiceEntries to their namespace (NAMESPACE) or hide them (NONE) for sidecars (applyToSidecars: true). Every sidecar that imports it resolves its hosts itself, and unscoped sidecars all do.",
+        fix: "Set spec.exportTo to the namespaces that call the hosts (for example [\".\"]). On Istio 1.31+, or cap ServiceEntries mesh-wide: meshConfig.serviceEntryVisibility with visibility NAMESPACE for the namespace (a policy with a namespaceSelector, or defaultVisibility) and applyToSidecars: true.",
     },
     CodeDoc {
         code: "MS0003",
@@ -304,7 +304,11 @@ pub fn scoped_by_another_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<
     )
 }
 
-/// MS0002 for one ServiceEntry.
+/// MS0002 for one ServiceEntry. A DNS ServiceEntry without exportTo is
+/// not reported when the mesh's `serviceEntryVisibility` (Istio 1.31+,
+/// with `applyToSidecars`) already keeps it to its namespace or hides it;
+/// the message of one that is reported offers that setting besides
+/// `exportTo`.
 pub fn dns_service_entry(
     snap: &MeshSnapshot,
     ns: &str,
@@ -312,21 +316,40 @@ pub fn dns_service_entry(
     resolution: &str,
     export_to: Option<&[String]>,
 ) -> Option<Finding> {
+    use crate::visibility::{Visibility, SINCE_MINOR};
     let dns = resolution == "DNS" || resolution == "DNS_ROUND_ROBIN";
     let unset = export_to.is_none_or(|e| e.is_empty());
     let default_public = snap.mesh.default_service_export_to.iter().any(|e| e == "*");
-    if dns && unset && default_public {
-        return Some(finding(
-            "MS0002",
-            "ServiceEntry",
-            ns,
-            name,
-            format!(
-                "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"])"
-            ),
-        ));
+    if !(dns && unset && default_public) {
+        return None;
     }
-    None
+    let vis = snap.service_entry_visibility(ns);
+    if vis.is_some_and(|v| v.for_sidecars() != Visibility::Public) {
+        return None;
+    }
+    let mesh_fix = match vis {
+        // The mesh caps it, but not for sidecars.
+        Some(v) if v.visibility != Visibility::Public => format!(
+            ", or set meshConfig.serviceEntryVisibility.applyToSidecars: true (it makes ServiceEntries in {ns} visible {}, which sidecars ignore until then)",
+            v.visibility.as_str()
+        ),
+        Some(_) => format!(
+            ", or have meshConfig.serviceEntryVisibility give namespace {ns} visibility NAMESPACE (a policy or defaultVisibility) with applyToSidecars: true"
+        ),
+        None if snap.options.istio.at_least(SINCE_MINOR) => format!(
+            ", or cap ServiceEntries in the mesh config: meshConfig.serviceEntryVisibility with visibility NAMESPACE for namespace {ns} (a policy or defaultVisibility) and applyToSidecars: true"
+        ),
+        None => String::new(),
+    };
+    Some(finding(
+        "MS0002",
+        "ServiceEntry",
+        ns,
+        name,
+        format!(
+            "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"]){mesh_fix}"
+        ),
+    ))
 }
 
 /// Findings about one Sidecar object by itself and against its namespace:

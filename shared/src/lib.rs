@@ -32,6 +32,7 @@ pub mod required;
 pub mod scope;
 pub mod snapshot;
 pub mod verify;
+pub mod visibility;
 
 pub use error::Error;
 

@@ -23,6 +23,8 @@ pub struct MeshConfig {
     /// `defaultProviders`: the provider names used where no Telemetry
     /// names one.
     pub default_providers: DefaultProviders,
+    /// `serviceEntryVisibility` (read by istiod 1.31+); `None` when absent.
+    pub service_entry_visibility: Option<crate::visibility::ServiceEntryVisibility>,
 }
 
 /// One entry of `meshConfig.extensionProviders`.
@@ -72,6 +74,7 @@ impl Default for MeshConfig {
             default_destination_rule_export_to: vec!["*".into()],
             extension_providers: Vec::new(),
             default_providers: DefaultProviders::default(),
+            service_entry_visibility: None,
         }
     }
 }
@@ -86,6 +89,7 @@ struct RawMesh {
     default_destination_rule_export_to: Option<Vec<String>>,
     extension_providers: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     default_providers: Option<RawDefaults>,
+    service_entry_visibility: Option<crate::visibility::RawServiceEntryVisibility>,
 }
 
 #[derive(Deserialize, Default)]
@@ -188,6 +192,10 @@ impl MeshConfig {
                 metrics: d.metrics.unwrap_or_default(),
                 access_logging: d.access_logging.unwrap_or_default(),
             };
+        }
+        if let Some(v) = raw.service_entry_visibility {
+            out.service_entry_visibility =
+                Some(crate::visibility::ServiceEntryVisibility::parse(v)?);
         }
         Ok(out)
     }

@@ -792,7 +792,22 @@ impl MeshSnapshot {
                 hosts: se.spec.hosts.clone(),
                 annotations: labels(&se.metadata.annotations),
             });
+            let first = services.len();
             services.extend(entry_services(se, &mesh, &pods, &pods_by_ns));
+            // meshConfig.serviceEntryVisibility caps what sidecars see.
+            let ns = ns_of(&se.metadata);
+            let ns_labels = namespaces.get(&ns).map(|n| &n.labels);
+            let cap = crate::visibility::resolve(
+                &mesh,
+                options.istio,
+                ns_labels.unwrap_or(&Labels::new()),
+            )
+            .map(|r| r.for_sidecars());
+            if let Some(cap) = cap {
+                for s in &mut services[first..] {
+                    s.export = cap.cap(std::mem::replace(&mut s.export, Export::Hidden), &ns);
+                }
+            }
         }
         // Oldest first, namespace-specific exports ahead of public ones.
         let mut order: Vec<usize> = (0..services.len()).collect();
@@ -984,6 +999,14 @@ impl MeshSnapshot {
 
     pub fn root_default(&self) -> Option<SidecarId> {
         self.root_default
+    }
+
+    /// What `meshConfig.serviceEntryVisibility` says of the ServiceEntries
+    /// in `ns` (Istio 1.31+, when the mesh config has it).
+    pub fn service_entry_visibility(&self, ns: &str) -> Option<crate::visibility::Resolved> {
+        let empty = Labels::new();
+        let labels = self.namespaces.get(ns).map_or(&empty, |n| &n.labels);
+        crate::visibility::resolve(&self.mesh, self.options.istio, labels)
     }
 
     pub fn services_named(&self, hostname: &str) -> &[SvcId] {

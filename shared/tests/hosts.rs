@@ -155,3 +155,140 @@ fn a_pod_name_under_a_cluster_ip_service_is_not_a_service_name() {
     );
     assert_eq!(obs.unregistered.len(), 1);
 }
+
+// === meshConfig.serviceEntryVisibility ===
+
+fn ms0002(s: &MeshSnapshot) -> Vec<meshscope_shared::audit::Finding> {
+    meshscope_shared::audit::audit(
+        s,
+        None,
+        &meshscope_shared::audit::AuditScope {
+            namespaces: None,
+            workloads: None,
+        },
+    )
+    .into_iter()
+    .filter(|f| f.code == "MS0002")
+    .collect()
+}
+
+/// DNS ServiceEntries without exportTo in `sandbox` (labelled
+/// `tier: sandbox`) and `partners`, and a caller in `shop`.
+fn entries() -> String {
+    let mut y = namespace("shop");
+    y += "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: sandbox\n  labels: {tier: sandbox}\n";
+    y += "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: partners\n";
+    for (ns, host) in [
+        ("sandbox", "toy.example.com"),
+        ("partners", "api.partner.example"),
+    ] {
+        y += &format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: ext\n  namespace: {ns}\nspec:\n  hosts: [{host}]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports:\n  - {{number: 443, name: tls, protocol: TLS}}\n");
+    }
+    y + &pod("shop", "web", "web", "10.0.0.1")
+}
+
+fn with_mesh(yaml: &str, mesh: &str, istio: &str) -> MeshSnapshot {
+    let mut inputs = Inputs::default();
+    for doc in serde_yaml::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if !v.is_null() {
+            inputs.add(v).unwrap();
+        }
+    }
+    let options = Options {
+        istio: istio.parse().unwrap(),
+        ..Options::default()
+    };
+    MeshSnapshot::build_with_mesh(
+        &inputs,
+        options,
+        meshscope_shared::MeshConfig::from_yaml(mesh).unwrap(),
+    )
+}
+
+const SANDBOX_NAMESPACE_ONLY: &str = "serviceEntryVisibility:\n  applyToSidecars: true\n  policies:\n  - visibility: NAMESPACE\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {tier: sandbox}\n";
+
+#[test]
+fn a_dns_entry_the_mesh_already_keeps_to_its_namespace_is_not_ms0002() {
+    let s = with_mesh(&entries(), SANDBOX_NAMESPACE_ONLY, "1.31");
+    let f = ms0002(&s);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].namespace, "partners");
+    // The one reported offers both fixes, the mesh one for its namespace.
+    assert!(
+        f[0].message.contains("set spec.exportTo (for example [\".\"]), or have meshConfig.serviceEntryVisibility give namespace partners visibility NAMESPACE"),
+        "{}",
+        f[0].message
+    );
+    // NONE hides it too.
+    let none = SANDBOX_NAMESPACE_ONLY.replace("NAMESPACE", "NONE");
+    assert_eq!(ms0002(&with_mesh(&entries(), &none, "1.31")).len(), 1);
+    // A default of NAMESPACE caps both.
+    let all = "serviceEntryVisibility:\n  defaultVisibility: NAMESPACE\n  applyToSidecars: true\n";
+    assert!(ms0002(&with_mesh(&entries(), all, "1.31")).is_empty());
+}
+
+#[test]
+fn without_apply_to_sidecars_the_cap_is_for_ambient_only_and_the_message_says_so() {
+    let mesh = SANDBOX_NAMESPACE_ONLY.replace("applyToSidecars: true", "applyToSidecars: false");
+    let s = with_mesh(&entries(), &mesh, "1.31");
+    let f = ms0002(&s);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let sandbox = f.iter().find(|f| f.namespace == "sandbox").unwrap();
+    assert!(
+        sandbox.message.ends_with("or set meshConfig.serviceEntryVisibility.applyToSidecars: true (it makes ServiceEntries in sandbox visible NAMESPACE, which sidecars ignore until then)"),
+        "{}",
+        sandbox.message
+    );
+    // Sidecars still see it everywhere.
+    let svc = s.services_named("toy.example.com")[0];
+    assert!(s.services[svc].export.visible_to("shop"));
+}
+
+#[test]
+fn before_istio_1_31_the_setting_is_not_read_and_the_message_keeps_to_export_to() {
+    let s = with_mesh(&entries(), SANDBOX_NAMESPACE_ONLY, "1.30");
+    let f = ms0002(&s);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(
+        f.iter().all(|f| f
+            .message
+            .ends_with("set spec.exportTo (for example [\".\"])")),
+        "{f:?}"
+    );
+    let svc = s.services_named("toy.example.com")[0];
+    assert!(s.services[svc].export.visible_to("shop"));
+    // 1.31 without the setting: both fixes, the engine's defaults.
+    let s = with_mesh(&entries(), "", "1.31");
+    let f = ms0002(&s);
+    assert_eq!(f.len(), 2);
+    assert!(f[0]
+        .message
+        .contains("or cap ServiceEntries in the mesh config"));
+    assert!(s.services[s.services_named("toy.example.com")[0]]
+        .export
+        .visible_to("shop"));
+}
+
+#[test]
+fn a_capped_entry_leaves_other_namespaces_scopes_and_is_not_written_for_them() {
+    let s = with_mesh(&entries(), SANDBOX_NAMESPACE_ONLY, "1.31");
+    let toy = s.services_named("toy.example.com")[0];
+    assert!(!s.services[toy].export.visible_to("shop"));
+    assert!(s.services[toy].export.visible_to("sandbox"));
+    let web = pod_workload(&s, "shop", "web");
+    let logs = line(
+        "10.0.0.1",
+        "outbound|443||toy.example.com",
+        "203.0.113.9:443",
+        "-",
+    ) + &line(
+        "10.0.0.1",
+        "outbound|443||api.partner.example",
+        "203.0.113.8:443",
+        "-",
+    );
+    let obs = observe(&s, &logs);
+    let r = recommend::recommend(&s, &obs, &[web], &RecommendOptions::default());
+    assert_eq!(hosts(&r[0]), vec!["partners/api.partner.example"]);
+}

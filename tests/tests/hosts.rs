@@ -73,3 +73,69 @@ fn calls_to_statefulset_pods_are_written_as_their_headless_service() {
     assert!(!r.stderr.contains("unregistered"), "{}", r.stderr);
     assert!(!r.stdout.contains("*/"), "{}", r.stdout);
 }
+
+/// MS0002 findings of `audit -o json` as (namespace, message).
+fn ms0002(json: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "MS0002")
+        .map(|f| {
+            (
+                f["namespace"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn audit_reads_the_mesh_service_entry_visibility_from_istio_1_31() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: sandbox\n  labels: {tier: sandbox}\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: partners\n".to_string();
+    for (ns, host) in [
+        ("sandbox", "toy.example.com"),
+        ("partners", "api.partner.example"),
+    ] {
+        m += &format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: ext\n  namespace: {ns}\nspec:\n  hosts: [{host}]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports:\n  - {{number: 443, name: tls, protocol: TLS}}\n");
+    }
+    let manifests = write(dir.path(), "manifests.yaml", &m);
+    let mesh = write(
+        dir.path(),
+        "mesh.yaml",
+        "serviceEntryVisibility:\n  applyToSidecars: true\n  policies:\n  - visibility: NAMESPACE\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {tier: sandbox}\n",
+    );
+    let audit = |version: &str| {
+        let r = meshscope(&[
+            "audit",
+            "--manifests",
+            &manifests,
+            "--mesh-config",
+            &mesh,
+            "--istio-version",
+            version,
+            "-o",
+            "json",
+        ]);
+        assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+        ms0002(&r.stdout)
+    };
+    let f = audit("1.31");
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].0, "partners");
+    assert!(
+        f[0].1.contains("set spec.exportTo (for example [\".\"]), or have meshConfig.serviceEntryVisibility give namespace partners visibility NAMESPACE"),
+        "{}",
+        f[0].1
+    );
+    // Istio 1.30 has no such setting: both are exported everywhere.
+    let f = audit("1.30");
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(f.iter().all(|(_, m)| !m.contains("serviceEntryVisibility")));
+    // The finding code's documentation names the setting.
+    let r = meshscope(&["codes", "MS0002"]);
+    assert_eq!(r.ok(), Outcome::Ok);
+    assert!(r.stdout.contains("serviceEntryVisibility"), "{}", r.stdout);
+}

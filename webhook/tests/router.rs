@@ -410,7 +410,7 @@ async fn dns_service_entries_without_export_to_are_denied_or_warned() {
     assert!(!reply.allowed());
     assert_eq!(
         reply.message(),
-        "MS0002: ServiceEntry enforce/payments-api has resolution DNS and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"])"
+        "MS0002: ServiceEntry enforce/payments-api has resolution DNS and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"]), or cap ServiceEntries in the mesh config: meshConfig.serviceEntryVisibility with visibility NAMESPACE for namespace enforce (a policy or defaultVisibility) and applyToSidecars: true"
     );
     let reply = validate(
         &state,
