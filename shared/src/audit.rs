@@ -146,6 +146,13 @@ pub const CODES: &[CodeDoc] = &[
     description: "The mesh config's extensionProviders make the workload's Envoy call a service itself: a tracing collector (defaultProviders.tracing or a Telemetry), an access-log service, or an ext_authz server (an AuthorizationPolicy with action CUSTOM selecting it). These calls appear in no access log and no metric, and istiod adds no provider service to a proxy's scope: the Sidecar that applies to the workload does not import it, so its cluster is missing from the proxy's CDS and span export, access-log streaming or ext_authz fails (requests to a CUSTOM-protected workload are denied).",
     fix: "Add the provider's <namespace>/<fqdn> to the Sidecar's egress; kubectl meshscope recommend adds it (annotation meshscope.io/required-by) and names it for Sidecars it does not own.",
 },
+    CodeDoc {
+        code: "MS0014",
+        severity: Severity::Warning,
+        title: "Hostname defined in several namespaces with different ports",
+        description: "Services or ServiceEntries in more than one namespace define the same hostname, with different ports or protocols. A proxy gets one copy: its own namespace's, else (among the copies exported to its namespace) a Kubernetes Service's over a ServiceEntry's, else the oldest; so which ports and endpoints a call to the name reaches depends on the caller's namespace. An egress host <namespace>/<fqdn> imports only that namespace's copy. The message lists each definition and which namespaces' proxies get it.",
+        fix: "Give the definitions distinct hostnames, or narrow their exportTo so that each namespace sees the one it means. kubectl meshscope recommend writes each host from the namespace whose copy the traffic used.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {
@@ -350,6 +357,77 @@ pub fn dns_service_entry(
             "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"]){mesh_fix}"
         ),
     ))
+}
+
+/// MS0014 for each hostname defined in several namespaces with different
+/// ports or protocols.
+pub fn duplicated_hostnames(snap: &MeshSnapshot, scope: &AuditScope<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for c in crate::duplicates::conflicts(snap) {
+        let defining: Vec<&str> = c
+            .definitions
+            .iter()
+            .map(|d| snap.services[*d].namespace.as_str())
+            .collect();
+        let concerned =
+            defining.iter().any(|n| scope.ns(n)) || c.gets.values().flatten().any(|n| scope.ns(n));
+        if !concerned {
+            continue;
+        }
+        let defs: Vec<String> = c
+            .definitions
+            .iter()
+            .map(|d| {
+                let s = &snap.services[*d];
+                let kind = match s.kind {
+                    crate::snapshot::SvcKind::Kube => "Service",
+                    crate::snapshot::SvcKind::Entry => "ServiceEntry",
+                };
+                format!(
+                    "{} ({kind} {}: {})",
+                    s.namespace,
+                    s.name,
+                    crate::duplicates::ports_text(snap, *d)
+                )
+            })
+            .collect();
+        let mut gets: Vec<String> = c
+            .gets
+            .iter()
+            .map(|(d, nss)| {
+                format!(
+                    "proxies in {} get {}'s",
+                    nss.join(", "),
+                    snap.services[*d].namespace
+                )
+            })
+            .collect();
+        if !c.none.is_empty() {
+            gets.push(format!(
+                "proxies in {} get none (not exported to them)",
+                c.none.join(", ")
+            ));
+        }
+        let gets = if gets.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", gets.join("; "))
+        };
+        out.push(finding(
+            "MS0014",
+            "Hostname",
+            defining[0],
+            &c.hostname,
+            format!(
+                "{} is defined in {} namespaces with different ports or protocols: {}{gets}; an egress host <namespace>/{} imports only that namespace's copy",
+                c.hostname,
+                defs.len(),
+                defs.join(", "),
+                c.hostname
+            ),
+        ));
+    }
+    out
 }
 
 /// Findings about one Sidecar object by itself and against its namespace:
@@ -657,6 +735,7 @@ pub fn audit(
                 se.export_to.as_deref(),
             ));
         }
+        out.extend(duplicated_hostnames(snap, scope));
         for s in 0..snap.sidecars.len() {
             if scope.ns(&snap.sidecars[s].namespace) {
                 out.extend(sidecar_findings(snap, s));

@@ -18,6 +18,7 @@ pub mod accesslog;
 pub mod admission;
 pub mod audit;
 pub mod detect;
+pub mod duplicates;
 pub mod error;
 pub mod explain;
 pub mod host;

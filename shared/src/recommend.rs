@@ -344,7 +344,14 @@ fn unknown_why(snap: &MeshSnapshot, host: &str, port: u32) -> String {
     }
 }
 
-fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
+/// `current`: the import set of the workload's Sidecar, when one applies
+/// (an observed host is written from the namespace whose copy it imports).
+fn needed_hosts(
+    snap: &MeshSnapshot,
+    ns: &str,
+    t: &WorkloadTraffic,
+    current: Option<&crate::scope::Visible>,
+) -> Needed {
     let mut out = Needed {
         hosts: BTreeSet::new(),
         not_visible: BTreeSet::new(),
@@ -354,7 +361,7 @@ fn needed_hosts(snap: &MeshSnapshot, ns: &str, t: &WorkloadTraffic) -> Needed {
     let mut names: BTreeSet<String> = BTreeSet::new();
     for (host, port) in t.outbound.keys() {
         names.insert(host.clone());
-        match snap.destination_service(host, ns) {
+        match crate::duplicates::used_service(snap, host, ns, current) {
             Some(svc) => {
                 out.hosts.insert(entry_for(snap, svc));
             }
@@ -889,7 +896,12 @@ fn recommend_workload(
     let empty = WorkloadTraffic::default();
     let traffic = obs.of(w);
     let t = traffic.unwrap_or(&empty);
-    let mut needed = needed_hosts(snap, ns, t);
+    let current = match selection.source {
+        // The implicit scope imports */*: the wildcard choice.
+        crate::scope::ScopeSource::Implicit => None,
+        source => Some(eval.visible_for(source, ns)),
+    };
+    let mut needed = needed_hosts(snap, ns, t, current.as_deref());
     rec.dependencies = needed.hosts.iter().cloned().collect();
     let mut req = std::mem::take(&mut needed.routed);
     add_required(snap, ns, &[Some(labels)], &mut req, &mut needed.hosts);
@@ -1061,12 +1073,22 @@ fn recommend_namespace(
         notes: Vec::new(),
     };
     let traffic: Vec<&WorkloadTraffic> = ws.iter().filter_map(|w| obs.of(*w)).collect();
+    let mut current = Vec::new();
+    for &w in ws {
+        let Some(t) = obs.of(w) else { continue };
+        let source = snap.select_sidecar(ns, snap.workload_labels(w)).source;
+        let vis = match source {
+            crate::scope::ScopeSource::Implicit => None,
+            source => Some(eval.visible_for(source, ns)),
+        };
+        current.push((t, vis));
+    }
     let mut hosts = BTreeSet::new();
     let mut not_visible = BTreeSet::new();
     let mut unknown = BTreeSet::new();
     let mut req: Vec<Required> = Vec::new();
-    for t in &traffic {
-        let n = needed_hosts(snap, ns, t);
+    for (t, vis) in &current {
+        let n = needed_hosts(snap, ns, t, vis.as_deref());
         hosts.extend(n.hosts);
         not_visible.extend(n.not_visible);
         for r in n.routed {

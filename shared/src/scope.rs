@@ -359,7 +359,7 @@ impl MeshSnapshot {
     }
 
     /// Should `a` replace `b` as the copy of a hostname kept for a scope?
-    fn prefer(&self, a: SvcId, b: SvcId, scope_ns: &str, unified: bool) -> bool {
+    pub(crate) fn prefer(&self, a: SvcId, b: SvcId, scope_ns: &str, unified: bool) -> bool {
         let (sa, sb) = (&self.services[a], &self.services[b]);
         let own = |s: &crate::snapshot::ServiceInfo| s.namespace == scope_ns;
         if own(sa) != own(sb) {

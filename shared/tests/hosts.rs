@@ -292,3 +292,142 @@ fn a_capped_entry_leaves_other_namespaces_scopes_and_is_not_written_for_them() {
     let r = recommend::recommend(&s, &obs, &[web], &RecommendOptions::default());
     assert_eq!(hosts(&r[0]), vec!["partners/api.partner.example"]);
 }
+
+// === one hostname, several namespaces ===
+
+fn entry(ns: &str, created: &str, port: u32, protocol: &str, export: &str) -> String {
+    format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: api\n  namespace: {ns}\n  creationTimestamp: \"{created}\"\nspec:\n  hosts: [api.example.com]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports:\n  - {{number: {port}, name: p, protocol: {protocol}}}\n{export}")
+}
+
+/// api.example.com in `aaa` (oldest, public, 443/TLS), `bbb` (newer,
+/// exported only to `web`, 8443/HTTP) and `shop` (newest, public,
+/// 9443/TLS); callers in web, shop and other.
+fn duplicated() -> String {
+    let mut y = String::new();
+    for ns in ["aaa", "bbb", "shop", "web", "other"] {
+        y += &namespace(ns);
+    }
+    y += &entry("aaa", "2026-01-01T00:00:00Z", 443, "TLS", "");
+    y += &entry(
+        "bbb",
+        "2026-02-01T00:00:00Z",
+        8443,
+        "HTTP",
+        "  exportTo: [web]\n",
+    );
+    y += &entry("shop", "2026-03-01T00:00:00Z", 9443, "TLS", "");
+    y + &pod("web", "web", "web", "10.0.0.1")
+        + &pod("shop", "cart", "cart", "10.0.0.2")
+        + &pod("other", "job", "job", "10.0.0.3")
+}
+
+#[test]
+fn each_namespace_gets_the_copy_istiod_gives_its_proxies() {
+    let s = snap(&duplicated());
+    let ns_of = |ns: &str| {
+        s.imported_copy("api.example.com", ns)
+            .map(|id| s.services[id].namespace.clone())
+    };
+    // Its own namespace's; else one exported to it by name before the
+    // public ones; else the oldest public one.
+    assert_eq!(ns_of("shop").as_deref(), Some("shop"));
+    assert_eq!(ns_of("web").as_deref(), Some("bbb"));
+    assert_eq!(ns_of("other").as_deref(), Some("aaa"));
+}
+
+#[test]
+fn observed_hosts_are_written_from_the_namespace_whose_copy_the_traffic_used() {
+    let s = snap(&duplicated());
+    let logs = line(
+        "10.0.0.1",
+        "outbound|8443||api.example.com",
+        "203.0.113.1:8443",
+        "-",
+    ) + &line(
+        "10.0.0.2",
+        "outbound|9443||api.example.com",
+        "203.0.113.1:9443",
+        "-",
+    ) + &line(
+        "10.0.0.3",
+        "outbound|443||api.example.com",
+        "203.0.113.1:443",
+        "-",
+    );
+    let obs = observe(&s, &logs);
+    let ws = [
+        pod_workload(&s, "web", "web"),
+        pod_workload(&s, "shop", "cart"),
+        pod_workload(&s, "other", "job"),
+    ];
+    let r = recommend::recommend(&s, &obs, &ws, &RecommendOptions::default());
+    assert_eq!(hosts(&r[0]), vec!["bbb/api.example.com"]);
+    assert_eq!(hosts(&r[1]), vec!["shop/api.example.com"]);
+    assert_eq!(hosts(&r[2]), vec!["aaa/api.example.com"]);
+}
+
+#[test]
+fn a_sidecar_that_imports_one_copy_keeps_that_copy() {
+    // web's own Sidecar imports aaa's copy: its traffic used aaa's.
+    let yaml = duplicated()
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: web\nspec:\n  workloadSelector:\n    labels: {app: web}\n  egress:\n  - hosts: [aaa/api.example.com]\n";
+    let s = snap(&yaml);
+    let web = pod_workload(&s, "web", "web");
+    let obs = observe(
+        &s,
+        &line(
+            "10.0.0.1",
+            "outbound|443||api.example.com",
+            "203.0.113.1:443",
+            "-",
+        ),
+    );
+    let r = recommend::recommend(&s, &obs, &[web], &RecommendOptions::default());
+    assert!(
+        r[0].dependencies == vec!["aaa/api.example.com".to_string()],
+        "{:?}",
+        r[0].dependencies
+    );
+}
+
+#[test]
+fn audit_reports_a_hostname_defined_with_different_ports_and_who_gets_which() {
+    let s = snap(&duplicated());
+    let f: Vec<_> = meshscope_shared::audit::audit(
+        &s,
+        None,
+        &meshscope_shared::audit::AuditScope {
+            namespaces: None,
+            workloads: None,
+        },
+    )
+    .into_iter()
+    .filter(|f| f.code == "MS0014")
+    .collect();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].kind.as_str(), f[0].name.as_str()),
+        ("Hostname", "api.example.com")
+    );
+    assert_eq!(
+        f[0].message,
+        "api.example.com is defined in 3 namespaces with different ports or protocols: aaa (ServiceEntry api: 443/TCP), bbb (ServiceEntry api: 8443/HTTP), shop (ServiceEntry api: 9443/TCP); proxies in other get aaa's; proxies in web get bbb's; proxies in shop get shop's; an egress host <namespace>/api.example.com imports only that namespace's copy"
+    );
+    // The same ports everywhere: no finding.
+    let same = duplicated()
+        .replace(
+            "number: 8443, name: p, protocol: HTTP",
+            "number: 443, name: p, protocol: TLS",
+        )
+        .replace("number: 9443", "number: 443");
+    let s = snap(&same);
+    let f = meshscope_shared::audit::audit(
+        &s,
+        None,
+        &meshscope_shared::audit::AuditScope {
+            namespaces: None,
+            workloads: None,
+        },
+    );
+    assert!(f.iter().all(|f| f.code != "MS0014"), "{f:?}");
+}

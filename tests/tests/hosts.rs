@@ -139,3 +139,86 @@ fn audit_reads_the_mesh_service_entry_visibility_from_istio_1_31() {
     assert_eq!(r.ok(), Outcome::Ok);
     assert!(r.stdout.contains("serviceEntryVisibility"), "{}", r.stdout);
 }
+
+#[test]
+fn a_hostname_in_several_namespaces_is_written_from_the_one_each_proxy_gets_and_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = String::new();
+    for ns in ["aaa", "bbb", "shop", "web", "other"] {
+        m += &format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{istio-injection: enabled}}\n");
+    }
+    for (ns, created, port, protocol, export) in [
+        ("aaa", "2026-01-01T00:00:00Z", 443, "TLS", ""),
+        (
+            "bbb",
+            "2026-02-01T00:00:00Z",
+            8443,
+            "HTTP",
+            "  exportTo: [web]\n",
+        ),
+        ("shop", "2026-03-01T00:00:00Z", 9443, "TLS", ""),
+    ] {
+        m += &format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: api\n  namespace: {ns}\n  creationTimestamp: \"{created}\"\nspec:\n  hosts: [api.example.com]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports:\n  - {{number: {port}, name: p, protocol: {protocol}}}\n{export}");
+    }
+    m += &client("web", "web", "10.0.0.1");
+    m += &client("shop", "cart", "10.0.0.2");
+    m += &client("other", "job", "10.0.0.3");
+    let manifests = write(dir.path(), "manifests.yaml", &m);
+    let log = line(
+        "10.0.0.1",
+        "outbound|8443||api.example.com",
+        "203.0.113.1:8443",
+        "-",
+    ) + &line(
+        "10.0.0.2",
+        "outbound|9443||api.example.com",
+        "203.0.113.1:9443",
+        "-",
+    ) + &line(
+        "10.0.0.3",
+        "outbound|443||api.example.com",
+        "203.0.113.1:443",
+        "-",
+    );
+    let log = write(dir.path(), "access.log", &log);
+    for (ns, want) in [
+        ("web", "bbb/api.example.com"),
+        ("shop", "shop/api.example.com"),
+        ("other", "aaa/api.example.com"),
+    ] {
+        let r = meshscope(&[
+            "recommend",
+            "--manifests",
+            &manifests,
+            "--access-log",
+            &log,
+            "-n",
+            ns,
+        ]);
+        assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+        assert_eq!(egress_hosts(&r.stdout), vec![want.to_string()], "{ns}");
+    }
+    let r = meshscope(&["audit", "--manifests", &manifests, "-o", "json"]);
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "MS0014")
+        .collect();
+    assert_eq!(f.len(), 1, "{}", r.stdout);
+    let msg = f[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(
+            "proxies in other get aaa's; proxies in web get bbb's; proxies in shop get shop's"
+        ),
+        "{msg}"
+    );
+    let r = meshscope(&["codes"]);
+    assert!(
+        r.stdout.contains("MS0014") && r.stdout.contains("Hostname defined in several namespaces"),
+        "{}",
+        r.stdout
+    );
+}
