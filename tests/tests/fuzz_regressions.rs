@@ -2,7 +2,8 @@
 //! and every input that ever crashed one (fuzz/regressions/<target>)
 //! through the same target bodies the fuzzers run (fuzz/src/lib.rs), on
 //! stable Rust and without libFuzzer. A body that panics on any of them
-//! fails its test, naming the files.
+//! fails its test, naming the files. With `MESHSCOPE_FUZZ_CORPUS` set to a
+//! directory of `<target>/` corpora, those are replayed too.
 
 #[path = "../../fuzz/src/lib.rs"]
 mod bodies;
@@ -38,7 +39,12 @@ fn replay(target: &str) {
         !seeds.is_empty(),
         "fuzz/corpus/{target} is empty or missing: run fuzz/seed and commit a minimized set"
     );
-    let regressions = inputs(&fuzz_dir().join("regressions").join(target));
+    let mut regressions = inputs(&fuzz_dir().join("regressions").join(target));
+    // MESHSCOPE_FUZZ_CORPUS=~/.cache/meshscope/fuzz also replays a working
+    // corpus (fuzz/run-long's), e.g. after a fix, without libFuzzer.
+    if let Some(dir) = std::env::var_os("MESHSCOPE_FUZZ_CORPUS") {
+        regressions.extend(inputs(&Path::new(&dir).join(target)));
+    }
     let mut failed = Vec::new();
     for file in seeds.iter().chain(&regressions) {
         let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
