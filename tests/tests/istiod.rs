@@ -434,3 +434,171 @@ fn recommended_sidecars_keep_every_observed_cluster() {
         "the recommended Sidecars did not narrow any scope ({before} -> {after} clusters)"
     );
 }
+
+/// Hosts written the way istiod resolves them, on a real istiod: a
+/// hostname defined in two namespaces with different ports, and a call to
+/// a headless Service's pod by its name. After `kubectl meshscope apply`,
+/// each proxy's CDS still holds the cluster of the copy its traffic used
+/// (the port tells the copies apart) and not the other one, and the
+/// headless Service's cluster.
+#[test]
+fn applied_hosts_import_the_copy_the_traffic_used() {
+    use meshscope_e2e::fidelity::Builder;
+    use meshscope_e2e::outbound_text_line;
+    use meshscope_e2e::world::{labels, SvcPort};
+
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared();
+    let tag = run_tag();
+    let (a, b) = (format!("dup{tag}-a"), format!("dup{tag}-b"));
+    let (web, other) = (format!("dup{tag}-web"), format!("dup{tag}-other"));
+    let mut w = Builder::new(800 + tag % 100);
+    for ns in [&a, &b, &web, &other] {
+        w.namespace(ns);
+    }
+    // api.example.com: a's is public (443), b's only for web (8443).
+    w.istio(fidelity::service_entry_doc(
+        &a,
+        "api",
+        &["api.example.com".into()],
+        &[(443, "tls", "TLS")],
+        "DNS",
+        &[],
+        &[],
+        &None,
+    ));
+    w.istio(fidelity::service_entry_doc(
+        &b,
+        "api",
+        &["api.example.com".into()],
+        &[(8443, "http", "HTTP")],
+        "DNS",
+        &[],
+        &[],
+        &Some(vec![web.clone()]),
+    ));
+    w.service(&a, "db", vec![SvcPort::new("tcp-db", 5432)], true);
+    w.pod(&a, "db-0", labels(&[("app", "db")]));
+    w.pod(&web, "client-0", labels(&[("app", "client")]));
+    w.pod(&other, "client-0", labels(&[("app", "client")]));
+    let sc = w.finish("duplicates".into(), DEFAULT_MESH.into());
+    let ip = |ns: &str, pod: &str| {
+        sc.world
+            .pods
+            .iter()
+            .find(|p| p.namespace == ns && p.name == pod)
+            .map(|p| p.ip.clone())
+            .expect("pod")
+    };
+    let mut log = outbound_text_line(
+        0,
+        &ip(&web, "client-0"),
+        "api.example.com",
+        8443,
+        "203.0.113.7:8443",
+    );
+    log += &outbound_text_line(
+        1,
+        &ip(&other, "client-0"),
+        "api.example.com",
+        443,
+        "203.0.113.7:443",
+    );
+    // web calls a pod of the headless Service by its DNS name, outside any
+    // cluster (the live read lists pods only in the namespaces in scope, so
+    // the name, not the pod IP, is what maps it back here).
+    let src = ip(&web, "client-0");
+    let dst = "10.255.0.9:5432";
+    log += &format!("[2026-11-21T10:00:02.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"db-0.db.{a}.svc.cluster.local:5432\" \"{dst}\" PassthroughCluster {src}:40001 {dst} {src}:40000 - allow_any\n");
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::write(&log_path, &log).unwrap();
+
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
+    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    let db_cluster = format!("outbound|5432||db.{a}.svc.cluster.local");
+    let cds = |ns: &str| {
+        sim.get(&format!("{ns}/client-0"))
+            .expect("proxy")
+            .cluster_names()
+    };
+    // Unscoped, as istiod resolves it: web gets b's copy, other a's.
+    let before_web = cds(&web);
+    assert!(
+        before_web.contains(&"outbound|8443||api.example.com".to_string())
+            && !before_web.contains(&"outbound|443||api.example.com".to_string()),
+        "{before_web:?}"
+    );
+
+    let t0 = Instant::now();
+    let mut failures = Vec::new();
+    for ns in [&web, &other] {
+        if let Err(e) = meshscope(
+            &c.kubeconfig,
+            &[
+                "apply",
+                "-n",
+                ns,
+                "--access-log",
+                log_path.to_str().unwrap(),
+            ],
+        ) {
+            failures.push(format!("apply -n {ns}: {e:#}"));
+        }
+    }
+    sim.wait_push_after(t0, Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles after apply");
+    let egress = c.kubectl_ok(
+        &[
+            "get",
+            "sidecars",
+            "-n",
+            &web,
+            "-o",
+            "jsonpath={.items[*].spec.egress[*].hosts}",
+        ],
+        None,
+    );
+    for (ns, has, lacks) in [
+        (
+            &web,
+            vec!["outbound|8443||api.example.com", db_cluster.as_str()],
+            "outbound|443||api.example.com",
+        ),
+        (
+            &other,
+            vec!["outbound|443||api.example.com"],
+            "outbound|8443||api.example.com",
+        ),
+    ] {
+        let got = cds(ns);
+        for h in has {
+            if !got.iter().any(|g| g == h) {
+                failures.push(format!("{ns}/client-0 lacks {h} after apply (has {got:?})"));
+            }
+        }
+        if got.iter().any(|g| g == lacks) {
+            failures.push(format!(
+                "{ns}/client-0 has {lacks}, another copy's, after apply"
+            ));
+        }
+    }
+    sim.close();
+    drop(istiod);
+    cleanup(c, &sc);
+    assert!(
+        failures.is_empty(),
+        "{}\nweb's Sidecar egress: {egress}",
+        failures.join("\n")
+    );
+    assert!(
+        egress.contains(&format!("{b}/api.example.com"))
+            && egress.contains(&format!("{a}/db.{a}.svc.cluster.local")),
+        "{egress}"
+    );
+}
