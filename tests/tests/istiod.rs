@@ -602,3 +602,51 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
         "{egress}"
     );
 }
+
+/// meshConfig.serviceEntryVisibility on a real istiod: with
+/// `defaultVisibility: NAMESPACE` and `applyToSidecars: true`, istiod keeps
+/// each ServiceEntry to its own namespace whatever its exportTo, and the
+/// engine (explain) predicts the same clusters for every proxy. The
+/// engine caps them (shared/tests/hosts.rs), so agreement means istiod
+/// does too.
+#[test]
+fn service_entry_visibility_matches_istiod() {
+    use meshscope_e2e::fidelity::Builder;
+    use meshscope_e2e::world::labels;
+
+    let tag = run_tag();
+    let (a, b, c) = (
+        format!("sev{tag}-a"),
+        format!("sev{tag}-b"),
+        format!("sev{tag}-c"),
+    );
+    let mut w = Builder::new(700 + tag % 100);
+    for ns in [&a, &b, &c] {
+        w.namespace(ns);
+        w.pod(ns, "client-0", labels(&[("app", "client")]));
+    }
+    w.istio(fidelity::service_entry_doc(
+        &a,
+        "ext",
+        &["ext.example.com".into()],
+        &[(443, "tls", "TLS")],
+        "DNS",
+        &[],
+        &[],
+        &None,
+    ));
+    w.istio(fidelity::service_entry_doc(
+        &b,
+        "other",
+        &["other.example.com".into()],
+        &[(8443, "tls", "TLS")],
+        "DNS",
+        &[],
+        &[],
+        &Some(vec!["*".into()]),
+    ));
+    let mesh = format!(
+        "{DEFAULT_MESH}serviceEntryVisibility:\n  defaultVisibility: NAMESPACE\n  applyToSidecars: true\n"
+    );
+    run_all(vec![w.finish("service-entry-visibility".into(), mesh)]);
+}
