@@ -2,25 +2,13 @@
 //! pod IPs and pod names, hostnames defined in several namespaces, and the
 //! mesh's serviceEntryVisibility.
 
-use meshscope_shared::observe::{LogIngest, Observations};
+mod common;
+use common::{hosts, observe, snap};
+
+use meshscope_shared::observe::Observations;
 use meshscope_shared::recommend::{self, RecommendOptions};
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
 use meshscope_shared::{Inputs, Options};
-
-fn snap_with(yaml: &str, options: Options) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    MeshSnapshot::build(&inputs, options).unwrap()
-}
-
-fn snap(yaml: &str) -> MeshSnapshot {
-    snap_with(yaml, Options::default())
-}
 
 /// An injected bare pod `name` in `ns` at `ip`, labelled `app: <app>`.
 fn pod(ns: &str, name: &str, app: &str, ip: &str) -> String {
@@ -47,20 +35,8 @@ fn line(src: &str, cluster: &str, dst: &str, authority: &str) -> String {
     format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
 }
 
-fn observe(s: &MeshSnapshot, logs: &str) -> Observations {
-    let mut ing = LogIngest::new(s, "access-log");
-    for l in logs.lines() {
-        ing.line(l);
-    }
-    ing.finish()
-}
-
 fn pod_workload(s: &MeshSnapshot, ns: &str, name: &str) -> WorkloadId {
     s.find_workload(&WorkloadKind::Pod, ns, name).unwrap()
-}
-
-fn hosts(r: &recommend::Recommendation) -> Vec<String> {
-    r.sidecar().expect("a Sidecar").spec.egress[0].hosts.clone()
 }
 
 fn outbound(obs: &Observations, w: WorkloadId) -> Vec<(String, u32)> {

@@ -2,22 +2,13 @@
 //! per-namespace mode, includes, passthrough mapping, and audit codes that
 //! need traffic.
 
-use meshscope_shared::audit::{self, AuditScope};
-use meshscope_shared::observe::{LogIngest, Observations};
-use meshscope_shared::recommend::{self, stable_selector, Outcome, RecommendOptions};
-use meshscope_shared::snapshot::{Labels, MeshSnapshot, WorkloadId, WorkloadKind};
-use meshscope_shared::{Inputs, Options};
+mod common;
+use common::{hosts, labels, observe, snap};
 
-fn snap(yaml: &str) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    MeshSnapshot::build(&inputs, Options::default()).unwrap()
-}
+use meshscope_shared::audit::{self, AuditScope};
+use meshscope_shared::observe::Observations;
+use meshscope_shared::recommend::{self, stable_selector, Outcome, RecommendOptions};
+use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
 
 /// A Deployment selecting `sel`, with template `labels` and one pod.
 fn deploy_sel(name: &str, sel: &str, labels: &str, ip: &str) -> String {
@@ -60,28 +51,9 @@ fn line(src: &str, cluster: &str, dst: &str) -> String {
     format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"a\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
 }
 
-fn observe(s: &MeshSnapshot, logs: &str) -> Observations {
-    let mut ing = LogIngest::new(s, "access-log");
-    for l in logs.lines() {
-        ing.line(l);
-    }
-    ing.finish()
-}
-
 fn w(s: &MeshSnapshot, name: &str) -> WorkloadId {
     s.find_workload(&WorkloadKind::Deployment, "shop", name)
         .unwrap()
-}
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn hosts(r: &recommend::Recommendation) -> Vec<String> {
-    r.sidecar().expect("a Sidecar").spec.egress[0].hosts.clone()
 }
 
 #[test]

@@ -3,23 +3,13 @@
 //! VirtualServices route imported hosts to (an egress gateway), in
 //! recommendations and in audit (MS0013).
 
+mod common;
+use common::{hosts, observe, snap};
+
 use meshscope_shared::audit::{self, AuditScope};
-use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::recommend::{self, Outcome, RecommendOptions};
 use meshscope_shared::required::REQUIRED_BY_ANNOTATION;
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
-use meshscope_shared::{Inputs, Options};
-
-fn snap(yaml: &str) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    MeshSnapshot::build(&inputs, Options::default()).unwrap()
-}
 
 fn deploy(name: &str, ip: &str) -> String {
     format!(
@@ -90,14 +80,6 @@ fn line(src: &str, authority: &str, cluster: &str, dst: &str) -> String {
     format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
 }
 
-fn observe(s: &MeshSnapshot, logs: &str) -> Observations {
-    let mut ing = LogIngest::new(s, "access-log");
-    for l in logs.lines() {
-        ing.line(l);
-    }
-    ing.finish()
-}
-
 fn w(s: &MeshSnapshot, name: &str) -> WorkloadId {
     s.find_workload(&WorkloadKind::Deployment, "shop", name)
         .unwrap()
@@ -110,10 +92,6 @@ fn web_calls_cart() -> String {
         "outbound|80||cart.shop.svc.cluster.local",
         "10.96.0.3:80",
     )
-}
-
-fn hosts(r: &recommend::Recommendation) -> Vec<String> {
-    r.sidecar().expect("a Sidecar").spec.egress[0].hosts.clone()
 }
 
 fn annotation(r: &recommend::Recommendation) -> String {

@@ -4,6 +4,9 @@
 //! selects a workload it was not generated for is MS0012; long names fit
 //! in labels and Sidecar names.
 
+mod common;
+use common::{labels, snap};
+
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::labels::{is_dns_subdomain, is_label_value, UNSTABLE_LABELS};
 use meshscope_shared::observe::Observations;
@@ -12,31 +15,12 @@ use meshscope_shared::recommend::{
     RecommendOptions, NO_STABLE_SELECTOR, WORKLOAD_NAME_FULL_ANNOTATION, WORKLOAD_NAME_LABEL,
 };
 use meshscope_shared::snapshot::{Labels, MeshSnapshot, WorkloadId, WorkloadKind};
-use meshscope_shared::{Inputs, Options};
-
-fn snap(yaml: &str) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    MeshSnapshot::build(&inputs, Options::default()).unwrap()
-}
 
 const NS: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n";
 
 fn flow(pairs: &[(&str, &str)]) -> String {
     let inner: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}: '{v}'")).collect();
     format!("{{{}}}", inner.join(", "))
-}
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// A pod of a controller, with `extra` labels the controller adds.
