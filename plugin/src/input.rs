@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use meshscope_shared::observe::{IngestStats, LineOutcome, LogIngest, Observations};
+use meshscope_shared::observe::{LineOutcome, LogIngest, Observations};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -255,7 +255,7 @@ pub fn read_access_logs(
                     "{}: no access-log lines in {} ({})",
                     file.display(),
                     plural(o.stats.lines as usize, "line", "lines"),
-                    no_access_lines_why(&o.stats, binary)
+                    o.stats.no_access_lines_cause(binary)
                 );
                 if strict {
                     bail!("{msg}; remove --strict to go on without it");
@@ -275,19 +275,6 @@ pub fn read_access_logs(
             .then(a.workload.cmp(&b.workload))
     });
     Ok(obs)
-}
-
-/// The likely cause of a traffic source without a single access-log line.
-fn no_access_lines_why(st: &IngestStats, binary: bool) -> &'static str {
-    if st.lines == 0 {
-        "the file is empty"
-    } else if binary {
-        "binary data, not a text log"
-    } else if st.malformed == 0 {
-        "only istio-proxy's own output: access logging may be off (meshConfig.accessLogFile: /dev/stdout), or the proxy served nothing"
-    } else {
-        "not istio-proxy's log: an application's own log? With kubectl logs, name the container: -c istio-proxy"
-    }
 }
 
 /// Ingests one file; returns its observations, its first malformed lines

@@ -123,11 +123,7 @@ fn options(
     if let Some(n) = note {
         writeln!(err, "note: {n}")?;
     }
-    let source = match (&c.cluster_domain, evidence.domain()) {
-        (Some(_), _) => DomainSource::Flag,
-        (None, Some(_)) => DomainSource::Cluster,
-        (None, None) => DomainSource::Default,
-    };
+    let source = evidence.domain_source(c.cluster_domain.as_deref());
     let options = Options {
         istio,
         cluster_domain,
@@ -191,11 +187,12 @@ impl World {
         if let Some(note) = inputs.skipped_note() {
             // A typo or a wrong API group is a mistake to fix; other kinds
             // (Secrets, Roles, ...) are only not needed.
-            let mistake = inputs
-                .skipped
-                .keys()
-                .any(|k| k.contains("did you mean") || k.contains(" in apiVersion "));
-            writeln!(err, "{}: {note}", if mistake { "warning" } else { "note" })?;
+            let level = if inputs.skipped_mistakes > 0 {
+                "warning"
+            } else {
+                "note"
+            };
+            writeln!(err, "{level}: {note}")?;
         }
         if inputs.is_empty() {
             bail!("--manifests: no Kubernetes or Istio objects found in the given paths");

@@ -192,6 +192,15 @@ impl Evidence {
         }
     }
 
+    /// Where [`Evidence::cluster_domain`] takes the domain from.
+    pub fn domain_source(&self, flag: Option<&str>) -> DomainSource {
+        match (flag, self.domain()) {
+            (Some(_), _) => DomainSource::Flag,
+            (None, Some(_)) => DomainSource::Cluster,
+            (None, None) => DomainSource::Default,
+        }
+    }
+
     /// The cluster domain: istiod's `--domain`, else the one most of the
     /// proxies were injected with (a few odd pods do not decide it).
     pub fn domain(&self) -> Option<&str> {

@@ -166,6 +166,9 @@ pub struct Inputs {
     /// (`Secret`, a typo such as `Deploymnet`, or a read kind under
     /// another API group), with counts.
     pub skipped: BTreeMap<String, usize>,
+    /// How many of those look like mistakes: a typo of a kind read, or a
+    /// kind read under another API group.
+    pub skipped_mistakes: usize,
 }
 
 /// The kinds [`Inputs::add`] reads, and the Istio API group of each
@@ -210,11 +213,15 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// How a skipped object is named on stderr: its kind, and what it
-/// probably meant when that is one of the kinds read.
-fn skipped_key(kind: &str, api: &str) -> String {
+/// probably meant when that is one of the kinds read; and whether it
+/// looks like a mistake.
+fn skipped_key(kind: &str, api: &str) -> (String, bool) {
     if let Some((_, group)) = READ_KINDS.iter().find(|(k, _)| *k == kind) {
         let wanted = group.unwrap_or("the core or apps/batch groups");
-        return format!("{kind} in apiVersion {api:?} (read from {wanted})");
+        return (
+            format!("{kind} in apiVersion {api:?} (read from {wanted})"),
+            true,
+        );
     }
     let lower = kind.to_ascii_lowercase();
     match READ_KINDS
@@ -223,8 +230,8 @@ fn skipped_key(kind: &str, api: &str) -> String {
         .filter(|(d, k)| *d <= 2 && *d < k.len() / 2 + 1)
         .min()
     {
-        Some((_, meant)) => format!("{kind} (did you mean {meant}?)"),
-        None => kind.to_string(),
+        Some((_, meant)) => (format!("{kind} (did you mean {meant}?)"), true),
+        None => (kind.to_string(), false),
     }
 }
 
@@ -312,7 +319,9 @@ impl Inputs {
             ("DestinationRule", true) => self.destination_rules.push(decode(&kind, v)?),
             ("ConfigMap", false) => return Ok(Added::Ignored),
             _ => {
-                *self.skipped.entry(skipped_key(&kind, api)).or_default() += 1;
+                let (key, mistake) = skipped_key(&kind, api);
+                *self.skipped.entry(key).or_default() += 1;
+                self.skipped_mistakes += usize::from(mistake);
                 return Ok(Added::Ignored);
             }
         }
@@ -433,7 +442,7 @@ mod tests {
             "1 object of kinds meshscope does not read skipped: Telemetry in apiVersion \"networking.istio.io/v1\" (read from telemetry.istio.io): 1"
         );
         // Short kinds are not "typos" of each other.
-        assert_eq!(skipped_key("Pdb", "v1"), "Pdb");
+        assert_eq!(skipped_key("Pdb", "v1"), ("Pdb".to_string(), false));
     }
 
     #[test]

@@ -58,6 +58,22 @@ pub struct IngestStats {
     pub unattributed: u64,
 }
 
+impl IngestStats {
+    /// The likely cause of a traffic source without a single access-log
+    /// line (`binary`: its malformed lines held control characters).
+    pub fn no_access_lines_cause(&self, binary: bool) -> &'static str {
+        if self.lines == 0 {
+            "the file is empty"
+        } else if binary {
+            "binary data, not a text log"
+        } else if self.malformed == 0 {
+            "only istio-proxy's own output: access logging may be off (meshConfig.accessLogFile: /dev/stdout), or the proxy served nothing"
+        } else {
+            "not istio-proxy's log: an application's own log? With kubectl logs, name the container: -c istio-proxy"
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Observations {
     pub traffic: BTreeMap<WorkloadId, WorkloadTraffic>,
