@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::edges;
 use crate::host::{host_subset_of, hosts_overlap, NsSel};
 use crate::inject::Injection;
 use crate::observe::Observations;
@@ -129,7 +130,7 @@ pub const CODES: &[CodeDoc] = &[
         code: "MS0011",
         severity: Severity::Error,
         title: "Observed traffic outside the scope",
-        description: "The workload was seen calling a registered service that its scope does not import. That traffic leaves through PassthroughCluster without routing rules or mTLS, or is blocked under REGISTRY_ONLY.",
+        description: "The workload was seen calling a registered service that its scope does not import. The message names what each such edge meets: passthrough (outbound policy ALLOW_ANY: it leaves through PassthroughCluster without routing, retries or mTLS, and fails against a STRICT peer), egress-proxy (ALLOW_ANY with the Sidecar's egressProxy), blackholed (REGISTRY_ONLY: a 502 or a reset), dns-failure (DNS capture on, and the name is one only the proxy's name table resolves, which follows the scope), or dynamic-forward-proxy (mesh-wide ALLOW_ANY_DYNAMIC_DNS, Istio 1.31+, for plaintext HTTP). The outbound policy is the Sidecar's outboundTrafficPolicy, else the mesh config's.",
         fix: "Add the host to the Sidecar's egress (kubectl meshscope recommend shows the full list).",
     },
     CodeDoc {
@@ -678,6 +679,42 @@ pub fn conflicting_selectors(snap: &MeshSnapshot, w: WorkloadId) -> Option<Findi
     ))
 }
 
+/// MS0011's message: what each edge outside the scope meets, and the fix.
+fn outside_message(
+    snap: &MeshSnapshot,
+    w: WorkloadId,
+    source: ScopeSource,
+    policy: &edges::Policy,
+    dns: bool,
+    edges: &[edges::EdgeOutcome],
+    outside: &[String],
+) -> String {
+    let wl = &snap.workloads[w];
+    let mut meets: Vec<edges::Meets> = edges
+        .iter()
+        .map(|e| e.meets)
+        .filter(|m| *m != edges::Meets::InScope)
+        .collect();
+    meets.sort();
+    meets.dedup();
+    let what: Vec<String> = meets
+        .iter()
+        .map(|m| format!("{}: {}", m.as_str(), m.consequence()))
+        .collect();
+    format!(
+        "{} {}/{} was seen calling destinations outside its scope ({}): {}. Under outbound policy {}{}, {}. Add {} to its egress",
+        wl.kind,
+        wl.namespace,
+        wl.name,
+        source.describe(snap),
+        edges::summarize_outside(edges),
+        policy.describe(),
+        if dns { " with DNS capture on" } else { "" },
+        what.join("; "),
+        outside.join(", "),
+    )
+}
+
 /// The whole audit.
 pub fn audit(
     snap: &MeshSnapshot,
@@ -704,19 +741,15 @@ pub fn audit(
                 let vis = eval.visible_for(sel.source, &wl.namespace);
                 let outside = observed_outside(snap, &wl.namespace, t, &vis);
                 if !outside.is_empty() {
+                    let policy = edges::policy_for(snap, sel.source);
+                    let dns = edges::dns_capture(snap, w);
+                    let edges = edges::edge_outcomes(snap, t, &vis, &policy, dns);
                     out.push(finding(
                         "MS0011",
                         wl.kind.as_str(),
                         &wl.namespace,
                         &wl.name,
-                        format!(
-                            "{} {}/{} was seen calling {} outside its scope ({}); add them to its egress",
-                            wl.kind,
-                            wl.namespace,
-                            wl.name,
-                            outside.join(", "),
-                            sel.source.describe(snap)
-                        ),
+                        outside_message(snap, w, sel.source, &policy, dns, &edges, &outside),
                     ));
                 }
             }

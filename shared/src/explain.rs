@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use crate::edges::{self, Meets, Policy};
 use crate::error::Error;
 use crate::observe::Observations;
 use crate::scope::{ConfigEstimate, Evaluator, ScopeSource, Visible};
@@ -27,6 +28,16 @@ pub struct ObservedDestination {
     pub requests: u64,
     /// `in-scope`, `out-of-scope`, or `unregistered`.
     pub status: &'static str,
+    /// What the traffic meets under the scope and its outbound policy.
+    pub meets: Meets,
+}
+
+/// The outbound policy and DNS capture that decide what traffic outside
+/// the scope meets.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fallthrough {
+    pub policy: Policy,
+    pub dns_capture: bool,
 }
 
 /// A service the mesh config makes the proxy call itself (an extension
@@ -75,6 +86,7 @@ pub struct Explanation {
     pub unscoped_estimate: ConfigEstimate,
     pub pushed_by: PushSources,
     pub observed: Option<Vec<ObservedDestination>>,
+    pub fallthrough: Fallthrough,
 }
 
 fn source_kind(s: ScopeSource) -> &'static str {
@@ -176,7 +188,11 @@ pub fn explain(
         }
         _ => vec!["*/*".into()],
     };
-    let observed = obs.map(|o| observed_for(snap, o, w, &vis));
+    let fallthrough = Fallthrough {
+        policy: edges::policy_for(snap, sel.source),
+        dns_capture: edges::dns_capture(snap, w),
+    };
+    let observed = obs.map(|o| observed_for(snap, o, w, &vis, &fallthrough));
     let required = crate::required::required_for(snap, ns, Some(labels))
         .into_iter()
         .map(|r| {
@@ -238,6 +254,7 @@ pub fn explain(
                 .collect(),
         },
         observed,
+        fallthrough,
     }
 }
 
@@ -246,18 +263,20 @@ fn observed_for(
     obs: &Observations,
     w: WorkloadId,
     vis: &Visible,
+    f: &Fallthrough,
 ) -> Vec<ObservedDestination> {
     let mut out = Vec::new();
     if let Some(t) = obs.of(w) {
-        for ((host, port), e) in &t.outbound {
-            let imported = snap
-                .services_named(host)
-                .iter()
-                .any(|s| vis.imports_service(*s));
+        for e in edges::edge_outcomes(snap, t, vis, &f.policy, f.dns_capture) {
             out.push(ObservedDestination {
-                destination: format!("{host}:{port}"),
+                destination: e.destination,
                 requests: e.requests,
-                status: if imported { "in-scope" } else { "out-of-scope" },
+                status: if e.meets == Meets::InScope {
+                    "in-scope"
+                } else {
+                    "out-of-scope"
+                },
+                meets: e.meets,
             });
         }
     }
@@ -266,6 +285,7 @@ fn observed_for(
             destination: u.address.clone(),
             requests: u.requests,
             status: "unregistered",
+            meets: edges::meets_unregistered(u, &f.policy),
         });
     }
     out

@@ -19,6 +19,7 @@ pub mod admission;
 pub mod audit;
 pub mod detect;
 pub mod duplicates;
+pub mod edges;
 pub mod error;
 pub mod explain;
 pub mod host;

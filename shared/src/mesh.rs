@@ -25,6 +25,10 @@ pub struct MeshConfig {
     pub default_providers: DefaultProviders,
     /// `serviceEntryVisibility` (read by istiod 1.31+); `None` when absent.
     pub service_entry_visibility: Option<crate::visibility::ServiceEntryVisibility>,
+    /// `defaultConfig.proxyMetadata.ISTIO_META_DNS_CAPTURE`: the agent
+    /// answers the workload's DNS from a name table built from its scope.
+    /// A pod's `proxy.istio.io/config` annotation can override it.
+    pub dns_capture: bool,
 }
 
 /// One entry of `meshConfig.extensionProviders`.
@@ -58,10 +62,26 @@ impl MeshConfig {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OutboundPolicy {
     AllowAny,
     RegistryOnly,
+    /// `ALLOW_ANY_DYNAMIC_DNS` (mesh level only; Istio 1.31+): plaintext
+    /// HTTP to unknown hosts goes to Envoy's dynamic forward proxy, other
+    /// traffic to PassthroughCluster.
+    AllowAnyDynamicDns,
+}
+
+impl OutboundPolicy {
+    /// The mode as Istio spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboundPolicy::AllowAny => "ALLOW_ANY",
+            OutboundPolicy::RegistryOnly => "REGISTRY_ONLY",
+            OutboundPolicy::AllowAnyDynamicDns => "ALLOW_ANY_DYNAMIC_DNS",
+        }
+    }
 }
 
 impl Default for MeshConfig {
@@ -75,6 +95,7 @@ impl Default for MeshConfig {
             extension_providers: Vec::new(),
             default_providers: DefaultProviders::default(),
             service_entry_visibility: None,
+            dns_capture: false,
         }
     }
 }
@@ -90,6 +111,52 @@ struct RawMesh {
     extension_providers: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     default_providers: Option<RawDefaults>,
     service_entry_visibility: Option<crate::visibility::RawServiceEntryVisibility>,
+    default_config: Option<RawProxyConfig>,
+}
+
+/// The part of a ProxyConfig (`meshConfig.defaultConfig`, or a pod's
+/// `proxy.istio.io/config` annotation) that scoping depends on.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawProxyConfig {
+    #[serde(default)]
+    proxy_metadata: Option<std::collections::BTreeMap<String, serde_yaml::Value>>,
+}
+
+impl RawProxyConfig {
+    /// `ISTIO_META_DNS_CAPTURE`, when it is set (the agent reads it as a
+    /// boolean: `true`, `1`, `t`, ...).
+    fn dns_capture(&self) -> Option<bool> {
+        let v = self
+            .proxy_metadata
+            .as_ref()?
+            .get("ISTIO_META_DNS_CAPTURE")?;
+        let text = match v {
+            serde_yaml::Value::Bool(b) => return Some(*b),
+            serde_yaml::Value::String(s) => s.clone(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            _ => return None,
+        };
+        parse_go_bool(&text)
+    }
+}
+
+/// Go's `strconv.ParseBool`, which the agent's flags use.
+fn parse_go_bool(s: &str) -> Option<bool> {
+    match s.trim() {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether a pod's `proxy.istio.io/config` annotation turns DNS capture on
+/// or off (`None`: it says nothing, or is not valid YAML; the agent then
+/// keeps the mesh default).
+pub fn annotation_dns_capture(text: &str) -> Option<bool> {
+    serde_yaml::from_str::<RawProxyConfig>(text)
+        .ok()?
+        .dns_capture()
 }
 
 #[derive(Deserialize, Default)]
@@ -166,9 +233,10 @@ impl MeshConfig {
             out.outbound_traffic_policy = match mode.as_str() {
                 "REGISTRY_ONLY" => OutboundPolicy::RegistryOnly,
                 "ALLOW_ANY" => OutboundPolicy::AllowAny,
+                "ALLOW_ANY_DYNAMIC_DNS" => OutboundPolicy::AllowAnyDynamicDns,
                 other => {
                     return Err(Error::MeshConfig(format!(
-                        "unknown outboundTrafficPolicy.mode {other:?} (expected ALLOW_ANY or REGISTRY_ONLY)"
+                        "unknown outboundTrafficPolicy.mode {other:?} (expected ALLOW_ANY, REGISTRY_ONLY or ALLOW_ANY_DYNAMIC_DNS)"
                     )))
                 }
             };
@@ -192,6 +260,9 @@ impl MeshConfig {
                 metrics: d.metrics.unwrap_or_default(),
                 access_logging: d.access_logging.unwrap_or_default(),
             };
+        }
+        if let Some(dns) = raw.default_config.as_ref().and_then(|c| c.dns_capture()) {
+            out.dns_capture = dns;
         }
         if let Some(v) = raw.service_entry_visibility {
             out.service_entry_visibility =
@@ -295,6 +366,37 @@ mod tests {
         assert_eq!(m.outbound_traffic_policy, OutboundPolicy::RegistryOnly);
         assert_eq!(m.default_service_export_to, vec!["."]);
         assert_eq!(m.default_virtual_service_export_to, vec!["*"]);
+    }
+
+    #[test]
+    fn dynamic_dns_mode_and_dns_capture_are_read() {
+        let m = MeshConfig::from_yaml(
+            "outboundTrafficPolicy:\n  mode: ALLOW_ANY_DYNAMIC_DNS\ndefaultConfig:\n  proxyMetadata:\n    ISTIO_META_DNS_CAPTURE: \"true\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            m.outbound_traffic_policy,
+            OutboundPolicy::AllowAnyDynamicDns
+        );
+        assert!(m.dns_capture);
+        // Off unless set; a value Go's ParseBool rejects leaves the default.
+        assert!(!MeshConfig::default().dns_capture);
+        let m = MeshConfig::from_yaml(
+            "defaultConfig:\n  proxyMetadata:\n    ISTIO_META_DNS_CAPTURE: \"yes\"\n",
+        )
+        .unwrap();
+        assert!(!m.dns_capture);
+        assert_eq!(
+            annotation_dns_capture("proxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"false\"\n"),
+            Some(false)
+        );
+        assert_eq!(
+            annotation_dns_capture("holdApplicationUntilProxyStarts: true"),
+            None
+        );
+        assert_eq!(annotation_dns_capture("{not yaml"), None);
+        let e = MeshConfig::from_yaml("outboundTrafficPolicy:\n  mode: BLOCK\n").unwrap_err();
+        assert!(e.to_string().contains("ALLOW_ANY_DYNAMIC_DNS"), "{e}");
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub struct Recommendation {
     /// with why (`host:port: reason`). Never written into a Sidecar: a
     /// `*/host` would import nothing, or whatever defines it later.
     pub unknown: Vec<String>,
+    /// What each observed edge meets under the recommended Sidecar (the
+    /// mesh's outbound policy: meshscope writes none), or under the
+    /// user-owned Sidecar that stays.
+    pub edges: Vec<crate::edges::EdgeOutcome>,
     pub before: ConfigEstimate,
     pub after: Option<ConfigEstimate>,
     pub requests: u64,
@@ -888,6 +892,7 @@ fn recommend_workload(
         not_visible: Vec::new(),
         required: Vec::new(),
         unknown: Vec::new(),
+        edges: Vec::new(),
         before,
         after: None,
         requests: 0,
@@ -925,6 +930,8 @@ fn recommend_workload(
         let sc = &snap.sidecars[first];
         if !sc.managed {
             let vis = eval.visible_for(selection.source, ns);
+            let policy = crate::edges::policy_for(snap, selection.source);
+            rec.edges = crate::edges::workloads_edge_outcomes(snap, obs, &[w], &vis, &policy);
             let mut missing = observed_outside(snap, ns, t, &vis);
             missing.extend(required_outside(snap, &rec.required, &vis));
             missing.sort();
@@ -987,6 +994,13 @@ fn recommend_workload(
     };
     let after_vis = snap.visible(ns, &parse_listeners(snap, &hosts));
     rec.after = Some(snap.estimate(&after_vis, wl.inbound));
+    rec.edges = crate::edges::workloads_edge_outcomes(
+        snap,
+        obs,
+        &[w],
+        &after_vis,
+        &crate::edges::mesh_policy(snap),
+    );
     rec.outcome = Outcome::Sidecar {
         object: Box::new(build_sidecar(
             name,
@@ -1067,6 +1081,7 @@ fn recommend_namespace(
         not_visible: Vec::new(),
         required: Vec::new(),
         unknown: Vec::new(),
+        edges: Vec::new(),
         before,
         after: None,
         requests: 0,
@@ -1112,7 +1127,10 @@ fn recommend_namespace(
     if let Some(&first) = defaults.first() {
         let sc = &snap.sidecars[first];
         if !sc.managed {
-            let vis = eval.visible_for(crate::scope::ScopeSource::Namespace(first), ns);
+            let source = crate::scope::ScopeSource::Namespace(first);
+            let vis = eval.visible_for(source, ns);
+            let policy = crate::edges::policy_for(snap, source);
+            rec.edges = crate::edges::workloads_edge_outcomes(snap, obs, ws, &vis, &policy);
             let mut missing = BTreeSet::new();
             for t in &traffic {
                 missing.extend(observed_outside(snap, ns, t, &vis));
@@ -1150,6 +1168,13 @@ fn recommend_namespace(
     };
     let after_vis = snap.visible(ns, &parse_listeners(snap, &hosts));
     rec.after = Some(snap.estimate(&after_vis, Default::default()));
+    rec.edges = crate::edges::workloads_edge_outcomes(
+        snap,
+        obs,
+        ws,
+        &after_vis,
+        &crate::edges::mesh_policy(snap),
+    );
     let name = managed
         .map(|m| m.name.clone())
         .unwrap_or_else(|| NAMESPACE_SIDECAR_NAME.to_string());

@@ -242,6 +242,11 @@ pub struct ServiceInfo {
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,
     pub endpoints: u32,
+    /// The hostname is a name only the mesh defines: a ServiceEntry whose
+    /// endpoints are listed or selected apart from the host (`STATIC`, or
+    /// `DNS` with endpoints, or a workloadSelector). Cluster DNS does not
+    /// know it; with DNS capture only the proxy's name table answers it.
+    pub mesh_defined_name: bool,
     /// A Kubernetes Service's pod selector (`None` for ServiceEntries and
     /// selector-less Services).
     pub selector: Option<Labels>,
@@ -1159,6 +1164,7 @@ fn kube_service(
             Resolution::Eds
         },
         endpoints,
+        mesh_defined_name: false,
         ports,
         selector: spec
             .selector
@@ -1213,6 +1219,9 @@ fn entry_services<'a>(
         Some(sel) => count_selected(&sel.labels, &ns, pods, pods_by_ns),
         None => se.spec.endpoints.len().max(1) as u32,
     };
+    let mesh_defined_name = se.spec.workload_selector.is_some()
+        || resolution == Resolution::Eds
+        || (resolution != Resolution::Passthrough && !se.spec.endpoints.is_empty());
     let created = created(&se.metadata);
     se.spec.hosts.iter().map(move |h| ServiceInfo {
         kind: SvcKind::Entry,
@@ -1225,6 +1234,7 @@ fn entry_services<'a>(
         addresses: addresses.clone(),
         resolution,
         endpoints,
+        mesh_defined_name,
         selector: None,
         order: 0,
     })

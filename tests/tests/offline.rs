@@ -694,3 +694,129 @@ fn the_cluster_domain_comes_from_the_traffic_when_nothing_else_says() {
     );
     assert!(!r.stdout.contains("*/"), "{}", r.stdout);
 }
+
+/// Bookinfo under REGISTRY_ONLY with DNS capture, a namespace Sidecar that
+/// imports only details, and a user-owned one for productpage: audit,
+/// explain and `recommend -o table` say what each observed edge meets.
+#[test]
+fn each_observed_edge_says_what_it_meets_outside_the_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = repo_root().join("examples/bookinfo");
+    let manifests = std::fs::read_to_string(root.join("manifests.yaml"))
+        .unwrap()
+        .replace(
+            "    outboundTrafficPolicy:\n      mode: ALLOW_ANY\n",
+            "    outboundTrafficPolicy:\n      mode: REGISTRY_ONLY\n    defaultConfig:\n      proxyMetadata:\n        ISTIO_META_DNS_CAPTURE: \"true\"\n",
+        )
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: bookinfo}\nspec:\n  egress:\n  - hosts: [\"./details.bookinfo.svc.cluster.local\"]\n"
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: mine, namespace: bookinfo}\nspec:\n  workloadSelector:\n    labels: {app: productpage}\n  outboundTrafficPolicy: {mode: ALLOW_ANY}\n  egress:\n  - hosts: [\"./details.bookinfo.svc.cluster.local\"]\n";
+    assert!(manifests.contains("REGISTRY_ONLY"));
+    let m = dir.path().join("manifests.yaml");
+    std::fs::write(&m, manifests).unwrap();
+    let m = m.to_str().unwrap();
+    let l = root.join("access.log");
+    let l = l.to_str().unwrap();
+
+    // audit: productpage's own Sidecar lets reviews through; reviews'
+    // calls to ratings meet the mesh's REGISTRY_ONLY.
+    let r = meshscope(&["audit", "--manifests", m, "--access-log", l, "-o", "json"]);
+    assert_eq!(r.ok(), Outcome::Findings, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let ms0011: BTreeMap<String, String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "MS0011")
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let pp = &ms0011["productpage-v1"];
+    assert!(
+        pp.contains("passthrough: api.github.com:443, reviews.bookinfo.svc.cluster.local:9080.")
+            && pp.contains(
+                "Under outbound policy ALLOW_ANY (from Sidecar bookinfo/mine) with DNS capture on"
+            )
+            && pp.contains("fails against a STRICT peer"),
+        "{pp}"
+    );
+    let rv = &ms0011["reviews-v2"];
+    assert!(
+        rv.contains("blackholed: ratings.bookinfo.svc.cluster.local:9080")
+            && rv.contains("REGISTRY_ONLY (from mesh config) with DNS capture on")
+            && rv.contains("a 502 for HTTP"),
+        "{rv}"
+    );
+
+    // explain: every observed destination with what it meets.
+    let r = meshscope(&[
+        "explain",
+        "deployment",
+        "productpage-v1",
+        "-n",
+        "bookinfo",
+        "--manifests",
+        m,
+        "--access-log",
+        l,
+    ]);
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    for want in [
+        "Outside the scope: outbound policy ALLOW_ANY (from Sidecar bookinfo/mine), DNS capture on",
+        "  in-scope               details.bookinfo.svc.cluster.local:9080",
+        "  passthrough            reviews.bookinfo.svc.cluster.local:9080",
+        "  passthrough: it leaves through PassthroughCluster",
+    ] {
+        assert!(r.stdout.contains(want), "{want:?} in\n{}", r.stdout);
+    }
+    let r = meshscope(&[
+        "explain",
+        "deployment",
+        "productpage-v1",
+        "-n",
+        "bookinfo",
+        "--manifests",
+        m,
+        "--access-log",
+        l,
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["fallthrough"]["policy"]["mode"], "ALLOW_ANY");
+    assert_eq!(v["fallthrough"]["dns_capture"], true);
+
+    // recommend -o table: the user-owned Sidecar stays, with what its
+    // edges meet; generated ones import every edge, so they say nothing.
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        l,
+        "-o",
+        "table",
+    ]);
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("productpage-v1"))
+        .unwrap_or_default();
+    assert!(
+        row.contains(
+            "edges outside the scope meet passthrough: api.github.com:443, reviews.bookinfo.svc.cluster.local:9080"
+        ),
+        "{}",
+        r.stdout
+    );
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("reviews-v2"))
+        .unwrap_or_default();
+    assert!(!row.contains("edges outside the scope"), "{}", r.stdout);
+}

@@ -202,17 +202,39 @@ pub fn cmd_explain(
                     )
                 }
             )?;
+            writeln!(
+                out,
+                "Outside the scope: outbound policy {}, DNS capture {}",
+                e.fallthrough.policy.describe(),
+                if e.fallthrough.dns_capture {
+                    "on"
+                } else {
+                    "off"
+                }
+            )?;
             if let Some(obs) = &e.observed {
-                writeln!(out, "Observed destinations:")?;
+                writeln!(out, "Observed destinations (what each meets):")?;
                 if obs.is_empty() {
                     writeln!(out, "  (none)")?;
                 }
                 for o in obs {
                     writeln!(
                         out,
-                        "  {:<14} {} ({} requests)",
-                        o.status, o.destination, o.requests
+                        "  {:<22} {} ({} requests)",
+                        o.meets.as_str(),
+                        o.destination,
+                        o.requests
                     )?;
+                }
+                let mut seen: Vec<_> = obs
+                    .iter()
+                    .map(|o| o.meets)
+                    .filter(|m| *m != meshscope_shared::edges::Meets::InScope)
+                    .collect();
+                seen.sort();
+                seen.dedup();
+                for m in seen {
+                    writeln!(out, "  {}: {}", m.as_str(), m.consequence())?;
                 }
             }
         }

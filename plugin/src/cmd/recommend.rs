@@ -121,6 +121,11 @@ pub fn cmd_recommend(
                 if !r.unknown.is_empty() {
                     notes.push(format!("unknown, left out: {}", r.unknown.join(", ")));
                 }
+                // What the observed edges left outside the scope meet.
+                let outside = meshscope_shared::edges::summarize_outside(&r.edges);
+                if !outside.is_empty() {
+                    notes.push(format!("edges outside the scope meet {outside}"));
+                }
                 if let Some(obs) = &world.obs {
                     let un: Vec<String> = obs
                         .unregistered
