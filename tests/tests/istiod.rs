@@ -603,6 +603,171 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
     );
 }
 
+/// Hosts the mesh needs that traffic never shows, on a real istiod. The
+/// log shows client-0 calling only cart and api.example.com; after
+/// `apply`, its CDS must also hold the tracing collector's cluster
+/// (`defaultProviders.tracing`) and the egress gateway's: a VirtualService
+/// in the gateway's namespace routes api.example.com there, and istiod
+/// follows it only when the Sidecar imports that VirtualService (an entry
+/// for its namespace), not for the ServiceEntry's `./api.example.com`.
+/// cart-0, under a user-owned Sidecar that lists only that, shows that
+/// istiod adds neither cluster by itself.
+#[test]
+fn applied_sidecars_keep_provider_and_egress_gateway_clusters() {
+    use meshscope_e2e::fidelity::Builder;
+    use meshscope_e2e::outbound_text_line;
+    use meshscope_e2e::world::{labels, SvcPort};
+
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared();
+    let tag = run_tag();
+    let (app, tracing, egress) = (
+        format!("req{tag}-app"),
+        format!("req{tag}-tracing"),
+        format!("req{tag}-egress"),
+    );
+    let mut w = Builder::new(900 + tag % 100);
+    for ns in [&app, &tracing, &egress] {
+        w.namespace(ns);
+    }
+    w.service(
+        &tracing,
+        "zipkin",
+        vec![SvcPort::new("http-zipkin", 9411)],
+        false,
+    );
+    w.pod(&tracing, "zipkin-0", labels(&[("app", "zipkin")]));
+    w.service(
+        &egress,
+        "egressgateway",
+        vec![SvcPort::new("http", 80)],
+        false,
+    );
+    w.pod(
+        &egress,
+        "egressgateway-0",
+        labels(&[("app", "egressgateway")]),
+    );
+    w.service(&app, "cart", vec![SvcPort::new("http", 80)], false);
+    w.service(&app, "unused", vec![SvcPort::new("http", 80)], false);
+    w.pod(&app, "cart-0", labels(&[("app", "cart")]));
+    w.pod(&app, "client-0", labels(&[("app", "client")]));
+    w.istio(fidelity::service_entry_doc(
+        &app,
+        "api",
+        &["api.example.com".into()],
+        &[(80, "http", "HTTP")],
+        "DNS",
+        &[],
+        &[],
+        &None,
+    ));
+    w.istio(format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: api-via-egress\n  namespace: {egress}\nspec:\n  hosts: [api.example.com]\n  gateways: [mesh]\n  http:\n  - route:\n    - destination:\n        host: egressgateway.{egress}.svc.cluster.local\n        port: {{number: 80}}\n"
+    ));
+    w.istio(format!(
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: cart-own\n  namespace: {app}\nspec:\n  workloadSelector:\n    labels: {{app: cart}}\n  egress:\n  - hosts: [\"./api.example.com\"]\n"
+    ));
+    let mesh = format!(
+        "{DEFAULT_MESH}extensionProviders:\n- name: zipkin\n  zipkin: {{service: zipkin.{tracing}.svc.cluster.local, port: 9411}}\ndefaultProviders:\n  tracing: [zipkin]\n"
+    );
+    let sc = w.finish("required-hosts".into(), mesh);
+    let src = sc
+        .world
+        .pods
+        .iter()
+        .find(|p| p.namespace == app && p.name == "client-0")
+        .map(|p| p.ip.clone())
+        .expect("client-0");
+    let cart = format!("cart.{app}.svc.cluster.local");
+    let log = outbound_text_line(0, &src, &cart, 80, "10.255.1.1:80")
+        + &outbound_text_line(1, &src, "api.example.com", 80, "203.0.113.9:80");
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::write(&log_path, &log).unwrap();
+
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
+    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    let cds = |pod: &str| {
+        sim.get(&format!("{app}/{pod}"))
+            .expect("proxy")
+            .cluster_names()
+    };
+    let zipkin = format!("outbound|9411||zipkin.{tracing}.svc.cluster.local");
+    let gateway = format!("outbound|80||egressgateway.{egress}.svc.cluster.local");
+    let unused = format!("outbound|80||unused.{app}.svc.cluster.local");
+    let mut failures = Vec::new();
+    // The premise: a Sidecar that omits them gets neither from istiod.
+    let own = cds("cart-0");
+    for h in [&zipkin, &gateway] {
+        if own.contains(h) {
+            failures.push(format!("cart-0's Sidecar omits {h}, yet istiod sent it"));
+        }
+    }
+    if !cds("client-0").contains(&unused) {
+        failures.push(format!("unscoped client-0 lacks {unused} before apply"));
+    }
+
+    let t0 = Instant::now();
+    if let Err(e) = meshscope(
+        &c.kubeconfig,
+        &[
+            "apply",
+            "-n",
+            &app,
+            "--access-log",
+            log_path.to_str().unwrap(),
+        ],
+    ) {
+        failures.push(format!("apply -n {app}: {e:#}"));
+    }
+    sim.wait_push_after(t0, Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles after apply");
+    let got = cds("client-0");
+    for h in [
+        &zipkin,
+        &gateway,
+        &format!("outbound|80||{cart}"),
+        &"outbound|80||api.example.com".to_string(),
+    ] {
+        if !got.contains(h) {
+            failures.push(format!("client-0 lacks {h} after apply (has {got:?})"));
+        }
+    }
+    if got.contains(&unused) {
+        failures.push(format!(
+            "client-0 still has {unused}: the Sidecar did not scope it"
+        ));
+    }
+    let required_by = c.kubectl_ok(
+        &[
+            "get",
+            "sidecars",
+            "-n",
+            &app,
+            "-l",
+            "app.kubernetes.io/managed-by=kubectl-meshscope",
+            "-o",
+            "jsonpath={.items[*].metadata.annotations.meshscope\\.io/required-by}",
+        ],
+        None,
+    );
+    sim.close();
+    drop(istiod);
+    cleanup(c, &sc);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        required_by.contains("defaultProviders.tracing zipkin")
+            && required_by.contains("api.example.com"),
+        "{required_by}"
+    );
+}
+
 /// meshConfig.serviceEntryVisibility on a real istiod: with
 /// `defaultVisibility: NAMESPACE` and `applyToSidecars: true`, istiod keeps
 /// each ServiceEntry to its own namespace whatever its exportTo, and the
