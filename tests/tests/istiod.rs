@@ -768,6 +768,169 @@ fn applied_sidecars_keep_provider_and_egress_gateway_clusters() {
     );
 }
 
+/// The cluster a proxy's outbound catch-all (`virtualOutbound`, chain
+/// `virtualOutbound-catchall-tcp`) sends traffic to, from istiod's
+/// `/debug/config_dump`.
+fn catch_all_cluster(istiod: &Istiod, pod: &str, ns: &str) -> Result<String> {
+    fn find<'a>(
+        v: &'a serde_json::Value,
+        pred: &dyn Fn(&serde_json::Value) -> bool,
+    ) -> Option<&'a serde_json::Value> {
+        if pred(v) {
+            return Some(v);
+        }
+        match v {
+            serde_json::Value::Object(m) => m.values().find_map(|x| find(x, pred)),
+            serde_json::Value::Array(a) => a.iter().find_map(|x| find(x, pred)),
+            _ => None,
+        }
+    }
+    let body = istiod.debug(&format!("/debug/config_dump?proxyID={pod}.{ns}&types=lds"))?;
+    let v: serde_json::Value = serde_json::from_str(&body).context("config_dump JSON")?;
+    let listener = find(&v, &|x| {
+        x.get("name").and_then(|n| n.as_str()) == Some("virtualOutbound")
+            && x.get("filterChains").is_some()
+    })
+    .context("no virtualOutbound listener")?;
+    let chain = find(listener, &|x| {
+        x.get("name").and_then(|n| n.as_str()) == Some("virtualOutbound-catchall-tcp")
+    })
+    .context("no catch-all filter chain")?;
+    let cluster = find(chain, &|x| x.get("cluster").is_some_and(|c| c.is_string()))
+        .and_then(|x| x["cluster"].as_str())
+        .context("no cluster in the catch-all chain")?;
+    Ok(cluster.to_string())
+}
+
+/// What traffic outside the scope meets, on a real istiod: for a Sidecar
+/// without `outboundTrafficPolicy` (the mesh's ALLOW_ANY), one with an
+/// empty one (istiod's zero value, REGISTRY_ONLY), REGISTRY_ONLY, and
+/// ALLOW_ANY with an egressProxy, the catch-all cluster istiod builds must
+/// be the one `explain`'s outbound policy says; then under a mesh-wide
+/// ALLOW_ANY_DYNAMIC_DNS, the dynamic forward proxy's cluster must be
+/// there exactly for the proxies `explain` puts under that mode.
+#[test]
+fn outbound_policy_matches_istiods_catch_all() {
+    use meshscope_e2e::fidelity::Builder;
+    use meshscope_e2e::world::{labels, SvcPort};
+
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared();
+    let tag = run_tag();
+    let ns = format!("otp{tag}");
+    let mut w = Builder::new(600 + tag % 100);
+    w.namespace(&ns);
+    w.service(&ns, "egress", vec![SvcPort::new("http", 80)], false);
+    w.pod(&ns, "egress-0", labels(&[("app", "egress")]));
+    let cases = [
+        ("mesh", ""),
+        ("empty", "  outboundTrafficPolicy: {}\n"),
+        ("registry", "  outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n"),
+        (
+            "proxy",
+            "  outboundTrafficPolicy:\n    mode: ALLOW_ANY\n    egressProxy:\n      host: egress.NS.svc.cluster.local\n      port: {number: 80}\n",
+        ),
+    ];
+    for (app, policy) in cases {
+        w.pod(&ns, &format!("{app}-0"), labels(&[("app", app)]));
+        w.istio(format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: {app}\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels: {{app: {app}}}\n  egress:\n  - hosts: [\"./*\"]\n{}",
+            policy.replace("NS", &ns)
+        ));
+    }
+    let sc = w.finish("outbound-policy".into(), DEFAULT_MESH.into());
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
+    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    for (app, _) in cases {
+        let pod = format!("{app}-0");
+        let explained = meshscope(
+            &c.kubeconfig,
+            &["explain", "pod", &pod, "-n", &ns, "-o", "json"],
+        )
+        .and_then(|o| Ok(serde_json::from_str::<serde_json::Value>(&o)?));
+        let got = catch_all_cluster(&istiod, &pod, &ns);
+        match (explained, got) {
+            (Ok(e), Ok(got)) => {
+                let p = &e["fallthrough"]["policy"];
+                let want = match (p["mode"].as_str(), p["egress_proxy"].as_str()) {
+                    (Some("REGISTRY_ONLY"), _) => "BlackHoleCluster".to_string(),
+                    (Some("ALLOW_ANY"), Some(h)) => format!("outbound|80||{h}"),
+                    (Some("ALLOW_ANY" | "ALLOW_ANY_DYNAMIC_DNS"), None) => {
+                        "PassthroughCluster".to_string()
+                    }
+                    other => format!("{other:?}"),
+                };
+                rows.push(format!("{pod}: explain {p}, istiod {got}"));
+                if got != want {
+                    failures.push(format!(
+                        "{pod}: istiod's catch-all goes to {got}, explain's policy {p} says {want}"
+                    ));
+                }
+            }
+            (e, g) => failures.push(format!("{pod}: explain {e:?}, config_dump {g:?}")),
+        }
+    }
+    // The mesh-wide ALLOW_ANY_DYNAMIC_DNS (1.31+): the proxies that run
+    // under the mesh's policy get the dynamic forward proxy's cluster, and
+    // TCP still passes through; a Sidecar's own policy keeps it away.
+    let t0 = Instant::now();
+    set_mesh(
+        c,
+        &DEFAULT_MESH.replace("mode: ALLOW_ANY\n", "mode: ALLOW_ANY_DYNAMIC_DNS\n"),
+    );
+    sim.wait_push_after(t0, Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles after the mesh change");
+    for (app, _) in cases {
+        let pod = format!("{app}-0");
+        let mode = meshscope(
+            &c.kubeconfig,
+            &["explain", "pod", &pod, "-n", &ns, "-o", "json"],
+        )
+        .and_then(|o| Ok(serde_json::from_str::<serde_json::Value>(&o)?))
+        .map(|e| {
+            e["fallthrough"]["policy"]["mode"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        });
+        let dfp = sim
+            .get(&format!("{ns}/{pod}"))
+            .expect("proxy")
+            .cluster_names()
+            .contains(&"AllowAnyDynamicDNSCluster".to_string());
+        let tcp = catch_all_cluster(&istiod, &pod, &ns);
+        rows.push(format!("{pod} under ALLOW_ANY_DYNAMIC_DNS: explain {mode:?}, istiod DFP cluster {dfp}, catch-all {tcp:?}"));
+        match mode {
+            Ok(m) if (m == "ALLOW_ANY_DYNAMIC_DNS") == dfp => {}
+            other => failures.push(format!(
+                "{pod}: explain's mode {other:?}, but istiod's DFP cluster present: {dfp}"
+            )),
+        }
+        if app == "mesh" && tcp.as_deref().ok() != Some("PassthroughCluster") {
+            failures.push(format!(
+                "{pod}: TCP under ALLOW_ANY_DYNAMIC_DNS goes to {tcp:?}"
+            ));
+        }
+    }
+    sim.close();
+    drop(istiod);
+    cleanup(c, &sc);
+    eprintln!("{}", rows.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}\n{}",
+        failures.join("\n"),
+        rows.join("\n")
+    );
+}
+
 /// meshConfig.serviceEntryVisibility on a real istiod: with
 /// `defaultVisibility: NAMESPACE` and `applyToSidecars: true`, istiod keeps
 /// each ServiceEntry to its own namespace whatever its exportTo, and the
