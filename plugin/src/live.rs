@@ -23,6 +23,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
 use meshscope_shared::inject::PROXY_CONTAINER;
 use meshscope_shared::inputs::Pod as ObservedPod;
+use meshscope_shared::inputs::{EndpointSlice, DISCOVERY_GROUP, HEADLESS_LABEL};
 use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::{Inputs, MeshSnapshot};
@@ -824,12 +825,29 @@ impl Live {
     where
         K: Clone + serde::de::DeserializeOwned + fmt::Debug,
     {
+        self.pages_selected(api, ar, ns, None).await
+    }
+
+    /// [`Live::pages`] of the objects with the label selector `selector`.
+    async fn pages_selected<K>(
+        &self,
+        api: Api<K>,
+        ar: &ApiResource,
+        ns: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<K>, ApiFailure>
+    where
+        K: Clone + serde::de::DeserializeOwned + fmt::Debug,
+    {
         let all = async {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
             let mut restarted = false;
             loop {
                 let mut lp = ListParams::default().limit(self.page_size);
+                if let Some(sel) = selector {
+                    lp = lp.labels(sel);
+                }
                 if let Some(t) = &token {
                     lp = lp.continue_token(t);
                 }
@@ -1047,6 +1065,7 @@ impl Live {
         let mut wide: Vec<Need> = vec![need("list", "", "namespaces", None)];
         if namespaces.is_some() {
             wide.extend(SHARED.iter().map(|(g, r)| need("list", g, r, None)));
+            wide.push(need("list", DISCOVERY_GROUP, "endpointslices", None));
         }
         let mut all = required.clone();
         all.extend(wide.iter().cloned());
@@ -1090,8 +1109,17 @@ impl Live {
             ));
         }
         let list_namespaces = !wide_denied.contains(&need("list", "", "namespaces", None));
+        // Under -n, the pods of other namespaces are not read: the
+        // EndpointSlices of headless Services name their IPs.
+        let slices = namespaces.is_some()
+            && !wide_denied.contains(&need("list", DISCOVERY_GROUP, "endpointslices", None));
+        if namespaces.is_some() && !slices {
+            limitations.push(format!(
+                "calls to pod IPs of headless Services in other namespaces are not mapped back: cannot list endpointslices.{DISCOVERY_GROUP} in all namespaces; grant {READER_FILE}"
+            ));
+        }
         let mut inputs = self
-            .list(namespaces, &shared_wide_denied, list_namespaces)
+            .list(namespaces, &shared_wide_denied, list_namespaces, slices)
             .await?;
         if !list_namespaces {
             let set = namespaces.expect("listing namespaces is required with -A");
@@ -1145,6 +1173,7 @@ impl Live {
         namespaces: Option<&BTreeSet<String>>,
         shared_in_scope: &[(&str, &str)],
         list_namespaces: bool,
+        headless_slices: bool,
     ) -> Result<Inputs, ApiFailure> {
         use futures::future::BoxFuture;
         use futures::FutureExt;
@@ -1174,6 +1203,22 @@ impl Live {
                 vec![None]
             }
         };
+        if headless_slices {
+            jobs.push(
+                async {
+                    let ar = ApiResource::erase::<EndpointSlice>(&());
+                    let api: Api<EndpointSlice> = Api::all(self.client.clone());
+                    let items = self
+                        .pages_selected(api, &ar, None, Some(HEADLESS_LABEL))
+                        .await?;
+                    Ok(Box::new(move |i: &mut Inputs| {
+                        i.endpoint_slices.extend(items);
+                        Ok(())
+                    }) as Fill)
+                }
+                .boxed(),
+            );
+        }
         for ns in per_scope("services") {
             jobs.push(
                 async move {

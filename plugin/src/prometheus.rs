@@ -31,7 +31,7 @@ struct Sample {
 
 /// The PromQL for client-side edges over `window` from one reporter.
 pub fn edge_query(reporter: &str, window: &str) -> String {
-    let by = "source_workload_namespace, source_workload, destination_service_namespace, destination_service_name, destination_service";
+    let by = "source_workload_namespace, source_workload, destination_service_namespace, destination_service_name, destination_service, destination_workload_namespace, destination_workload";
     format!(
         "sum by ({by}) (increase(istio_requests_total{{reporter=\"{reporter}\"}}[{window}])) > 0 or sum by ({by}) (increase(istio_tcp_connections_opened_total{{reporter=\"{reporter}\"}}[{window}])) > 0"
     )
@@ -111,13 +111,22 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
                 continue;
             };
             match get("destination_service_name") {
-                "PassthroughCluster" | "BlackHoleCluster" => obs.add_unregistered(Unregistered {
-                    workload: wid,
-                    address: dst.to_string(),
-                    authority: None,
-                    requests: count,
-                    blocked: get("destination_service_name") == "BlackHoleCluster",
-                }),
+                "PassthroughCluster" | "BlackHoleCluster" => obs.add_passthrough(
+                    snap,
+                    Unregistered {
+                        workload: wid,
+                        address: dst.to_string(),
+                        authority: None,
+                        requests: count,
+                        blocked: get("destination_service_name") == "BlackHoleCluster",
+                    },
+                    find(
+                        snap,
+                        get("destination_workload_namespace"),
+                        get("destination_workload"),
+                    ),
+                    "prometheus",
+                ),
                 _ if dst.is_empty() || dst == "unknown" => {}
                 _ => obs.add_edge(wid, dst, 0, count, "prometheus"),
             }

@@ -32,6 +32,19 @@ pub struct ObservedDestination {
     pub meets: Meets,
 }
 
+/// A hostname the proxy imports that several namespaces define: which
+/// copy it gets (a proxy holds one per hostname), and the others.
+#[derive(Clone, Debug, Serialize)]
+pub struct DuplicatedHost {
+    pub hostname: String,
+    /// The namespace whose copy the proxy gets, and its ports.
+    pub gets: String,
+    pub gets_ports: String,
+    /// The other definitions, as `namespace (ports)`, marked when not
+    /// exported to the proxy's namespace.
+    pub others: Vec<String>,
+}
+
 /// The outbound policy and DNS capture that decide what traffic outside
 /// the scope meets.
 #[derive(Clone, Debug, Serialize)]
@@ -87,6 +100,8 @@ pub struct Explanation {
     pub pushed_by: PushSources,
     pub observed: Option<Vec<ObservedDestination>>,
     pub fallthrough: Fallthrough,
+    /// Imported hostnames defined in several namespaces.
+    pub duplicated_hosts: Vec<DuplicatedHost>,
 }
 
 fn source_kind(s: ScopeSource) -> &'static str {
@@ -193,6 +208,7 @@ pub fn explain(
         dns_capture: edges::dns_capture(snap, w),
     };
     let observed = obs.map(|o| observed_for(snap, o, w, &vis, &fallthrough));
+    let duplicated_hosts = duplicated_for(snap, &vis, ns);
     let required = crate::required::required_for(snap, ns, Some(labels))
         .into_iter()
         .map(|r| {
@@ -255,7 +271,43 @@ pub fn explain(
         },
         observed,
         fallthrough,
+        duplicated_hosts,
     }
+}
+
+fn duplicated_for(snap: &MeshSnapshot, vis: &Visible, ns: &str) -> Vec<DuplicatedHost> {
+    let mut out = Vec::new();
+    for &id in vis.services.keys() {
+        let got = &snap.services[id];
+        let others: Vec<String> = snap
+            .services_named(&got.hostname)
+            .iter()
+            .filter(|o| snap.services[**o].namespace != got.namespace)
+            .map(|o| {
+                let s = &snap.services[*o];
+                format!(
+                    "{} ({}{})",
+                    s.namespace,
+                    crate::duplicates::ports_text(snap, *o),
+                    if s.export.visible_to(ns) {
+                        ""
+                    } else {
+                        "; not exported here"
+                    }
+                )
+            })
+            .collect();
+        if !others.is_empty() {
+            out.push(DuplicatedHost {
+                hostname: got.hostname.clone(),
+                gets: got.namespace.clone(),
+                gets_ports: crate::duplicates::ports_text(snap, id),
+                others,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.hostname.cmp(&b.hostname));
+    out
 }
 
 fn observed_for(

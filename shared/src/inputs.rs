@@ -139,6 +139,53 @@ impl k8s_openapi::Metadata for Pod {
     }
 }
 
+/// A `discovery.k8s.io/v1` EndpointSlice, as far as scoping reads it: the
+/// Service it belongs to (label `kubernetes.io/service-name`) and its
+/// endpoints' addresses. It maps a pod IP of a headless Service back to the
+/// Service when the pod itself was not read (another namespace, under
+/// `-n`).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct EndpointSlice {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub endpoints: Vec<SliceEndpoint>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SliceEndpoint {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub addresses: Vec<String>,
+}
+
+/// The label naming an EndpointSlice's Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// The label the EndpointSlice controller puts on a headless Service's
+/// slices.
+pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
+
+pub const DISCOVERY_GROUP: &str = "discovery.k8s.io";
+
+impl k8s_openapi::Resource for EndpointSlice {
+    const API_VERSION: &'static str = "discovery.k8s.io/v1";
+    const GROUP: &'static str = "discovery.k8s.io";
+    const KIND: &'static str = "EndpointSlice";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "endpointslices";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for EndpointSlice {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// Every object kind the scope engine reads.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
@@ -162,6 +209,8 @@ pub struct Inputs {
     pub authorization_policies: Vec<AuthorizationPolicy>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
+    /// EndpointSlices (only those of headless Services are used).
+    pub endpoint_slices: Vec<EndpointSlice>,
     /// Objects of kinds scoping does not read, by how they were named
     /// (`Secret`, a typo such as `Deploymnet`, or a read kind under
     /// another API group), with counts.
@@ -190,6 +239,7 @@ const READ_KINDS: &[(&str, Option<&str>)] = &[
     ("DestinationRule", Some(NETWORKING_GROUP)),
     ("Telemetry", Some(TELEMETRY_GROUP)),
     ("AuthorizationPolicy", Some(SECURITY_GROUP)),
+    ("EndpointSlice", Some(DISCOVERY_GROUP)),
 ];
 
 /// Edit distance, for naming the kind a typo meant.
@@ -298,6 +348,9 @@ impl Inputs {
             }
             ("AuthorizationPolicy", _) if group == SECURITY_GROUP => {
                 self.authorization_policies.push(decode(&kind, v)?)
+            }
+            ("EndpointSlice", _) if group == DISCOVERY_GROUP => {
+                self.endpoint_slices.push(decode(&kind, v)?)
             }
             ("Namespace", false) => self.namespaces.push(decode(&kind, v)?),
             ("Pod", false) => self.pods.push(decode(&kind, v)?),

@@ -128,6 +128,51 @@ impl Observations {
         self.sources.insert(source.to_string());
     }
 
+    /// Records traffic that left through PassthroughCluster or
+    /// BlackHoleCluster (`u`), mapped back to a registered service where
+    /// the access-log path maps it: a ClusterIP or ServiceEntry address, a
+    /// headless Service's pod IP, or a name (`u.address` may be a host, as
+    /// Istio's metrics give it for HTTP). What maps nowhere stays
+    /// unregistered.
+    ///
+    /// `to`: the workload that answered, when the metrics name it (Istio
+    /// reports `destination_workload` for a call to a pod with a sidecar,
+    /// even through PassthroughCluster, where a TCP call's
+    /// `destination_service` is `unknown`): a headless Service selecting
+    /// its pods is what the call went to.
+    pub fn add_passthrough(
+        &mut self,
+        snap: &MeshSnapshot,
+        u: Unregistered,
+        to: Option<WorkloadId>,
+        source: &str,
+    ) {
+        let name = split_host_port(&u.address)
+            .filter(|(h, _)| h.parse::<IpAddr>().is_err() && *h != "unknown")
+            .map(|_| u.address.clone());
+        let authority = u.authority.clone().or(name);
+        let found = resolve_passthrough(snap, u.workload, &u.address, authority.as_deref())
+            .or_else(|| to.and_then(|t| headless_of_workload(snap, t)));
+        match found {
+            Some((svc, port)) => {
+                self.add_edge(
+                    u.workload,
+                    &snap.services[svc].hostname,
+                    port,
+                    u.requests,
+                    source,
+                );
+                let t = self.traffic.entry(u.workload).or_default();
+                let e = t
+                    .outbound
+                    .entry((snap.services[svc].hostname.clone(), port))
+                    .or_default();
+                e.outside_scope += u.requests;
+            }
+            None => self.add_unregistered(u),
+        }
+    }
+
     pub fn add_unregistered(&mut self, u: Unregistered) {
         if let Some(cur) = self
             .unregistered
@@ -622,6 +667,19 @@ fn resolve_passthrough(
     None
 }
 
+/// The headless Service (in its namespace) that selects a workload's pods,
+/// with its first port (a metric names no port).
+fn headless_of_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<(SvcId, u32)> {
+    let wl = &snap.workloads[w];
+    let labels = snap.workload_labels(w);
+    snap.services_in(&wl.namespace).iter().find_map(|&svc| {
+        let s = &snap.services[svc];
+        let sel = s.selector.as_ref()?;
+        (is_headless(s) && sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            .then(|| (svc, s.ports.first().map_or(0, |p| p.number)))
+    })
+}
+
 fn is_headless(s: &crate::snapshot::ServiceInfo) -> bool {
     s.kind == crate::snapshot::SvcKind::Kube
         && s.resolution == crate::snapshot::Resolution::Passthrough
@@ -662,6 +720,22 @@ fn headless_at(snap: &MeshSnapshot, ip: &IpAddr, port: Option<u32>) -> Option<(S
                 None => return Some((svc, s.ports.first().map_or(0, |sp| sp.number))),
                 _ => {}
             }
+        }
+    }
+    // A pod that was not read (another namespace under `-n`): the
+    // EndpointSlices of headless Services list it.
+    for &svc in snap.headless_services_at(ip) {
+        let s = &snap.services[svc];
+        match port {
+            Some(n)
+                if s.ports
+                    .iter()
+                    .any(|sp| sp.number == n || sp.target_port == n) =>
+            {
+                return Some((svc, service_port(s, n)));
+            }
+            None => return Some((svc, s.ports.first().map_or(0, |sp| sp.number))),
+            _ => {}
         }
     }
     None

@@ -374,6 +374,9 @@ pub struct MeshSnapshot {
     pub(crate) services_by_ns: HashMap<String, Vec<SvcId>>,
     pub(crate) services_by_addr: HashMap<IpAddr, Vec<SvcId>>,
     pub(crate) pods_by_ip: HashMap<IpAddr, Vec<PodId>>,
+    /// Endpoint addresses of headless Services, from EndpointSlices: the
+    /// pods behind them that were not read themselves.
+    pub(crate) headless_by_ip: HashMap<IpAddr, Vec<SvcId>>,
     pub(crate) pods_by_name: HashMap<String, Vec<PodId>>,
     pub(crate) workloads_by_ns: HashMap<String, Vec<WorkloadId>>,
     pub(crate) vss_by_ns: HashMap<String, Vec<VsId>>,
@@ -852,6 +855,39 @@ impl MeshSnapshot {
                 services_by_addr.entry(*a).or_default().push(id);
             }
         }
+        let mut headless_by_ip: HashMap<IpAddr, Vec<SvcId>> = HashMap::default();
+        for slice in &inputs.endpoint_slices {
+            let ns = ns_of(&slice.metadata);
+            let Some(svc_name) = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::inputs::SERVICE_NAME_LABEL))
+            else {
+                continue;
+            };
+            let Some(&svc) = services_by_ns.get(&ns).and_then(|ids| {
+                ids.iter().find(|id| {
+                    let s = &services[**id];
+                    s.kind == SvcKind::Kube
+                        && s.resolution == Resolution::Passthrough
+                        && s.name == *svc_name
+                })
+            }) else {
+                continue;
+            };
+            for ip in slice
+                .endpoints
+                .iter()
+                .flat_map(|e| &e.addresses)
+                .filter_map(|a| a.parse::<IpAddr>().ok())
+            {
+                let at = headless_by_ip.entry(ip).or_default();
+                if !at.contains(&svc) {
+                    at.push(svc);
+                }
+            }
+        }
         // Inbound ports: the distinct targetPorts of the Kubernetes
         // Services in the workload's namespace that select its pods.
         for w in workloads.iter_mut() {
@@ -981,6 +1017,7 @@ impl MeshSnapshot {
             services_by_ns,
             services_by_addr,
             pods_by_ip,
+            headless_by_ip,
             pods_by_name,
             workloads_by_ns,
             vss_by_ns,
@@ -1026,6 +1063,11 @@ impl MeshSnapshot {
 
     pub fn services_at(&self, ip: &IpAddr) -> &[SvcId] {
         self.services_by_addr.get(ip).map_or(&[], Vec::as_slice)
+    }
+
+    /// Headless Services whose EndpointSlices list `ip`.
+    pub fn headless_services_at(&self, ip: &IpAddr) -> &[SvcId] {
+        self.headless_by_ip.get(ip).map_or(&[], Vec::as_slice)
     }
 
     pub fn pods_at(&self, ip: &IpAddr) -> &[PodId] {

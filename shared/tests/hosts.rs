@@ -65,6 +65,52 @@ fn pod_ips_of_a_headless_service_map_back_to_it() {
     assert_eq!(hosts(&r[0]), vec!["data/db.data.svc.cluster.local"]);
 }
 
+/// The pods of `data` were not read (a read under `-n shop`): the headless
+/// Service's EndpointSlice still maps their IPs back; one of a ClusterIP
+/// Service, or of another Service's name, does not.
+#[test]
+fn endpoint_slices_map_pod_ips_of_a_headless_service_whose_pods_were_not_read() {
+    let without_pods: String = statefulset()
+        .split("---\n")
+        .filter(|d| !(d.contains("kind: Pod") && d.contains("namespace: data")))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let slice = |name: &str, svc: &str, ips: &[&str]| {
+        format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: data\n  labels: {{kubernetes.io/service-name: {svc}, service.kubernetes.io/headless: \"\"}}\naddressType: IPv4\nendpoints:\n{}ports: [{{name: tcp-pg, port: 5432}}]\n",
+            ips.iter()
+                .map(|ip| format!("- addresses: [\"{ip}\"]\n"))
+                .collect::<String>()
+        )
+    };
+    let logs = line("10.0.0.1", "PassthroughCluster", "10.1.0.10:5432", "-")
+        + &line("10.0.0.1", "PassthroughCluster", "10.1.0.11:9090", "-");
+    // Without slices the pod IPs are unknown.
+    let s = snap(&without_pods);
+    let obs = observe(&s, &logs);
+    assert_eq!(obs.unregistered.len(), 2, "{:?}", obs.unregistered);
+    let s = snap(
+        &(without_pods.clone()
+            + &slice("db-abcde", "db", &["10.1.0.10", "10.1.0.11"])
+            + &slice("other-xyz", "other", &["10.1.0.12"])),
+    );
+    let web = pod_workload(&s, "shop", "web");
+    let obs = observe(
+        &s,
+        &(logs + &line("10.0.0.1", "PassthroughCluster", "10.1.0.12:5432", "-")),
+    );
+    assert_eq!(
+        outbound(&obs, web),
+        vec![
+            ("db.data.svc.cluster.local".to_string(), 5432),
+            ("db.data.svc.cluster.local".to_string(), 8080)
+        ]
+    );
+    // `other` is no Service here: its slice maps nothing.
+    assert_eq!(obs.unregistered.len(), 1, "{:?}", obs.unregistered);
+    assert_eq!(obs.unregistered[0].address, "10.1.0.12:5432");
+}
+
 #[test]
 fn a_port_the_headless_service_lacks_stays_unregistered() {
     let s = snap(&statefulset());
@@ -406,4 +452,56 @@ fn audit_reports_a_hostname_defined_with_different_ports_and_who_gets_which() {
         },
     );
     assert!(f.iter().all(|f| f.code != "MS0014"), "{f:?}");
+}
+
+/// Metrics of a TCP call through PassthroughCluster name no service
+/// (`destination_service="unknown"`), but the workload that answered: a
+/// headless Service selecting its pods is what was called. A name or a
+/// pod IP maps as in access logs.
+#[test]
+fn passthrough_metrics_map_back_by_the_answering_workload_a_name_or_a_pod_ip() {
+    use meshscope_shared::observe::Unregistered;
+    let s = snap(&statefulset());
+    let web = pod_workload(&s, "shop", "web");
+    let db = s
+        .find_workload(&WorkloadKind::StatefulSet, "data", "db")
+        .unwrap();
+    let u = |address: &str| Unregistered {
+        workload: web,
+        address: address.to_string(),
+        authority: None,
+        requests: 3,
+        blocked: false,
+    };
+    let mut obs = Observations::default();
+    obs.add_passthrough(&s, u("unknown"), Some(db), "prometheus");
+    obs.add_passthrough(
+        &s,
+        u("db-1.db.data.svc.cluster.local:8080"),
+        None,
+        "prometheus",
+    );
+    obs.add_passthrough(&s, u("10.1.0.10:5432"), None, "prometheus");
+    // Nothing to go on: it stays unregistered.
+    obs.add_passthrough(&s, u("unknown"), None, "prometheus");
+    obs.add_passthrough(&s, u("api.example.com"), None, "prometheus");
+    assert_eq!(
+        outbound(&obs, web),
+        vec![
+            ("db.data.svc.cluster.local".to_string(), 5432),
+            ("db.data.svc.cluster.local".to_string(), 8080)
+        ]
+    );
+    let t = obs.of(web).unwrap();
+    assert_eq!(
+        t.outbound[&("db.data.svc.cluster.local".to_string(), 5432)].requests,
+        6
+    );
+    assert_eq!(
+        obs.unregistered
+            .iter()
+            .map(|u| u.address.as_str())
+            .collect::<Vec<_>>(),
+        vec!["unknown", "api.example.com"]
+    );
 }

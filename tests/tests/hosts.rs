@@ -198,6 +198,27 @@ fn a_hostname_in_several_namespaces_is_written_from_the_one_each_proxy_gets_and_
         assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
         assert_eq!(egress_hosts(&r.stdout), vec![want.to_string()], "{ns}");
     }
+    // explain says which copy each proxy gets, and where the others are.
+    for (ns, pod, want) in [
+        (
+            "web",
+            "web",
+            "  api.example.com: gets bbb's (8443/HTTP); also in aaa (443/TCP), shop (9443/TCP)",
+        ),
+        (
+            "other",
+            "job",
+            "  api.example.com: gets aaa's (443/TCP); also in bbb (8443/HTTP; not exported here), shop (9443/TCP)",
+        ),
+    ] {
+        let r = meshscope(&["explain", "pod", pod, "-n", ns, "--manifests", &manifests]);
+        assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+        assert!(
+            r.stdout.contains("Defined in several namespaces") && r.stdout.contains(want),
+            "{want:?} in\n{}",
+            r.stdout
+        );
+    }
     let r = meshscope(&["audit", "--manifests", &manifests, "-o", "json"]);
     assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
@@ -221,4 +242,101 @@ fn a_hostname_in_several_namespaces_is_written_from_the_one_each_proxy_gets_and_
         "{}",
         r.stdout
     );
+}
+
+/// Live, under `-n`: the pods of other namespaces are not read, so a call
+/// to a StatefulSet pod's IP in another namespace maps back to its headless
+/// Service through the Service's EndpointSlice (which the test control
+/// plane's endpointslice controller writes from the pod's IP).
+#[test]
+fn live_under_n_a_headless_pod_ip_in_another_namespace_maps_back_through_its_endpoint_slice() {
+    use meshscope_e2e::cluster::Cluster;
+    use meshscope_e2e::run::meshscope_at;
+
+    let c = Cluster::shared();
+    let data = c.namespace("hl-data", &[("istio-injection", "enabled")]);
+    let shop = c.namespace("hl-shop", &[("istio-injection", "enabled")]);
+    // The controller lists only pods on a Node it knows.
+    let node = c.stand_in_node("hl-node", 10250).unwrap();
+    c.apply(&format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: db\n  namespace: {data}\nspec:\n  clusterIP: None\n  selector: {{app: db}}\n  ports:\n  - {{name: tcp-pg, port: 5432}}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: db-0\n  namespace: {data}\n  labels: {{app: db}}\nspec:\n  nodeName: {node}\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: {shop}\n  labels: {{app: web}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\n"));
+    c.set_pod_ip(&data, "db-0", "10.77.0.10").unwrap();
+    c.set_pod_ip(&shop, "web", "10.77.1.10").unwrap();
+    // The controller lists the pod's IP in the Service's slice.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let got = c.kubectl_ok(
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                &data,
+                "-l",
+                "kubernetes.io/service-name=db",
+                "-o",
+                "jsonpath={.items[*].endpoints[*].addresses[*]}",
+            ],
+            None,
+        );
+        if got.contains("10.77.0.10") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no EndpointSlice lists db-0's IP: {got:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(
+        dir.path(),
+        "access.log",
+        &line("10.77.1.10", "PassthroughCluster", "10.77.0.10:5432", "-"),
+    );
+    let r = meshscope_at(
+        &c.kubeconfig,
+        &["recommend", "-n", &shop, "--access-log", &log],
+    );
+    // The same call in a real Prometheus's Istio metrics: an HTTP call by
+    // the pod's DNS name through PassthroughCluster (Istio reports the
+    // Host as destination_service).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let labels = format!("reporter=\"source\",source_workload=\"web\",source_workload_namespace=\"{shop}\",destination_service=\"db-0.db.{data}.svc.cluster.local:5432\",destination_service_name=\"PassthroughCluster\",destination_service_namespace=\"unknown\",destination_workload=\"unknown\",destination_workload_namespace=\"unknown\",response_code=\"200\"");
+    let mut om = "# TYPE istio_requests counter\n".to_string();
+    for k in 0..13u64 {
+        om += &format!(
+            "istio_requests_total{{{labels}}} {} {}\n",
+            (k + 1) * 5,
+            now - 120 - (12 - k) * 300
+        );
+    }
+    om += "# EOF\n";
+    let prom = meshscope_e2e::cluster::Prometheus::start(&om).unwrap();
+    let p = meshscope_at(
+        &c.kubeconfig,
+        &[
+            "recommend",
+            "-n",
+            &shop,
+            "--prometheus",
+            &prom.url,
+            "--since",
+            "7d",
+        ],
+    );
+    let _ = c.kubectl(&["delete", "namespace", &data, &shop, "--wait=false"], None);
+    let _ = c.kubectl(&["delete", "node", &node, "--wait=false"], None);
+    for r in [&r, &p] {
+        assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+        assert_eq!(
+            egress_hosts(&r.stdout),
+            vec![format!("{data}/db.{data}.svc.cluster.local")],
+            "{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(!r.stderr.contains("unregistered"), "{}", r.stderr);
+    }
 }

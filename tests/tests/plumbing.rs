@@ -464,7 +464,7 @@ fn a_user_without_permissions_gets_one_role_for_everything_missing() {
     let first = err.lines().next().unwrap();
     assert_eq!(
         first,
-        format!("error: RBAC forbids list on namespaces, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in all namespaces, and list on pods, deployments.apps, replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, cronjobs.batch, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml, or at least:")
+        format!("error: RBAC forbids list on namespaces, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, endpointslices.discovery.k8s.io in all namespaces, and list on pods, deployments.apps, replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, cronjobs.batch, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml, or at least:")
     );
     assert_eq!(
         err.matches("apiVersion: rbac.authorization.k8s.io/v1")

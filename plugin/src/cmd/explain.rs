@@ -202,6 +202,22 @@ pub fn cmd_explain(
                     )
                 }
             )?;
+            if !e.duplicated_hosts.is_empty() {
+                writeln!(
+                    out,
+                    "Defined in several namespaces (a proxy gets one copy of a hostname):"
+                )?;
+                for d in &e.duplicated_hosts {
+                    writeln!(
+                        out,
+                        "  {}: gets {}'s ({}); also in {}",
+                        d.hostname,
+                        d.gets,
+                        d.gets_ports,
+                        d.others.join(", ")
+                    )?;
+                }
+            }
             writeln!(
                 out,
                 "Outside the scope: outbound policy {}, DNS capture {}",
