@@ -709,36 +709,33 @@ fn headless_at(snap: &MeshSnapshot, ip: &IpAddr, port: Option<u32>) -> Option<(S
             if !sel.iter().all(|(k, v)| p.labels.get(k) == Some(v)) {
                 continue;
             }
-            match port {
-                Some(n)
-                    if s.ports
-                        .iter()
-                        .any(|sp| sp.number == n || sp.target_port == n) =>
-                {
-                    return Some((svc, service_port(s, n)));
-                }
-                None => return Some((svc, s.ports.first().map_or(0, |sp| sp.number))),
-                _ => {}
+            if let Some(p) = headless_port(s, port) {
+                return Some((svc, p));
             }
         }
     }
     // A pod that was not read (another namespace under `-n`): the
     // EndpointSlices of headless Services list it.
-    for &svc in snap.headless_services_at(ip) {
-        let s = &snap.services[svc];
-        match port {
-            Some(n)
-                if s.ports
-                    .iter()
-                    .any(|sp| sp.number == n || sp.target_port == n) =>
-            {
-                return Some((svc, service_port(s, n)));
-            }
-            None => return Some((svc, s.ports.first().map_or(0, |sp| sp.number))),
-            _ => {}
+    snap.headless_services_at(ip)
+        .iter()
+        .find_map(|&svc| headless_port(&snap.services[svc], port).map(|p| (svc, p)))
+}
+
+/// The port of headless Service `s` that a call to `port` on one of its
+/// pods goes through (as a port or a target port), or its first port when
+/// the call names none; `None` when the Service lacks the port.
+fn headless_port(s: &crate::snapshot::ServiceInfo, port: Option<u32>) -> Option<u32> {
+    match port {
+        Some(n)
+            if s.ports
+                .iter()
+                .any(|sp| sp.number == n || sp.target_port == n) =>
+        {
+            Some(service_port(s, n))
         }
+        None => Some(s.ports.first().map_or(0, |sp| sp.number)),
+        _ => None,
     }
-    None
 }
 
 #[cfg(test)]

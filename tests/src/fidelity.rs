@@ -90,7 +90,16 @@ impl Builder {
             labels: l,
             ip,
             service_account: "default".into(),
+            ready: true,
         });
+    }
+
+    /// A pod that runs but is not Ready: no endpoint of its Services.
+    pub fn unready_pod(&mut self, ns: &str, name: &str, l: Labels) {
+        self.pod(ns, name, l);
+        if let Some(p) = self.world.pods.last_mut() {
+            p.ready = false;
+        }
     }
 
     pub fn istio(&mut self, doc: String) {
@@ -380,6 +389,9 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
         b.pod(&a, "app-0", labels(&[("app", "app")]));
         b.pod(&a, "stateful-0", labels(&[("app", "stateful")]));
         b.pod(&a, "stateful-1", labels(&[("app", "stateful")]));
+        // Running but not Ready: istiod still builds an outbound listener
+        // for its IP (headless listeners take every endpoint, ready or not).
+        b.unready_pod(&a, "stateful-2", labels(&[("app", "stateful")]));
         b.pod(&c, "ext-client-0", labels(&[("app", "ext-client")]));
         b.pod(&c, "narrow-0", labels(&[("app", "narrow")]));
         b.istio(service_entry_doc(

@@ -68,6 +68,9 @@ pub struct Pod {
     pub labels: Labels,
     pub ip: String,
     pub service_account: String,
+    /// What the kubelet reports: Ready (its EndpointSlice entries are
+    /// ready too), or running but not ready.
+    pub ready: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -200,8 +203,11 @@ impl World {
             for p in eps {
                 let _ = writeln!(
                     out,
-                    "- addresses: [\"{}\"]\n  conditions: {{ready: true, serving: true, terminating: false}}\n  targetRef: {{kind: Pod, name: {}, namespace: {}}}",
-                    p.ip, p.name, p.namespace
+                    "- addresses: [\"{}\"]\n  conditions: {{ready: {r}, serving: {r}, terminating: false}}\n  targetRef: {{kind: Pod, name: {}, namespace: {}}}",
+                    p.ip,
+                    p.name,
+                    p.namespace,
+                    r = p.ready
                 );
             }
             out.push_str("ports:\n");
@@ -219,16 +225,18 @@ impl World {
         out
     }
 
-    /// What a kubelet would report for every pod: Running, Ready, its IP.
+    /// What a kubelet would report for every pod: Running, Ready (or not),
+    /// its IP.
     pub fn status_yaml(&self) -> String {
         let mut out = String::new();
         for p in &self.pods {
             let _ = writeln!(
                 out,
-                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {}\n  namespace: {}\nstatus:\n  phase: Running\n  podIP: {ip}\n  podIPs:\n  - ip: {ip}\n  conditions:\n  - type: Ready\n    status: \"True\"\n  - type: ContainersReady\n    status: \"True\"",
+                "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {}\n  namespace: {}\nstatus:\n  phase: Running\n  podIP: {ip}\n  podIPs:\n  - ip: {ip}\n  conditions:\n  - type: Ready\n    status: \"{r}\"\n  - type: ContainersReady\n    status: \"{r}\"",
                 p.name,
                 p.namespace,
-                ip = p.ip
+                ip = p.ip,
+                r = if p.ready { "True" } else { "False" }
             );
         }
         out

@@ -326,8 +326,32 @@ fn live_under_n_a_headless_pod_ip_in_another_namespace_maps_back_through_its_end
             "7d",
         ],
     );
-    let _ = c.kubectl(&["delete", "namespace", &data, &shop, "--wait=false"], None);
-    let _ = c.kubectl(&["delete", "node", &node, "--wait=false"], None);
+    // With no kubelet, a pod bound to a node stays Terminating until forced;
+    // the namespaces must be gone before other tests read the cluster.
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "pod",
+            "db-0",
+            "-n",
+            &data,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "namespace",
+            &data,
+            &shop,
+            "--wait=true",
+            "--timeout=120s",
+        ],
+        None,
+    );
+    let _ = c.kubectl(&["delete", "node", &node], None);
     for r in [&r, &p] {
         assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
         assert_eq!(

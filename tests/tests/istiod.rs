@@ -74,6 +74,19 @@ fn set_mesh(c: &Cluster, mesh: &str) {
     ));
 }
 
+/// Applies a scenario (mesh config included), starts istiod on it, and
+/// connects a simulated sidecar per pod, once their config has settled.
+fn start_world(c: &Cluster, sc: &Scenario) -> (Istiod, Sim) {
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    wait_for_world(&istiod, sc).expect("istiod sees the scenario");
+    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    (istiod, sim)
+}
+
 fn specs(world: &World) -> Vec<ProxySpec> {
     world.pods.iter().map(|p| p.proxy_spec()).collect()
 }
@@ -504,9 +517,8 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
         443,
         "203.0.113.7:443",
     );
-    // web calls a pod of the headless Service by its DNS name, outside any
-    // cluster (the live read lists pods only in the namespaces in scope, so
-    // the name, not the pod IP, is what maps it back here).
+    // web calls a pod of the headless Service by its DNS name, at an
+    // address that is no pod's: the name is what maps it back.
     let src = ip(&web, "client-0");
     let dst = "10.255.0.9:5432";
     log += &format!("[2026-11-21T10:00:02.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"db-0.db.{a}.svc.cluster.local:5432\" \"{dst}\" PassthroughCluster {src}:40001 {dst} {src}:40000 - allow_any\n");
@@ -514,13 +526,7 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
     let log_path = dir.path().join("access.log");
     std::fs::write(&log_path, &log).unwrap();
 
-    set_mesh(c, &sc.mesh);
-    sc.world.apply(c).expect("world applied");
-    let istiod = Istiod::start(c).expect("istiod starts");
-    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let (istiod, sim) = start_world(c, &sc);
     let db_cluster = format!("outbound|5432||db.{a}.svc.cluster.local");
     let cds = |ns: &str| {
         sim.get(&format!("{ns}/client-0"))
@@ -686,13 +692,7 @@ fn applied_sidecars_keep_provider_and_egress_gateway_clusters() {
     let log_path = dir.path().join("access.log");
     std::fs::write(&log_path, &log).unwrap();
 
-    set_mesh(c, &sc.mesh);
-    sc.world.apply(c).expect("world applied");
-    let istiod = Istiod::start(c).expect("istiod starts");
-    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let (istiod, sim) = start_world(c, &sc);
     let cds = |pod: &str| {
         sim.get(&format!("{app}/{pod}"))
             .expect("proxy")
@@ -839,13 +839,7 @@ fn outbound_policy_matches_istiods_catch_all() {
         ));
     }
     let sc = w.finish("outbound-policy".into(), DEFAULT_MESH.into());
-    set_mesh(c, &sc.mesh);
-    sc.world.apply(c).expect("world applied");
-    let istiod = Istiod::start(c).expect("istiod starts");
-    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let (istiod, sim) = start_world(c, &sc);
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     for (app, _) in cases {

@@ -239,6 +239,7 @@ fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
                 labels: l,
                 ip: ip.to_string(),
                 service_account: "default".into(),
+                ready: true,
             });
         }
         if app.starts_with("httpbin-") {
