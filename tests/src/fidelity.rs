@@ -91,7 +91,16 @@ impl Builder {
             ip,
             service_account: "default".into(),
             ready: true,
+            terminating: false,
         });
+    }
+
+    /// A pod being deleted (held in Terminating).
+    pub fn terminating_pod(&mut self, ns: &str, name: &str, l: Labels) {
+        self.pod(ns, name, l);
+        if let Some(p) = self.world.pods.last_mut() {
+            p.terminating = true;
+        }
     }
 
     /// A pod that runs but is not Ready: no endpoint of its Services.
@@ -392,6 +401,9 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
         // Running but not Ready: istiod still builds an outbound listener
         // for its IP (headless listeners take every endpoint, ready or not).
         b.unready_pod(&a, "stateful-2", labels(&[("app", "stateful")]));
+        // Terminating (its EndpointSlice entry says so, as the controller
+        // writes it): istiod keeps the listener for its IP too.
+        b.terminating_pod(&a, "stateful-3", labels(&[("app", "stateful")]));
         b.pod(&c, "ext-client-0", labels(&[("app", "ext-client")]));
         b.pod(&c, "narrow-0", labels(&[("app", "narrow")]));
         b.istio(service_entry_doc(

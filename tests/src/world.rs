@@ -71,7 +71,13 @@ pub struct Pod {
     /// What the kubelet reports: Ready (its EndpointSlice entries are
     /// ready too), or running but not ready.
     pub ready: bool,
+    /// Being deleted: a finalizer holds it in Terminating (there is no
+    /// kubelet to finish it), and its EndpointSlice entries say so.
+    pub terminating: bool,
 }
+
+/// The finalizer that holds a terminating test pod.
+const HOLD: &str = "meshscope.io/test-hold";
 
 #[derive(Clone, Debug, Default)]
 pub struct World {
@@ -168,6 +174,9 @@ impl World {
                 p.name, p.namespace
             );
             map_yaml(&mut out, "    ", &p.labels);
+            if p.terminating {
+                let _ = writeln!(out, "  finalizers:\n  - {HOLD}");
+            }
             let _ = writeln!(
                 out,
                 "spec:\n  serviceAccountName: {sa}\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: registry.invalid/app:1\n  - name: istio-proxy\n    image: docker.io/istio/proxyv2:1.31.0",
@@ -203,11 +212,13 @@ impl World {
             for p in eps {
                 let _ = writeln!(
                     out,
-                    "- addresses: [\"{}\"]\n  conditions: {{ready: {r}, serving: {r}, terminating: false}}\n  targetRef: {{kind: Pod, name: {}, namespace: {}}}",
+                    "- addresses: [\"{}\"]\n  conditions: {{ready: {}, serving: {}, terminating: {}}}\n  targetRef: {{kind: Pod, name: {}, namespace: {}}}",
                     p.ip,
+                    p.ready && !p.terminating,
+                    p.ready,
+                    p.terminating,
                     p.name,
                     p.namespace,
-                    r = p.ready
                 );
             }
             out.push_str("ports:\n");
@@ -260,6 +271,20 @@ impl World {
         if !self.pods.is_empty() {
             ssa(&["--subresource=status"], &self.status_yaml())?;
         }
+        for p in self.pods.iter().filter(|p| p.terminating) {
+            let o = cluster.kubectl(
+                &["delete", "pod", &p.name, "-n", &p.namespace, "--wait=false"],
+                None,
+            );
+            if !o.status.success() {
+                bail!(
+                    "delete pod {}/{}: {}",
+                    p.namespace,
+                    p.name,
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        }
         Ok(())
     }
 
@@ -267,6 +292,22 @@ impl World {
     pub fn delete(&self, cluster: &Cluster) -> Result<()> {
         if self.namespaces.is_empty() {
             return Ok(());
+        }
+        // Release the pods held in Terminating, or the namespaces never go.
+        for p in self.pods.iter().filter(|p| p.terminating) {
+            let _ = cluster.kubectl(
+                &[
+                    "patch",
+                    "pod",
+                    &p.name,
+                    "-n",
+                    &p.namespace,
+                    "--type=json",
+                    "-p",
+                    "[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]",
+                ],
+                None,
+            );
         }
         let mut args = vec!["delete", "namespace", "--wait=true", "--timeout=120s"];
         let names: Vec<&str> = self.namespaces.iter().map(|(n, _)| n.as_str()).collect();

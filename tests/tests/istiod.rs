@@ -87,8 +87,14 @@ fn start_world(c: &Cluster, sc: &Scenario) -> (Istiod, Sim) {
     (istiod, sim)
 }
 
+/// A simulated sidecar per pod that runs (not one held in Terminating).
 fn specs(world: &World) -> Vec<ProxySpec> {
-    world.pods.iter().map(|p| p.proxy_spec()).collect()
+    world
+        .pods
+        .iter()
+        .filter(|p| !p.terminating)
+        .map(|p| p.proxy_spec())
+        .collect()
 }
 
 /// The Sidecar istiod applied, as `ns/name`, or `None` for its implicit
@@ -120,7 +126,7 @@ fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Resu
     let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 32)?;
     sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
         .with_context(|| format!("{}: istiod log:\n{}", sc.name, istiod.log_tail(20)))?;
-    for p in &sc.world.pods {
+    for p in sc.world.pods.iter().filter(|p| !p.terminating) {
         tally.proxies += 1;
         let key = format!("{}/{}", p.namespace, p.name);
         let proxy = sim.get(&key).context("a proxy per pod")?;

@@ -240,6 +240,7 @@ fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
                 ip: ip.to_string(),
                 service_account: "default".into(),
                 ready: true,
+                terminating: false,
             });
         }
         if app.starts_with("httpbin-") {
