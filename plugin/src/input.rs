@@ -268,12 +268,7 @@ pub fn read_access_logs(
     if obs.sources.is_empty() {
         obs.sources.insert("access-log".into());
     }
-    obs.unregistered.sort_by(|a, b| {
-        b.requests
-            .cmp(&a.requests)
-            .then(a.address.cmp(&b.address))
-            .then(a.workload.cmp(&b.workload))
-    });
+    obs.sort_unregistered();
     Ok(obs)
 }
 

@@ -128,7 +128,9 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
                     "prometheus",
                 ),
                 _ if dst.is_empty() || dst == "unknown" => {}
-                _ => obs.add_edge(wid, dst, 0, count, "prometheus"),
+                _ => {
+                    obs.add_edge(wid, dst, 0, count, "prometheus");
+                }
             }
         }
     }

@@ -690,14 +690,7 @@ fn outside_message(
     outside: &[String],
 ) -> String {
     let wl = &snap.workloads[w];
-    let mut meets: Vec<edges::Meets> = edges
-        .iter()
-        .map(|e| e.meets)
-        .filter(|m| *m != edges::Meets::InScope)
-        .collect();
-    meets.sort();
-    meets.dedup();
-    let what: Vec<String> = meets
+    let what: Vec<String> = edges::outside_outcomes(edges.iter().map(|e| e.meets))
         .iter()
         .map(|m| format!("{}: {}", m.as_str(), m.consequence()))
         .collect();

@@ -241,6 +241,14 @@ pub fn edge_outcomes(
         .collect()
 }
 
+/// The outcomes other than in-scope among `meets`, each once, in order:
+/// the ones whose consequences a reader needs spelt out.
+pub fn outside_outcomes(meets: impl IntoIterator<Item = Meets>) -> Vec<Meets> {
+    let set: std::collections::BTreeSet<Meets> =
+        meets.into_iter().filter(|m| *m != Meets::InScope).collect();
+    set.into_iter().collect()
+}
+
 /// The edges that are not in scope, grouped by what they meet:
 /// `"blackholed: a:80, b:80; passthrough: c:443"`.
 pub fn summarize_outside(edges: &[EdgeOutcome]) -> String {

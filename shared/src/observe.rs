@@ -104,7 +104,8 @@ impl Observations {
         self.traffic.get(&w)
     }
 
-    /// Adds one edge from another source (Prometheus, say).
+    /// Adds one edge from another source (Prometheus, say), and returns
+    /// it.
     pub fn add_edge(
         &mut self,
         w: WorkloadId,
@@ -112,12 +113,13 @@ impl Observations {
         port: u32,
         requests: u64,
         source: &str,
-    ) {
+    ) -> &mut Edge {
+        self.sources.insert(source.to_string());
         let t = self.traffic.entry(w).or_default();
+        t.sources.insert(source.to_string());
         let e = t.outbound.entry((hostname.to_string(), port)).or_default();
         e.requests += requests;
-        t.sources.insert(source.to_string());
-        self.sources.insert(source.to_string());
+        e
     }
 
     /// Records that a workload served traffic (it is alive).
@@ -155,22 +157,24 @@ impl Observations {
             .or_else(|| to.and_then(|t| headless_of_workload(snap, t)));
         match found {
             Some((svc, port)) => {
-                self.add_edge(
-                    u.workload,
-                    &snap.services[svc].hostname,
-                    port,
-                    u.requests,
-                    source,
-                );
-                let t = self.traffic.entry(u.workload).or_default();
-                let e = t
-                    .outbound
-                    .entry((snap.services[svc].hostname.clone(), port))
-                    .or_default();
-                e.outside_scope += u.requests;
+                let host = &snap.services[svc].hostname;
+                self.add_edge(u.workload, host, port, u.requests, source)
+                    .outside_scope += u.requests;
             }
             None => self.add_unregistered(u),
         }
+    }
+
+    /// Orders unregistered destinations as they are shown: most requests
+    /// first, then by address and workload (the same for any split of the
+    /// input).
+    pub fn sort_unregistered(&mut self) {
+        self.unregistered.sort_by(|a, b| {
+            b.requests
+                .cmp(&a.requests)
+                .then(a.address.cmp(&b.address))
+                .then(a.workload.cmp(&b.workload))
+        });
     }
 
     pub fn add_unregistered(&mut self, u: Unregistered) {
@@ -584,12 +588,7 @@ impl<'s> LogIngest<'s> {
         for t in obs.traffic.values_mut() {
             t.sources.insert(self.source.clone());
         }
-        obs.unregistered.sort_by(|a, b| {
-            b.requests
-                .cmp(&a.requests)
-                .then(a.address.cmp(&b.address))
-                .then(a.workload.cmp(&b.workload))
-        });
+        obs.sort_unregistered();
         obs
     }
 }

@@ -242,14 +242,7 @@ pub fn cmd_explain(
                         o.requests
                     )?;
                 }
-                let mut seen: Vec<_> = obs
-                    .iter()
-                    .map(|o| o.meets)
-                    .filter(|m| *m != meshscope_shared::edges::Meets::InScope)
-                    .collect();
-                seen.sort();
-                seen.dedup();
-                for m in seen {
+                for m in meshscope_shared::edges::outside_outcomes(obs.iter().map(|o| o.meets)) {
                     writeln!(out, "  {}: {}", m.as_str(), m.consequence())?;
                 }
             }
