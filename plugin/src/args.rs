@@ -109,8 +109,8 @@ pub struct Common {
     #[arg(long, global = true, default_value_t = 500, value_name = "N")]
     pub chunk_size: u32,
     /// Live: how long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
-    #[arg(long, global = true, default_value = "30s", value_name = "DURATION", value_parser = crate::live::parse_request_timeout)]
-    pub request_timeout: crate::live::RequestTimeout,
+    #[arg(long, global = true, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
+    pub request_timeout: crate::duration::RequestTimeout,
     /// What the command does besides reading, for the one-pass RBAC check (set by the command, not a flag)
     #[arg(skip)]
     pub purpose: crate::live::Purpose,
@@ -120,6 +120,18 @@ pub struct Common {
     /// Do not print summaries on stderr (ingest counts, finding and Sidecar totals); errors and warnings still go there
     #[arg(short = 'q', long, global = true)]
     pub quiet: bool,
+}
+
+impl Common {
+    /// The connection flags, for [`crate::live::Live::connect`].
+    pub fn connect_options(&self) -> crate::live::ConnectOptions {
+        crate::live::ConnectOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            request_timeout: self.request_timeout,
+            chunk_size: self.chunk_size,
+        }
+    }
 }
 
 impl Command {

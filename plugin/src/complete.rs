@@ -571,7 +571,7 @@ impl ClusterLookup {
         let common = Self::common(cluster);
         rt.block_on(async {
             let work = async {
-                let live = Live::connect(&common).await?;
+                let live = Live::connect(&common.connect_options()).await?;
                 f(&live).await
             };
             tokio::time::timeout(CLUSTER_TIMEOUT, work)

@@ -8,6 +8,7 @@ pub mod args;
 pub mod cmd;
 pub mod complete;
 pub mod detect;
+pub mod duration;
 pub mod input;
 pub mod interrupt;
 pub mod istiod;
@@ -236,7 +237,7 @@ impl World {
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
-        let live = rt.block_on(live::Live::connect(c))?;
+        let live = rt.block_on(live::Live::connect(&c.connect_options()))?;
         let namespaces = if c.all_namespaces {
             None
         } else {

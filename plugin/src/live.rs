@@ -28,7 +28,9 @@ use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::{Inputs, MeshSnapshot};
 
-use crate::args::Common;
+pub use crate::duration::{
+    parse_duration, parse_request_timeout, show_duration, RequestTimeout, DEFAULT_REQUEST_TIMEOUT,
+};
 
 /// What a finished list adds to the inputs.
 type Fill = Box<dyn FnOnce(&mut Inputs) -> Result<(), ApiFailure> + Send>;
@@ -37,9 +39,6 @@ type Listed = Result<Fill, ApiFailure>;
 /// Lists (and log streams) in flight at once.
 pub const PARALLELISM: usize = 6;
 
-/// `--request-timeout` when not given.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// How long a call may take before a terminal is told what it waits for.
 pub const NOTE_AFTER: Duration = Duration::from_secs(3);
 
@@ -47,118 +46,6 @@ pub const NOTE_AFTER: Duration = Duration::from_secs(3);
 pub const READER_FILE: &str = "deploy/rbac/meshscope-reader.yaml";
 pub const APPLIER_FILE: &str = "deploy/rbac/meshscope-applier.yaml";
 pub const VERIFIER_FILE: &str = "deploy/rbac/meshscope-verifier.yaml";
-
-/// `--request-timeout`: the bound on one call to the API server, all its
-/// retries and every page of one list included. `None` waits forever
-/// (kubectl's `0`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestTimeout(pub Option<Duration>);
-
-impl Default for RequestTimeout {
-    fn default() -> Self {
-        RequestTimeout(Some(DEFAULT_REQUEST_TIMEOUT))
-    }
-}
-
-impl RequestTimeout {
-    pub fn get(self) -> Option<Duration> {
-        self.0
-    }
-
-    /// Whole seconds, rounded up; `u64::MAX` when there is no timeout.
-    pub fn secs(self) -> u64 {
-        match self.0 {
-            Some(d) => d.as_secs() + u64::from(d.subsec_nanos() > 0),
-            None => u64::MAX,
-        }
-    }
-}
-
-impl fmt::Display for RequestTimeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(d) => f.write_str(&show_duration(d)),
-            None => f.write_str("0 (no timeout)"),
-        }
-    }
-}
-
-/// `30s`, `500ms`, `1.5s`, `2m`, `1h`.
-pub fn show_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    if !ms.is_multiple_of(1000) {
-        return format!("{}s", d.as_secs_f64());
-    }
-    let s = d.as_secs();
-    if s.is_multiple_of(3600) {
-        format!("{}h", s / 3600)
-    } else if s.is_multiple_of(60) {
-        format!("{}m", s / 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
-/// Parses `--request-timeout` as kubectl does: a Go duration (`30s`,
-/// `1m30s`, `500ms`, `1.5h`) or a bare number of seconds; `0` means no
-/// timeout.
-pub fn parse_request_timeout(s: &str) -> Result<RequestTimeout, String> {
-    let d = parse_go_duration(s)?;
-    Ok(RequestTimeout((!d.is_zero()).then_some(d)))
-}
-
-fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let bad = || {
-        format!("invalid duration {t:?}: use kubectl's syntax, e.g. 30s, 1m, 500ms, or a number of seconds (0: no timeout)")
-    };
-    if let Ok(n) = t.parse::<u64>() {
-        return Ok(Duration::from_secs(n));
-    }
-    if t.starts_with('-') {
-        return Err(format!(
-            "invalid duration {t:?}: it cannot be negative (0 means no timeout)"
-        ));
-    }
-    let mut rest = t.strip_prefix('+').unwrap_or(t);
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    let mut nanos = 0f64;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let (num, tail) = rest.split_at(num_end);
-        let v: f64 = num.parse().map_err(|_| bad())?;
-        let unit_end = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_end);
-        let per = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => {
-                return Err(format!(
-                    "invalid duration {t:?}: unknown unit {unit:?} (use ms, s, m or h)"
-                ))
-            }
-        };
-        nanos += v * per;
-        rest = next;
-    }
-    if !nanos.is_finite() || nanos >= u64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(Duration::from_nanos(nanos.round() as u64))
-}
 
 /// An API failure, with what we were doing.
 #[derive(Debug)]
@@ -686,10 +573,20 @@ fn kubeconfig_error(e: KubeconfigError, k: &Kubeconfig, from: &str) -> anyhow::E
     }
 }
 
+/// How to reach the API server: the connection flags, validated.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub request_timeout: RequestTimeout,
+    /// Objects per page of a list (`--chunk-size`).
+    pub chunk_size: u32,
+}
+
 impl Live {
     /// Connects like kubectl: --kubeconfig, else KUBECONFIG, else
     /// ~/.kube/config, else the in-cluster service account.
-    pub async fn connect(c: &Common) -> anyhow::Result<Live> {
+    pub async fn connect(c: &ConnectOptions) -> anyhow::Result<Live> {
         let opts = KubeConfigOptions {
             context: c.context.clone(),
             cluster: None,
@@ -1613,24 +1510,6 @@ pub fn istio_in(group: &str, kind: &str, plural: &str) -> ApiResource {
         kind: kind.into(),
         plural: plural.into(),
     }
-}
-
-/// Parses durations like `90s`, `30m`, `24h`, `7d`.
-pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| anyhow::anyhow!("invalid duration {s:?} (expected e.g. 30m, 24h, 7d)"))?;
-    let secs = match unit {
-        "s" | "" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
-        "w" => n * 7 * 86400,
-        _ => anyhow::bail!("invalid duration unit in {s:?} (use s, m, h, d or w)"),
-    };
-    Ok(Duration::from_secs(secs))
 }
 
 #[cfg(test)]

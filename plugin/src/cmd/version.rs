@@ -114,7 +114,7 @@ fn live_evidence(c: &crate::args::Common) -> Result<Evidence> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let live = Live::connect(c).await?;
+        let live = Live::connect(&c.connect_options()).await?;
         // Reachability and RBAC first, with the usual one-line errors.
         let ns: Api<Namespace> = Api::all(live.client.clone());
         ns.list(&ListParams::default().limit(1))
