@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::inject::PROXY_CONTAINER;
 use crate::inputs::Pod;
-use crate::mesh::IstioVersion;
+use crate::version::IstioVersion;
 use crate::Error;
 
 /// The Istio minor releases whose semantics meshscope knows.

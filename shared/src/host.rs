@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::error::Error;
-use crate::mesh::IstioVersion;
+use crate::version::IstioVersion;
 
 /// The namespace part of an egress host entry.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -3,8 +3,9 @@
 //! Mirrors the default-revision injector's webhook selectors and the
 //! in-webhook checks, then the ambient enrolment rules.
 
+use crate::labels::Labels;
 use crate::mesh::Options;
-use crate::snapshot::{Labels, NamespaceInfo};
+use crate::meta::NamespaceInfo;
 
 pub const INJECTION_LABEL: &str = "istio-injection";
 pub const REV_LABEL: &str = "istio.io/rev";

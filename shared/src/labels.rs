@@ -1,10 +1,30 @@
-//! Which pod labels a generated Sidecar may select on, and names and label
-//! values that Kubernetes accepts.
+//! Label maps and selector matching, which pod labels a generated Sidecar
+//! may select on, and names and label values that Kubernetes accepts.
 //!
 //! A generated selector must stay true for the workload's whole life: it
 //! must keep selecting the workload's pods across releases, reruns and
 //! restarts. Labels whose values change per release, per run or per pod
 //! cannot promise that, so they are never used ([`UNSTABLE_LABELS`]).
+
+use std::collections::BTreeMap;
+
+/// An object's labels (or annotations), or a selector's `matchLabels`.
+pub type Labels = BTreeMap<String, String>;
+
+/// Does a workload selector select these labels? (Plain subset test; an
+/// empty selector selects everything.)
+pub fn selector_matches(selector: &Labels, labels: &Labels) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Labels from `(key, value)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 /// How often an unstable label's value changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

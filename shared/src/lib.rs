@@ -28,12 +28,15 @@ pub mod inputs;
 pub mod istio;
 pub mod labels;
 pub mod mesh;
+pub mod meta;
 pub mod observe;
 pub mod recommend;
 pub mod required;
 pub mod scope;
 pub mod snapshot;
+pub mod telemetry;
 pub mod verify;
+pub mod version;
 pub mod visibility;
 
 pub use error::Error;
@@ -42,5 +45,6 @@ pub use error::Error;
 /// untrusted keys reach them in a way that matters, and lookups are hot).
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 pub use inputs::Inputs;
-pub use mesh::{IstioVersion, MeshConfig, Options};
+pub use mesh::{MeshConfig, Options};
 pub use snapshot::MeshSnapshot;
+pub use version::IstioVersion;

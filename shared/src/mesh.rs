@@ -1,12 +1,10 @@
-//! Mesh-wide settings: the `mesh` key of ConfigMap `istio`, the Istio version,
-//! and the cluster DNS domain.
-
-use std::fmt;
-use std::str::FromStr;
+//! Mesh-wide settings: the `mesh` key of ConfigMap `istio`, and the
+//! environment options (Istio version, cluster DNS domain).
 
 use serde::Deserialize;
 
 use crate::error::Error;
+pub use crate::version::IstioVersion;
 
 /// The parts of `meshConfig` that scoping depends on. Missing fields take
 /// Istio's defaults (`istio/api mesh/v1alpha1/config.proto`).
@@ -272,58 +270,6 @@ impl MeshConfig {
     }
 }
 
-/// An Istio minor release. Behaviour that changed between releases is keyed
-/// on this (semantics doc, "version markers").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IstioVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl IstioVersion {
-    /// The version without any evidence (see [`crate::detect`]).
-    pub const DEFAULT: IstioVersion = IstioVersion {
-        major: 1,
-        minor: 31,
-    };
-
-    pub fn at_least(self, minor: u32) -> bool {
-        self.major > 1 || self.minor >= minor
-    }
-
-    /// 1.31 turned a `~` prefix in egress hosts into an exclusion.
-    pub fn tilde_excludes(self) -> bool {
-        self.at_least(31)
-    }
-}
-
-impl Default for IstioVersion {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-impl fmt::Display for IstioVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
-
-impl FromStr for IstioVersion {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let t = s.trim().trim_start_matches('v');
-        let mut parts = t.split('.');
-        let bad = || Error::Version(s.to_string());
-        let major = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        let minor = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        if major != 1 {
-            return Err(bad());
-        }
-        Ok(Self { major, minor })
-    }
-}
-
 /// Everything about the environment the scope engine needs besides objects.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -347,6 +293,8 @@ impl Default for Options {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::from_pairs as labels;
+    use crate::visibility::Visibility;
 
     #[test]
     fn missing_mesh_config_means_istio_defaults() {
@@ -446,11 +394,83 @@ defaultProviders:
     }
 
     #[test]
-    fn versions_parse_with_or_without_patch() {
-        assert_eq!("1.24.3".parse::<IstioVersion>().unwrap().minor, 24);
-        assert_eq!("v1.31".parse::<IstioVersion>().unwrap().minor, 31);
-        assert!("2".parse::<IstioVersion>().is_err());
-        // The default (1.31) reads `~` as an exclusion.
-        assert!(IstioVersion::DEFAULT.tilde_excludes());
+    fn absent_means_none_and_the_engine_keeps_its_defaults() {
+        assert_eq!(
+            MeshConfig::from_yaml("").unwrap().service_entry_visibility,
+            None
+        );
+        let m = MeshConfig::from_yaml("rootNamespace: istio-system\n").unwrap();
+        assert_eq!(m.service_entry_visibility, None);
+    }
+
+    #[test]
+    fn policies_are_read_and_the_first_match_wins() {
+        let m = MeshConfig::from_yaml(
+            r#"
+serviceEntryVisibility:
+  defaultVisibility: NAMESPACE
+  applyToSidecars: true
+  policies:
+  - visibility: PUBLIC
+    matchingRules:
+    - namespaceSelector:
+        matchLabels: {team: platform}
+    - namespaceSelector:
+        matchExpressions:
+        - {key: env, operator: In, values: [prod, staging]}
+  - visibility: NONE
+    matchingRules:
+    - namespaceSelector:
+        matchExpressions:
+        - {key: sandbox, operator: Exists}
+  - visibility: PUBLIC
+    matchingRules:
+    - {}
+"#,
+        )
+        .unwrap();
+        let v = m.service_entry_visibility.unwrap();
+        assert!(v.apply_to_sidecars);
+        assert_eq!(v.default_visibility, Visibility::Namespace);
+        assert_eq!(v.policies.len(), 3);
+        // Both rules of the first policy must match.
+        assert_eq!(
+            v.for_namespace(&labels(&[("team", "platform"), ("env", "prod")])),
+            Visibility::Public
+        );
+        assert_eq!(
+            v.for_namespace(&labels(&[("team", "platform")])),
+            Visibility::Namespace
+        );
+        assert_eq!(
+            v.for_namespace(&labels(&[("team", "platform"), ("sandbox", "1")])),
+            Visibility::None
+        );
+        // A rule without a known matcher never matches.
+        assert_eq!(v.for_namespace(&labels(&[])), Visibility::Namespace);
+        assert_eq!(v.policies[2].rules, vec![None]);
+    }
+
+    #[test]
+    fn unspecified_is_public_and_numbers_are_read() {
+        let m = MeshConfig::from_yaml(
+            "serviceEntryVisibility:\n  defaultVisibility: VISIBILITY_UNSPECIFIED\n",
+        )
+        .unwrap();
+        let v = m.service_entry_visibility.unwrap();
+        assert_eq!(v.default_visibility, Visibility::Public);
+        assert!(!v.apply_to_sidecars);
+        let m = MeshConfig::from_yaml("serviceEntryVisibility:\n  defaultVisibility: 2\n").unwrap();
+        assert_eq!(
+            m.service_entry_visibility.unwrap().default_visibility,
+            Visibility::Namespace
+        );
+        let e = MeshConfig::from_yaml("serviceEntryVisibility:\n  defaultVisibility: PRIVATE\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"PRIVATE\" is not PUBLIC, NAMESPACE or NONE"),
+            "{e}"
+        );
     }
 }

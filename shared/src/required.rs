@@ -41,101 +41,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::istio::{AuthorizationPolicy, ModeMatch, ProviderRef, Telemetry, TelemetrySpec};
+use crate::istio::{ModeMatch, ProviderRef};
+use crate::labels::{selector_matches, Labels};
 use crate::mesh::{ExtensionProvider, MeshConfig};
-use crate::snapshot::{selector_matches, Created, Labels, MeshSnapshot};
+use crate::snapshot::MeshSnapshot;
+pub use crate::telemetry::{custom_authz, telemetries, CustomAuthz, TelemetryInfo};
 
 /// The annotation that records, per host added without observed traffic,
 /// why it was added.
 pub const REQUIRED_BY_ANNOTATION: &str = "meshscope.io/required-by";
-
-/// A Telemetry, as the resolution reads it.
-#[derive(Clone, Debug)]
-pub struct TelemetryInfo {
-    pub name: String,
-    pub namespace: String,
-    pub created: Created,
-    /// `selector.matchLabels`; empty: namespace-wide.
-    pub selector: Labels,
-    /// `targetRef`/`targetRefs` set: never applies to a sidecar.
-    pub targeted: bool,
-    pub spec: TelemetrySpec,
-}
-
-/// An AuthorizationPolicy with `action: CUSTOM`.
-#[derive(Clone, Debug)]
-pub struct CustomAuthz {
-    pub name: String,
-    pub namespace: String,
-    pub created: Created,
-    /// `selector.matchLabels`; `None` or empty: every workload.
-    pub selector: Labels,
-    pub targeted: bool,
-    /// `provider.name`.
-    pub provider: String,
-}
-
-fn meta(
-    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> (String, String, Created) {
-    (
-        m.name.clone().unwrap_or_default(),
-        m.namespace.clone().unwrap_or_else(|| "default".into()),
-        m.creation_timestamp.as_ref().map(|t| t.0.as_nanosecond()),
-    )
-}
-
-/// The Telemetries, oldest first (then by name and namespace), as istiod
-/// orders them.
-pub fn telemetries(list: &[Telemetry]) -> Vec<TelemetryInfo> {
-    let mut out: Vec<TelemetryInfo> = list
-        .iter()
-        .map(|t| {
-            let (name, namespace, created) = meta(&t.metadata);
-            TelemetryInfo {
-                name,
-                namespace,
-                created,
-                selector: t
-                    .spec
-                    .selector
-                    .as_ref()
-                    .map(|s| s.match_labels.clone())
-                    .unwrap_or_default(),
-                targeted: t.spec.target_ref.is_some() || !t.spec.target_refs.is_empty(),
-                spec: t.spec.clone(),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| (a.created, &a.name, &a.namespace).cmp(&(b.created, &b.name, &b.namespace)));
-    out
-}
-
-/// The CUSTOM AuthorizationPolicies, oldest first.
-pub fn custom_authz(list: &[AuthorizationPolicy]) -> Vec<CustomAuthz> {
-    let mut out: Vec<CustomAuthz> = list
-        .iter()
-        .filter(|p| p.spec.action.as_deref() == Some("CUSTOM"))
-        .filter_map(|p| {
-            let (name, namespace, created) = meta(&p.metadata);
-            Some(CustomAuthz {
-                name,
-                namespace,
-                created,
-                selector: p
-                    .spec
-                    .selector
-                    .as_ref()
-                    .map(|s| s.match_labels.clone())
-                    .unwrap_or_default(),
-                targeted: p.spec.target_ref.is_some() || !p.spec.target_refs.is_empty(),
-                provider: p.spec.provider.as_ref()?.name.clone(),
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| (a.created, &a.name, &a.namespace).cmp(&(b.created, &b.name, &b.namespace)));
-    out
-}
 
 /// A host meshscope adds to a workload's egress without observed traffic,
 /// and why.

@@ -17,6 +17,12 @@ use crate::inject::{self, Injection};
 use crate::inputs::Inputs;
 use crate::istio::{ServiceEntry, Sidecar, VirtualService};
 use crate::mesh::{MeshConfig, Options};
+use crate::meta::{created, labels, name_of, ns_of};
+use crate::telemetry::{CustomAuthz, TelemetryInfo};
+use crate::visibility::{self, Resolved};
+
+pub use crate::labels::{selector_matches, Labels};
+pub use crate::meta::{Created, NamespaceInfo};
 
 pub type WorkloadId = usize;
 pub type PodId = usize;
@@ -29,26 +35,6 @@ pub type SeId = usize;
 /// The label that marks a Sidecar as generated (and so owned) by meshscope.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "kubectl-meshscope";
-
-/// Creation time in nanoseconds since the epoch; `None` (objects from
-/// manifests) sorts first, so ties fall back to names as in istiod.
-pub type Created = Option<i128>;
-
-fn created(meta: &ObjectMeta) -> Created {
-    meta.creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_nanosecond())
-}
-
-fn ns_of(meta: &ObjectMeta) -> String {
-    meta.namespace.clone().unwrap_or_else(|| "default".into())
-}
-
-fn name_of(meta: &ObjectMeta) -> String {
-    meta.name.clone().unwrap_or_default()
-}
-
-pub type Labels = BTreeMap<String, String>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkloadKind {
@@ -96,11 +82,6 @@ impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct NamespaceInfo {
-    pub labels: Labels,
 }
 
 #[derive(Clone, Debug)]
@@ -362,10 +343,10 @@ pub struct MeshSnapshot {
     pub virtual_services: Vec<VsInfo>,
     pub destination_rules: Vec<DrInfo>,
     pub service_entries: Vec<SeInfo>,
-    /// Telemetries, oldest first ([`crate::required`]).
-    pub telemetries: Vec<crate::required::TelemetryInfo>,
+    /// Telemetries, oldest first ([`crate::telemetry`]).
+    pub telemetries: Vec<TelemetryInfo>,
     /// AuthorizationPolicies with `action: CUSTOM`, oldest first.
-    pub custom_authz: Vec<crate::required::CustomAuthz>,
+    pub custom_authz: Vec<CustomAuthz>,
     /// Per namespace: selector Sidecars first, then selector-less ones, each
     /// half oldest first (ties by name), as istiod orders them.
     pub(crate) sidecars_by_ns: HashMap<String, Vec<SidecarId>>,
@@ -381,10 +362,6 @@ pub struct MeshSnapshot {
     pub(crate) workloads_by_ns: HashMap<String, Vec<WorkloadId>>,
     pub(crate) vss_by_ns: HashMap<String, Vec<VsId>>,
     pub(crate) drs_by_ns: HashMap<String, Vec<DrId>>,
-}
-
-fn labels(m: &Option<BTreeMap<String, String>>) -> Labels {
-    m.clone().unwrap_or_default()
 }
 
 /// A controller's `spec.selector.matchLabels`, when it has any.
@@ -805,8 +782,8 @@ impl MeshSnapshot {
             // meshConfig.serviceEntryVisibility caps what sidecars see.
             let ns = ns_of(&se.metadata);
             let ns_labels = namespaces.get(&ns).map(|n| &n.labels);
-            let cap = crate::visibility::resolve(
-                &mesh,
+            let cap = visibility::resolve(
+                mesh.service_entry_visibility.as_ref(),
                 options.istio,
                 ns_labels.unwrap_or(&Labels::new()),
             )
@@ -902,7 +879,7 @@ impl MeshSnapshot {
             {
                 let svc = &services[id];
                 let Some(sel) = &svc.selector else { continue };
-                if !selects(sel, wl_labels) {
+                if !selector_matches(sel, wl_labels) {
                     continue;
                 }
                 // UDP ports get an inbound cluster too.
@@ -1009,8 +986,8 @@ impl MeshSnapshot {
             virtual_services,
             destination_rules,
             service_entries,
-            telemetries: crate::required::telemetries(&inputs.telemetries),
-            custom_authz: crate::required::custom_authz(&inputs.authorization_policies),
+            telemetries: crate::telemetry::telemetries(&inputs.telemetries),
+            custom_authz: crate::telemetry::custom_authz(&inputs.authorization_policies),
             sidecars_by_ns,
             root_default,
             services_by_host,
@@ -1045,10 +1022,14 @@ impl MeshSnapshot {
 
     /// What `meshConfig.serviceEntryVisibility` says of the ServiceEntries
     /// in `ns` (Istio 1.31+, when the mesh config has it).
-    pub fn service_entry_visibility(&self, ns: &str) -> Option<crate::visibility::Resolved> {
+    pub fn service_entry_visibility(&self, ns: &str) -> Option<Resolved> {
         let empty = Labels::new();
         let labels = self.namespaces.get(ns).map_or(&empty, |n| &n.labels);
-        crate::visibility::resolve(&self.mesh, self.options.istio, labels)
+        visibility::resolve(
+            self.mesh.service_entry_visibility.as_ref(),
+            self.options.istio,
+            labels,
+        )
     }
 
     pub fn services_named(&self, hostname: &str) -> &[SvcId] {
@@ -1124,10 +1105,6 @@ fn service_export(meta: &ObjectMeta, mesh: &MeshConfig, ns: &str) -> Export {
     Export::for_service(ann.as_deref(), &mesh.default_service_export_to, ns)
 }
 
-fn selects(selector: &BTreeMap<String, String>, labels: &Labels) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
 fn count_selected(
     selector: &BTreeMap<String, String>,
     ns: &str,
@@ -1141,7 +1118,7 @@ fn count_selected(
         .get(ns)
         .map(|ids| {
             ids.iter()
-                .filter(|p| selects(selector, &pods[**p].labels))
+                .filter(|p| selector_matches(selector, &pods[**p].labels))
                 .count() as u32
         })
         .unwrap_or(0)
@@ -1409,10 +1386,4 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
         created: created(&vs.metadata),
         namespace: ns,
     }
-}
-
-/// Does a workload selector select these labels? (Plain subset test; an
-/// empty selector selects everything.)
-pub fn selector_matches(selector: &Labels, labels: &Labels) -> bool {
-    selects(selector, labels)
 }

@@ -9,7 +9,8 @@ use serde::Deserialize;
 
 use crate::error::Error;
 use crate::host::Export;
-use crate::snapshot::Labels;
+use crate::labels::Labels;
+use crate::version::IstioVersion;
 
 /// The first release whose istiod reads the setting.
 pub const SINCE_MINOR: u32 = 31;
@@ -198,15 +199,16 @@ impl Resolved {
     }
 }
 
+/// `setting` is the mesh config's `serviceEntryVisibility`.
 pub fn resolve(
-    mesh: &crate::MeshConfig,
-    istio: crate::IstioVersion,
+    setting: Option<&ServiceEntryVisibility>,
+    istio: IstioVersion,
     ns_labels: &Labels,
 ) -> Option<Resolved> {
     if !istio.at_least(SINCE_MINOR) {
         return None;
     }
-    let v = mesh.service_entry_visibility.as_ref()?;
+    let v = setting?;
     Some(Resolved {
         visibility: v.for_namespace(ns_labels),
         sidecars: v.apply_to_sidecars,
@@ -258,95 +260,7 @@ struct RawRequirement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MeshConfig;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn absent_means_none_and_the_engine_keeps_its_defaults() {
-        assert_eq!(
-            MeshConfig::from_yaml("").unwrap().service_entry_visibility,
-            None
-        );
-        let m = MeshConfig::from_yaml("rootNamespace: istio-system\n").unwrap();
-        assert_eq!(m.service_entry_visibility, None);
-    }
-
-    #[test]
-    fn policies_are_read_and_the_first_match_wins() {
-        let m = MeshConfig::from_yaml(
-            r#"
-serviceEntryVisibility:
-  defaultVisibility: NAMESPACE
-  applyToSidecars: true
-  policies:
-  - visibility: PUBLIC
-    matchingRules:
-    - namespaceSelector:
-        matchLabels: {team: platform}
-    - namespaceSelector:
-        matchExpressions:
-        - {key: env, operator: In, values: [prod, staging]}
-  - visibility: NONE
-    matchingRules:
-    - namespaceSelector:
-        matchExpressions:
-        - {key: sandbox, operator: Exists}
-  - visibility: PUBLIC
-    matchingRules:
-    - {}
-"#,
-        )
-        .unwrap();
-        let v = m.service_entry_visibility.unwrap();
-        assert!(v.apply_to_sidecars);
-        assert_eq!(v.default_visibility, Visibility::Namespace);
-        assert_eq!(v.policies.len(), 3);
-        // Both rules of the first policy must match.
-        assert_eq!(
-            v.for_namespace(&labels(&[("team", "platform"), ("env", "prod")])),
-            Visibility::Public
-        );
-        assert_eq!(
-            v.for_namespace(&labels(&[("team", "platform")])),
-            Visibility::Namespace
-        );
-        assert_eq!(
-            v.for_namespace(&labels(&[("team", "platform"), ("sandbox", "1")])),
-            Visibility::None
-        );
-        // A rule without a known matcher never matches.
-        assert_eq!(v.for_namespace(&labels(&[])), Visibility::Namespace);
-        assert_eq!(v.policies[2].rules, vec![None]);
-    }
-
-    #[test]
-    fn unspecified_is_public_and_numbers_are_read() {
-        let m = MeshConfig::from_yaml(
-            "serviceEntryVisibility:\n  defaultVisibility: VISIBILITY_UNSPECIFIED\n",
-        )
-        .unwrap();
-        let v = m.service_entry_visibility.unwrap();
-        assert_eq!(v.default_visibility, Visibility::Public);
-        assert!(!v.apply_to_sidecars);
-        let m = MeshConfig::from_yaml("serviceEntryVisibility:\n  defaultVisibility: 2\n").unwrap();
-        assert_eq!(
-            m.service_entry_visibility.unwrap().default_visibility,
-            Visibility::Namespace
-        );
-        let e = MeshConfig::from_yaml("serviceEntryVisibility:\n  defaultVisibility: PRIVATE\n")
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("\"PRIVATE\" is not PUBLIC, NAMESPACE or NONE"),
-            "{e}"
-        );
-    }
+    use crate::labels::from_pairs as labels;
 
     #[test]
     fn selectors_follow_kubernetes_semantics() {

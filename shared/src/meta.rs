@@ -1,0 +1,36 @@
+//! What the engine reads of every object's metadata (namespace, name,
+//! creation time, labels), and of a Namespace.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::labels::Labels;
+
+/// Creation time in nanoseconds since the epoch; `None` (objects from
+/// manifests) sorts first, so ties fall back to names as in istiod.
+pub type Created = Option<i128>;
+
+/// A Namespace, as scoping reads it.
+#[derive(Clone, Debug, Default)]
+pub struct NamespaceInfo {
+    pub labels: Labels,
+}
+
+pub(crate) fn created(meta: &ObjectMeta) -> Created {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_nanosecond())
+}
+
+/// The object's namespace (`default` when it has none, as in a manifest).
+pub(crate) fn ns_of(meta: &ObjectMeta) -> String {
+    meta.namespace.clone().unwrap_or_else(|| "default".into())
+}
+
+pub(crate) fn name_of(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+/// Labels or annotations, empty when absent.
+pub(crate) fn labels(m: &Option<Labels>) -> Labels {
+    m.clone().unwrap_or_default()
+}
