@@ -1,0 +1,244 @@
+//! Building a snapshot: the Sidecars (in istiod's order, and the root
+//! namespace's default), VirtualServices and DestinationRules.
+
+use super::model::{
+    DrId, DrInfo, Listener, Protocol, SidecarId, SidecarInfo, VsDest, VsId, VsInfo,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+};
+use crate::host::{resolve_short_name, Export, HostEntry};
+use crate::inputs::Inputs;
+use crate::istio::{Sidecar, VirtualService};
+use crate::mesh::{MeshConfig, Options};
+use crate::meta::{created, name_of, ns_of};
+use crate::HashMap;
+
+/// The Sidecars, oldest first; by namespace, selector Sidecars first, then
+/// selector-less ones; and the root namespace's default Sidecar.
+pub(super) struct Sidecars {
+    pub(super) all: Vec<SidecarInfo>,
+    pub(super) by_ns: HashMap<String, Vec<SidecarId>>,
+    pub(super) root_default: Option<SidecarId>,
+}
+
+pub(super) fn sidecars(inputs: &Inputs, options: &Options, mesh: &MeshConfig) -> Sidecars {
+    let mut sidecars: Vec<SidecarInfo> = inputs
+        .sidecars
+        .iter()
+        .map(|sc| sidecar_info(sc, options))
+        .collect();
+    sidecars.sort_by(|a, b| {
+        (a.created, &a.name, &a.namespace).cmp(&(b.created, &b.name, &b.namespace))
+    });
+    let mut sidecars_by_ns: HashMap<String, Vec<SidecarId>> = HashMap::default();
+    for (id, sc) in sidecars.iter().enumerate() {
+        sidecars_by_ns
+            .entry(sc.namespace.clone())
+            .or_default()
+            .push(id);
+    }
+    for ids in sidecars_by_ns.values_mut() {
+        // Stable: keeps the time order within each half.
+        ids.sort_by_key(|i| sidecars[*i].selector.is_none());
+    }
+    let root_default = sidecars_by_ns
+        .get(&mesh.root_namespace)
+        .and_then(|ids| ids.iter().find(|i| sidecars[**i].selector.is_none()))
+        .copied();
+    Sidecars {
+        all: sidecars,
+        by_ns: sidecars_by_ns,
+        root_default,
+    }
+}
+
+/// The VirtualServices, and their ids by namespace.
+pub(super) fn virtual_services(
+    inputs: &Inputs,
+    mesh: &MeshConfig,
+    domain: &str,
+) -> (Vec<VsInfo>, HashMap<String, Vec<VsId>>) {
+    let virtual_services: Vec<VsInfo> = inputs
+        .virtual_services
+        .iter()
+        .map(|vs| vs_info(vs, mesh, domain))
+        .collect();
+    let mut vss_by_ns: HashMap<String, Vec<VsId>> = HashMap::default();
+    for (id, v) in virtual_services.iter().enumerate() {
+        vss_by_ns.entry(v.namespace.clone()).or_default().push(id);
+    }
+    (virtual_services, vss_by_ns)
+}
+
+/// The DestinationRules, and their ids by namespace, oldest first.
+pub(super) fn destination_rules(
+    inputs: &Inputs,
+    mesh: &MeshConfig,
+    domain: &str,
+) -> (Vec<DrInfo>, HashMap<String, Vec<DrId>>) {
+    let destination_rules: Vec<DrInfo> = inputs
+        .destination_rules
+        .iter()
+        .map(|dr| {
+            let ns = ns_of(&dr.metadata);
+            DrInfo {
+                name: name_of(&dr.metadata),
+                host: resolve_short_name(&dr.spec.host, &ns, domain),
+                subsets: dr
+                    .spec
+                    .subsets
+                    .iter()
+                    .filter_map(|v| v.get("name").and_then(|n| n.as_str()))
+                    .map(String::from)
+                    .collect(),
+                export: Export::for_destination_rule(
+                    dr.spec.export_to.as_deref(),
+                    &mesh.default_destination_rule_export_to,
+                    &ns,
+                ),
+                has_selector: dr.spec.workload_selector.is_some(),
+                created: created(&dr.metadata),
+                namespace: ns,
+            }
+        })
+        .collect();
+    let mut drs_by_ns: HashMap<String, Vec<DrId>> = HashMap::default();
+    for (id, d) in destination_rules.iter().enumerate() {
+        drs_by_ns.entry(d.namespace.clone()).or_default().push(id);
+    }
+    for ids in drs_by_ns.values_mut() {
+        ids.sort_by(|a, b| {
+            let (a, b) = (&destination_rules[*a], &destination_rules[*b]);
+            (a.created, &a.name).cmp(&(b.created, &b.name))
+        });
+    }
+    (destination_rules, drs_by_ns)
+}
+
+/// The listeners istiod builds from a Sidecar's egress (invalid hosts
+/// dropped).
+pub fn sidecar_listeners(sc: &Sidecar, options: &Options) -> Vec<Listener> {
+    sidecar_info(sc, options).listeners
+}
+
+fn sidecar_info(sc: &Sidecar, options: &Options) -> SidecarInfo {
+    let mut invalid_hosts = Vec::new();
+    let listeners = sc
+        .spec
+        .egress
+        .iter()
+        .map(|l| Listener {
+            port: l
+                .port
+                .as_ref()
+                .and_then(|p| p.number)
+                .filter(|n| *n != 0)
+                .filter(|_| {
+                    l.port.as_ref().and_then(|p| p.protocol.as_deref()) != Some("HTTP_PROXY")
+                }),
+            protocol: l
+                .port
+                .as_ref()
+                .and_then(|p| p.protocol.as_deref())
+                .filter(|p| !p.is_empty() && *p != "HTTP_PROXY")
+                .map(|p| Protocol::detect(Some(p), None)),
+            hosts: l
+                .hosts
+                .iter()
+                .filter_map(|h| match HostEntry::parse(h, options.istio) {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        invalid_hosts.push(e);
+                        None
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    SidecarInfo {
+        name: name_of(&sc.metadata),
+        namespace: ns_of(&sc.metadata),
+        created: created(&sc.metadata),
+        selector: sc.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
+        listeners,
+        invalid_hosts,
+        managed: sc
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .map(String::as_str)
+            == Some(MANAGED_BY_VALUE),
+        object: sc.clone(),
+    }
+}
+
+fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
+    let ns = ns_of(&vs.metadata);
+    let mut dests = Vec::new();
+    let mut push = |d: &crate::istio::Destination, src: &[String]| {
+        if d.host.is_empty() {
+            return;
+        }
+        dests.push(VsDest {
+            host: resolve_short_name(&d.host, &ns, domain),
+            port: d.port.as_ref().and_then(|p| p.number),
+            source_namespaces: src.to_vec(),
+        });
+    };
+    let delegates = vs
+        .spec
+        .http
+        .iter()
+        .filter_map(|r| r.delegate.as_ref())
+        .filter(|d| !d.name.is_empty())
+        .map(|d| {
+            let dns = d.namespace.clone().filter(|n| !n.is_empty());
+            (dns.unwrap_or_else(|| ns.clone()), d.name.clone())
+        })
+        .collect();
+    for r in &vs.spec.http {
+        // A route applies to a source namespace only if one of its matches
+        // allows it; a match without sourceNamespace allows every one.
+        let src: Vec<String> = if r.matches.iter().any(|m| m.source_namespace.is_none()) {
+            Vec::new()
+        } else {
+            r.matches
+                .iter()
+                .filter_map(|m| m.source_namespace.clone())
+                .collect()
+        };
+        for d in r.route.iter().filter_map(|d| d.destination.as_ref()) {
+            push(d, &src);
+        }
+        if let Some(m) = &r.mirror {
+            push(m, &src);
+        }
+        for d in r.mirrors.iter().filter_map(|d| d.destination.as_ref()) {
+            push(d, &src);
+        }
+    }
+    for r in vs.spec.tcp.iter().chain(vs.spec.tls.iter()) {
+        for d in r.route.iter().filter_map(|d| d.destination.as_ref()) {
+            push(d, &[]);
+        }
+    }
+    VsInfo {
+        name: name_of(&vs.metadata),
+        hosts: vs
+            .spec
+            .hosts
+            .iter()
+            .map(|h| resolve_short_name(h, &ns, domain))
+            .collect(),
+        mesh_bound: vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh"),
+        export: Export::for_virtual_service(
+            vs.spec.export_to.as_deref(),
+            &mesh.default_virtual_service_export_to,
+            &ns,
+        ),
+        dests,
+        delegates,
+        created: created(&vs.metadata),
+        namespace: ns,
+    }
+}

@@ -1,0 +1,223 @@
+//! `MeshSnapshot`: the mesh as the scope engine sees it, with the indexes
+//! every question (which Sidecar, which services, which proxies) needs.
+//!
+//! [`MeshSnapshot::build_with_mesh`] builds it in steps, each in the
+//! module of its job: `workloads` (controllers, pods, injection),
+//! `services` (Services and ServiceEntry hosts, ranks, inbound ports) and
+//! `config` (Sidecars, VirtualServices, DestinationRules). The records
+//! themselves are in `model`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use crate::error::Error;
+use crate::inputs::Inputs;
+use crate::mesh::{MeshConfig, Options};
+use crate::telemetry::{CustomAuthz, TelemetryInfo};
+use crate::visibility::{self, Resolved};
+use crate::HashMap;
+
+mod config;
+mod model;
+mod services;
+mod workloads;
+
+pub use crate::labels::{selector_matches, Labels};
+pub use crate::meta::{Created, NamespaceInfo};
+pub use config::sidecar_listeners;
+pub use model::{
+    DrId, DrInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution, SeId, SeInfo,
+    ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo, Workload,
+    WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+};
+
+/// The whole mesh, indexed.
+#[derive(Clone, Debug)]
+pub struct MeshSnapshot {
+    pub options: Options,
+    pub mesh: MeshConfig,
+    pub namespaces: BTreeMap<String, NamespaceInfo>,
+    pub workloads: Vec<Workload>,
+    pub pods: Vec<PodInfo>,
+    pub services: Vec<ServiceInfo>,
+    pub sidecars: Vec<SidecarInfo>,
+    pub virtual_services: Vec<VsInfo>,
+    pub destination_rules: Vec<DrInfo>,
+    pub service_entries: Vec<SeInfo>,
+    /// Telemetries, oldest first ([`crate::telemetry`]).
+    pub telemetries: Vec<TelemetryInfo>,
+    /// AuthorizationPolicies with `action: CUSTOM`, oldest first.
+    pub custom_authz: Vec<CustomAuthz>,
+    /// Per namespace: selector Sidecars first, then selector-less ones, each
+    /// half oldest first (ties by name), as istiod orders them.
+    pub(crate) sidecars_by_ns: HashMap<String, Vec<SidecarId>>,
+    pub(crate) root_default: Option<SidecarId>,
+    pub(crate) services_by_host: HashMap<String, Vec<SvcId>>,
+    pub(crate) services_by_ns: HashMap<String, Vec<SvcId>>,
+    pub(crate) services_by_addr: HashMap<IpAddr, Vec<SvcId>>,
+    pub(crate) pods_by_ip: HashMap<IpAddr, Vec<PodId>>,
+    /// Endpoint addresses of headless Services, from EndpointSlices: the
+    /// pods behind them that were not read themselves.
+    pub(crate) headless_by_ip: HashMap<IpAddr, Vec<SvcId>>,
+    pub(crate) pods_by_name: HashMap<String, Vec<PodId>>,
+    pub(crate) workloads_by_ns: HashMap<String, Vec<WorkloadId>>,
+    pub(crate) vss_by_ns: HashMap<String, Vec<VsId>>,
+    pub(crate) drs_by_ns: HashMap<String, Vec<DrId>>,
+}
+
+impl MeshSnapshot {
+    pub fn build(inputs: &Inputs, options: Options) -> Result<Self, Error> {
+        let mesh = match inputs.mesh_config_text() {
+            Some(text) => MeshConfig::from_yaml(text)?,
+            None => MeshConfig::default(),
+        };
+        Ok(Self::build_with_mesh(inputs, options, mesh))
+    }
+
+    /// The snapshot of `inputs`: workloads and pods first (injection needs
+    /// their namespaces), then services (their endpoints count the pods,
+    /// and inbound ports come from the Services that select a workload),
+    /// then the Istio configuration.
+    pub fn build_with_mesh(inputs: &Inputs, options: Options, mesh: MeshConfig) -> Self {
+        let mut namespaces = workloads::namespaces(inputs);
+        let (mut workloads, mut pods) = workloads::workloads_and_pods(inputs);
+        // Namespaces that only appear on objects still exist for scoping.
+        for w in &workloads {
+            namespaces.entry(w.namespace.clone()).or_default();
+        }
+        workloads::decide_injection(&mut workloads, &mut pods, &namespaces, &options);
+        let (pods_by_ip, pods_by_name) = workloads::pod_indexes(&pods);
+        let workloads_by_ns = workloads::workloads_by_ns(&workloads);
+
+        let (mut services, service_entries) =
+            services::services(inputs, &mesh, &options, &namespaces, &pods);
+        services::rank(&mut services);
+        let by = services::indexes(&services);
+        let headless_by_ip = services::headless_by_ip(inputs, &services, &by.by_ns);
+        services::inbound_ports(&mut workloads, &pods, &services, &by.by_ns);
+
+        let domain = &options.cluster_domain;
+        let sidecars = config::sidecars(inputs, &options, &mesh);
+        let (virtual_services, vss_by_ns) = config::virtual_services(inputs, &mesh, domain);
+        let (destination_rules, drs_by_ns) = config::destination_rules(inputs, &mesh, domain);
+
+        MeshSnapshot {
+            telemetries: crate::telemetry::telemetries(&inputs.telemetries),
+            custom_authz: crate::telemetry::custom_authz(&inputs.authorization_policies),
+            options,
+            mesh,
+            namespaces,
+            workloads,
+            pods,
+            services,
+            sidecars: sidecars.all,
+            virtual_services,
+            destination_rules,
+            service_entries,
+            sidecars_by_ns: sidecars.by_ns,
+            root_default: sidecars.root_default,
+            services_by_host: by.by_host,
+            services_by_ns: by.by_ns,
+            services_by_addr: by.by_addr,
+            pods_by_ip,
+            headless_by_ip,
+            pods_by_name,
+            workloads_by_ns,
+            vss_by_ns,
+            drs_by_ns,
+        }
+    }
+
+    // === lookups ===
+
+    pub fn namespace(&self, ns: &str) -> Option<&NamespaceInfo> {
+        self.namespaces.get(ns)
+    }
+
+    pub fn workloads_in(&self, ns: &str) -> &[WorkloadId] {
+        self.workloads_by_ns.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn sidecars_in(&self, ns: &str) -> &[SidecarId] {
+        self.sidecars_by_ns.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn root_default(&self) -> Option<SidecarId> {
+        self.root_default
+    }
+
+    /// What `meshConfig.serviceEntryVisibility` says of the ServiceEntries
+    /// in `ns` (Istio 1.31+, when the mesh config has it).
+    pub fn service_entry_visibility(&self, ns: &str) -> Option<Resolved> {
+        let empty = Labels::new();
+        let labels = self.namespaces.get(ns).map_or(&empty, |n| &n.labels);
+        visibility::resolve(
+            self.mesh.service_entry_visibility.as_ref(),
+            self.options.istio,
+            labels,
+        )
+    }
+
+    pub fn services_named(&self, hostname: &str) -> &[SvcId] {
+        self.services_by_host
+            .get(hostname)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    pub fn services_in(&self, ns: &str) -> &[SvcId] {
+        self.services_by_ns.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn services_at(&self, ip: &IpAddr) -> &[SvcId] {
+        self.services_by_addr.get(ip).map_or(&[], Vec::as_slice)
+    }
+
+    /// Headless Services whose EndpointSlices list `ip`.
+    pub fn headless_services_at(&self, ip: &IpAddr) -> &[SvcId] {
+        self.headless_by_ip.get(ip).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn pods_at(&self, ip: &IpAddr) -> &[PodId] {
+        self.pods_by_ip.get(ip).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn pods_named(&self, name: &str) -> &[PodId] {
+        self.pods_by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn vss_in(&self, ns: &str) -> &[VsId] {
+        self.vss_by_ns.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn drs_in(&self, ns: &str) -> &[DrId] {
+        self.drs_by_ns.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn find_pod(&self, ns: &str, name: &str) -> Option<PodId> {
+        self.pods_named(name)
+            .iter()
+            .copied()
+            .find(|p| self.pods[*p].namespace == ns)
+    }
+
+    pub fn find_workload(&self, kind: &WorkloadKind, ns: &str, name: &str) -> Option<WorkloadId> {
+        self.workloads_in(ns).iter().copied().find(|w| {
+            let w = &self.workloads[*w];
+            &w.kind == kind && w.name == name
+        })
+    }
+
+    /// The labels a workload's proxies present to Sidecar selection.
+    pub fn workload_labels(&self, w: WorkloadId) -> &Labels {
+        let wl = &self.workloads[w];
+        match wl.pods.first() {
+            Some(p) => &self.pods[*p].labels,
+            None => &wl.labels,
+        }
+    }
+
+    /// Workloads that run an Envoy sidecar and so need a Sidecar scope.
+    pub fn sidecar_workloads(&self) -> impl Iterator<Item = WorkloadId> + '_ {
+        (0..self.workloads.len()).filter(|w| self.workloads[*w].injection.sidecar)
+    }
+}

@@ -1,0 +1,319 @@
+//! What a snapshot holds: one record per workload, pod, service (a
+//! Kubernetes Service or one ServiceEntry host), Sidecar, VirtualService,
+//! DestinationRule and ServiceEntry, and the ids that index them.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::error::Error;
+use crate::host::{Export, HostEntry, NsSel};
+use crate::inject::Injection;
+use crate::istio::Sidecar;
+use crate::labels::Labels;
+use crate::meta::Created;
+
+pub type WorkloadId = usize;
+pub type PodId = usize;
+pub type SvcId = usize;
+pub type SidecarId = usize;
+pub type VsId = usize;
+pub type DrId = usize;
+pub type SeId = usize;
+
+/// The label that marks a Sidecar as generated (and so owned) by meshscope.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "kubectl-meshscope";
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    ReplicaSet,
+    Job,
+    CronJob,
+    Pod,
+    /// A controller meshscope does not know (an Argo Rollout, say).
+    Other(String),
+}
+
+impl WorkloadKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::DaemonSet => "DaemonSet",
+            WorkloadKind::ReplicaSet => "ReplicaSet",
+            WorkloadKind::Job => "Job",
+            WorkloadKind::CronJob => "CronJob",
+            WorkloadKind::Pod => "Pod",
+            WorkloadKind::Other(k) => k,
+        }
+    }
+
+    /// Parses kubectl-style kind names (`deploy`, `deployment`, `sts`, ...).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "deploy" | "deployment" | "deployments" => Self::Deployment,
+            "sts" | "statefulset" | "statefulsets" => Self::StatefulSet,
+            "ds" | "daemonset" | "daemonsets" => Self::DaemonSet,
+            "rs" | "replicaset" | "replicasets" => Self::ReplicaSet,
+            "job" | "jobs" => Self::Job,
+            "cj" | "cronjob" | "cronjobs" => Self::CronJob,
+            "po" | "pod" | "pods" => Self::Pod,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub namespace: String,
+    /// Pod-template labels (for a bare pod, its own labels).
+    pub labels: Labels,
+    /// The controller's `spec.selector.matchLabels` (immutable in apps/v1),
+    /// for Deployments, StatefulSets, DaemonSets and ReplicaSets; `None` for
+    /// Jobs (whose generated selector is per run), CronJobs, bare pods and
+    /// controllers meshscope does not read.
+    pub selector: Option<Labels>,
+    pub annotations: Labels,
+    pub pods: Vec<PodId>,
+    pub replicas: u32,
+    pub host_network: bool,
+    pub template_has_proxy: bool,
+    /// The inbound ports istiod gives this workload's proxies: the distinct
+    /// targetPorts of the Kubernetes Services that select it.
+    pub inbound: Inbound,
+    pub created: Created,
+    pub injection: Injection,
+}
+
+/// A proxy's inbound ports, by protocol (each gets an inbound cluster and
+/// a filter chain on virtualInbound).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inbound {
+    pub http: u32,
+    pub tcp: u32,
+}
+
+impl Inbound {
+    pub fn ports(self) -> u32 {
+        self.http + self.tcp
+    }
+}
+
+impl Workload {
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+
+    /// How many proxies this workload runs: its pods, or before any pod
+    /// exists, the replicas its template asks for.
+    pub fn proxies(&self) -> usize {
+        if self.pods.is_empty() {
+            self.replicas as usize
+        } else {
+            self.pods.len()
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PodInfo {
+    pub name: String,
+    pub namespace: String,
+    pub labels: Labels,
+    pub annotations: Labels,
+    pub ips: Vec<IpAddr>,
+    pub workload: WorkloadId,
+    pub has_proxy: bool,
+    pub host_network: bool,
+    pub injection: Injection,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SvcKind {
+    /// A Kubernetes Service.
+    Kube,
+    /// A ServiceEntry host.
+    Entry,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP, HTTP2, gRPC: a `0.0.0.0_<port>` listener and a route per port.
+    Http,
+    Tcp,
+    Udp,
+    /// Unknown (no recognised name prefix or appProtocol): istiod sniffs
+    /// it, on a listener at the service's address as for TCP.
+    Auto,
+}
+
+impl Protocol {
+    /// Istio protocol selection: `appProtocol`, then the port-name prefix.
+    pub fn detect(explicit: Option<&str>, name: Option<&str>) -> Self {
+        let pick = |p: &str| -> Option<Protocol> {
+            let p = p.to_ascii_lowercase();
+            let head = p.split(['-', '_']).next().unwrap_or("");
+            Some(match head {
+                "http" | "http2" | "grpc" | "grpc-web" | "h2c" => Protocol::Http,
+                "udp" => Protocol::Udp,
+                "tcp" | "tls" | "https" | "mongo" | "mysql" | "redis" | "thrift" => Protocol::Tcp,
+                _ => return None,
+            })
+        };
+        explicit
+            .and_then(pick)
+            .or_else(|| name.and_then(pick))
+            .unwrap_or(Protocol::Auto)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PortInfo {
+    pub number: u32,
+    pub protocol: Protocol,
+    /// A Kubernetes Service port's numeric targetPort (the port itself
+    /// when it is unset or named); 0 for ServiceEntries.
+    pub target_port: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// Kubernetes ClusterIP or SE STATIC: EDS.
+    Eds,
+    Dns,
+    DnsRoundRobin,
+    /// Headless or SE NONE: ORIGINAL_DST.
+    Passthrough,
+}
+
+/// One imported unit: a Kubernetes Service or one host of a ServiceEntry.
+#[derive(Clone, Debug)]
+pub struct ServiceInfo {
+    pub kind: SvcKind,
+    /// The object name (Service or ServiceEntry).
+    pub name: String,
+    pub namespace: String,
+    pub hostname: String,
+    pub ports: Vec<PortInfo>,
+    pub export: Export,
+    pub created: Created,
+    pub addresses: Vec<IpAddr>,
+    pub resolution: Resolution,
+    pub endpoints: u32,
+    /// The hostname is a name only the mesh defines: a ServiceEntry whose
+    /// endpoints are listed or selected apart from the host (`STATIC`, or
+    /// `DNS` with endpoints, or a workloadSelector). Cluster DNS does not
+    /// know it; with DNS capture only the proxy's name table answers it.
+    pub mesh_defined_name: bool,
+    /// A Kubernetes Service's pod selector (`None` for ServiceEntries and
+    /// selector-less Services).
+    pub selector: Option<Labels>,
+    /// Rank among services: oldest first, namespace-specific exports first.
+    pub order: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct Listener {
+    pub port: Option<u32>,
+    /// The protocol a port-specific listener declares: istiod builds the
+    /// listener for its services with it instead of the services' own.
+    pub protocol: Option<Protocol>,
+    pub hosts: Vec<HostEntry>,
+}
+
+impl Listener {
+    pub fn everything() -> Self {
+        Self {
+            port: None,
+            protocol: None,
+            hosts: vec![HostEntry {
+                ns: NsSel::Any,
+                host: "*".into(),
+                exclude: false,
+            }],
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SidecarInfo {
+    pub name: String,
+    pub namespace: String,
+    pub created: Created,
+    pub selector: Option<Labels>,
+    /// Parsed listeners; empty when the Sidecar has no egress.
+    pub listeners: Vec<Listener>,
+    pub invalid_hosts: Vec<Error>,
+    pub managed: bool,
+    pub object: Sidecar,
+}
+
+impl SidecarInfo {
+    pub fn has_egress(&self) -> bool {
+        !self.object.spec.egress.is_empty()
+    }
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+    pub fn egress_hosts(&self) -> impl Iterator<Item = &str> {
+        self.object
+            .spec
+            .egress
+            .iter()
+            .flat_map(|l| l.hosts.iter().map(String::as_str))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct VsDest {
+    pub host: String,
+    pub port: Option<u32>,
+    /// `match.sourceNamespace` values of the route; empty means any.
+    pub source_namespaces: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct VsInfo {
+    pub name: String,
+    pub namespace: String,
+    pub hosts: Vec<String>,
+    pub mesh_bound: bool,
+    pub export: Export,
+    pub dests: Vec<VsDest>,
+    /// The VirtualServices its HTTP routes delegate to, as (namespace, name).
+    pub delegates: Vec<(String, String)>,
+    pub created: Created,
+}
+
+#[derive(Clone, Debug)]
+pub struct DrInfo {
+    pub name: String,
+    pub namespace: String,
+    pub host: String,
+    /// Subset names, in the DestinationRule's order.
+    pub subsets: Vec<String>,
+    pub export: Export,
+    pub has_selector: bool,
+    pub created: Created,
+}
+
+#[derive(Clone, Debug)]
+pub struct SeInfo {
+    pub name: String,
+    pub namespace: String,
+    pub resolution: String,
+    pub export_to: Option<Vec<String>>,
+    pub hosts: Vec<String>,
+    pub annotations: Labels,
+}

@@ -1,0 +1,373 @@
+//! Building a snapshot: the services (Kubernetes Services and ServiceEntry
+//! hosts), their rank and indexes, the pods behind headless Services, and
+//! each workload's inbound ports.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::model::{
+    Inbound, PodId, PodInfo, PortInfo, Protocol, Resolution, SeInfo, ServiceInfo, SvcId, SvcKind,
+    Workload,
+};
+use crate::host::Export;
+use crate::inputs::Inputs;
+use crate::istio::ServiceEntry;
+use crate::labels::{selector_matches, Labels};
+use crate::mesh::{MeshConfig, Options};
+use crate::meta::{created, labels, name_of, ns_of, NamespaceInfo};
+use crate::visibility;
+use crate::HashMap;
+
+/// The Kubernetes Services, then one service per ServiceEntry host (each
+/// capped by `meshConfig.serviceEntryVisibility`), and the ServiceEntries.
+pub(super) fn services(
+    inputs: &Inputs,
+    mesh: &MeshConfig,
+    options: &Options,
+    namespaces: &BTreeMap<String, NamespaceInfo>,
+    pods: &[PodInfo],
+) -> (Vec<ServiceInfo>, Vec<SeInfo>) {
+    let mut pods_by_ns: HashMap<&str, Vec<PodId>> = HashMap::default();
+    for (id, p) in pods.iter().enumerate() {
+        pods_by_ns.entry(p.namespace.as_str()).or_default().push(id);
+    }
+    let domain = &options.cluster_domain;
+    let mut services: Vec<ServiceInfo> = Vec::new();
+    for s in &inputs.services {
+        services.push(kube_service(s, mesh, domain, pods, &pods_by_ns));
+    }
+    let mut service_entries = Vec::new();
+    for se in &inputs.service_entries {
+        service_entries.push(SeInfo {
+            name: name_of(&se.metadata),
+            namespace: ns_of(&se.metadata),
+            resolution: se.spec.resolution.clone().unwrap_or_else(|| "NONE".into()),
+            export_to: se.spec.export_to.clone(),
+            hosts: se.spec.hosts.clone(),
+            annotations: labels(&se.metadata.annotations),
+        });
+        let first = services.len();
+        services.extend(entry_services(se, mesh, pods, &pods_by_ns));
+        // meshConfig.serviceEntryVisibility caps what sidecars see.
+        let ns = ns_of(&se.metadata);
+        let ns_labels = namespaces.get(&ns).map(|n| &n.labels);
+        let cap = visibility::resolve(
+            mesh.service_entry_visibility.as_ref(),
+            options.istio,
+            ns_labels.unwrap_or(&Labels::new()),
+        )
+        .map(|r| r.for_sidecars());
+        if let Some(cap) = cap {
+            for s in &mut services[first..] {
+                s.export = cap.cap(std::mem::replace(&mut s.export, Export::Hidden), &ns);
+            }
+        }
+    }
+    (services, service_entries)
+}
+
+/// Ranks the services: oldest first, namespace-specific exports ahead of
+/// public ones.
+pub(super) fn rank(services: &mut [ServiceInfo]) {
+    let mut order: Vec<usize> = (0..services.len()).collect();
+    order.sort_by(|a, b| {
+        let (a, b) = (&services[*a], &services[*b]);
+        (
+            a.export.is_public(),
+            a.created,
+            &a.namespace,
+            &a.name,
+            &a.hostname,
+        )
+            .cmp(&(
+                b.export.is_public(),
+                b.created,
+                &b.namespace,
+                &b.name,
+                &b.hostname,
+            ))
+    });
+    for (rank, idx) in order.into_iter().enumerate() {
+        services[idx].order = rank;
+    }
+}
+
+/// The services by hostname (in rank order), by address and by namespace.
+pub(super) struct ServiceIndexes {
+    pub(super) by_host: HashMap<String, Vec<SvcId>>,
+    pub(super) by_addr: HashMap<IpAddr, Vec<SvcId>>,
+    pub(super) by_ns: HashMap<String, Vec<SvcId>>,
+}
+
+/// Indexes ranked services (see [`rank`]).
+pub(super) fn indexes(services: &[ServiceInfo]) -> ServiceIndexes {
+    let mut by_host: HashMap<String, Vec<SvcId>> = HashMap::default();
+    let mut by_addr: HashMap<IpAddr, Vec<SvcId>> = HashMap::default();
+    let mut by_ns: HashMap<String, Vec<SvcId>> = HashMap::default();
+    for (id, s) in services.iter().enumerate() {
+        by_host.entry(s.hostname.clone()).or_default().push(id);
+        by_ns.entry(s.namespace.clone()).or_default().push(id);
+        for a in &s.addresses {
+            by_addr.entry(*a).or_default().push(id);
+        }
+    }
+    for ids in by_host.values_mut() {
+        ids.sort_by_key(|i| services[*i].order);
+    }
+    ServiceIndexes {
+        by_host,
+        by_addr,
+        by_ns,
+    }
+}
+
+/// The endpoint addresses of headless Services, from their EndpointSlices.
+pub(super) fn headless_by_ip(
+    inputs: &Inputs,
+    services: &[ServiceInfo],
+    services_by_ns: &HashMap<String, Vec<SvcId>>,
+) -> HashMap<IpAddr, Vec<SvcId>> {
+    let mut headless_by_ip: HashMap<IpAddr, Vec<SvcId>> = HashMap::default();
+    for slice in &inputs.endpoint_slices {
+        let ns = ns_of(&slice.metadata);
+        let Some(svc_name) = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::inputs::SERVICE_NAME_LABEL))
+        else {
+            continue;
+        };
+        let Some(&svc) = services_by_ns.get(&ns).and_then(|ids| {
+            ids.iter().find(|id| {
+                let s = &services[**id];
+                s.kind == SvcKind::Kube
+                    && s.resolution == Resolution::Passthrough
+                    && s.name == *svc_name
+            })
+        }) else {
+            continue;
+        };
+        for ip in slice
+            .endpoints
+            .iter()
+            .flat_map(|e| &e.addresses)
+            .filter_map(|a| a.parse::<IpAddr>().ok())
+        {
+            let at = headless_by_ip.entry(ip).or_default();
+            if !at.contains(&svc) {
+                at.push(svc);
+            }
+        }
+    }
+    headless_by_ip
+}
+
+/// Inbound ports: the distinct targetPorts of the Kubernetes Services in
+/// the workload's namespace that select its pods.
+pub(super) fn inbound_ports(
+    workloads: &mut [Workload],
+    pods: &[PodInfo],
+    services: &[ServiceInfo],
+    services_by_ns: &HashMap<String, Vec<SvcId>>,
+) {
+    for w in workloads.iter_mut() {
+        let wl_labels = match w.pods.first() {
+            Some(p) => &pods[*p].labels,
+            None => &w.labels,
+        };
+        let mut seen: BTreeMap<u32, Protocol> = BTreeMap::new();
+        for &id in services_by_ns
+            .get(&w.namespace)
+            .map_or(&[][..], |v| v.as_slice())
+        {
+            let svc = &services[id];
+            let Some(sel) = &svc.selector else { continue };
+            if !selector_matches(sel, wl_labels) {
+                continue;
+            }
+            // UDP ports get an inbound cluster too.
+            for p in &svc.ports {
+                seen.entry(p.target_port).or_insert(p.protocol);
+            }
+        }
+        w.inbound = Inbound {
+            // Sniffed ports get the HTTP inbound chains.
+            http: seen
+                .values()
+                .filter(|p| matches!(p, Protocol::Http | Protocol::Auto))
+                .count() as u32,
+            tcp: seen
+                .values()
+                .filter(|p| matches!(p, Protocol::Tcp | Protocol::Udp))
+                .count() as u32,
+        };
+    }
+}
+
+fn service_export(meta: &ObjectMeta, mesh: &MeshConfig, ns: &str) -> Export {
+    let ann: Option<Vec<String>> = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("networking.istio.io/exportTo"))
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    Export::for_service(ann.as_deref(), &mesh.default_service_export_to, ns)
+}
+
+fn count_selected(
+    selector: &BTreeMap<String, String>,
+    ns: &str,
+    pods: &[PodInfo],
+    pods_by_ns: &HashMap<&str, Vec<PodId>>,
+) -> u32 {
+    if selector.is_empty() {
+        return 0;
+    }
+    pods_by_ns
+        .get(ns)
+        .map(|ids| {
+            ids.iter()
+                .filter(|p| selector_matches(selector, &pods[**p].labels))
+                .count() as u32
+        })
+        .unwrap_or(0)
+}
+
+fn kube_service(
+    s: &Service,
+    mesh: &MeshConfig,
+    domain: &str,
+    pods: &[PodInfo],
+    pods_by_ns: &HashMap<&str, Vec<PodId>>,
+) -> ServiceInfo {
+    let ns = ns_of(&s.metadata);
+    let name = name_of(&s.metadata);
+    let spec = s.spec.clone().unwrap_or_default();
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let external = spec.type_.as_deref() == Some("ExternalName");
+    let mut addresses: Vec<IpAddr> = spec
+        .cluster_ips
+        .iter()
+        .flatten()
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if let Some(a) = spec.cluster_ip.as_deref().and_then(|a| a.parse().ok()) {
+        if !addresses.contains(&a) {
+            addresses.push(a);
+        }
+    }
+    let ports = spec
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| PortInfo {
+            number: p.port as u32,
+            protocol: if p.protocol.as_deref() == Some("UDP") {
+                Protocol::Udp
+            } else {
+                Protocol::detect(p.app_protocol.as_deref(), p.name.as_deref())
+            },
+            target_port: match &p.target_port {
+                Some(IntOrString::Int(n)) if *n > 0 => *n as u32,
+                _ => p.port as u32,
+            },
+        })
+        .collect();
+    let endpoints = spec
+        .selector
+        .as_ref()
+        .map(|sel| count_selected(sel, &ns, pods, pods_by_ns))
+        .unwrap_or(0);
+    ServiceInfo {
+        kind: SvcKind::Kube,
+        hostname: format!("{name}.{ns}.svc.{domain}"),
+        export: service_export(&s.metadata, mesh, &ns),
+        created: created(&s.metadata),
+        addresses,
+        resolution: if external {
+            Resolution::Dns
+        } else if headless {
+            Resolution::Passthrough
+        } else {
+            Resolution::Eds
+        },
+        endpoints,
+        mesh_defined_name: false,
+        ports,
+        selector: spec
+            .selector
+            .filter(|s| !s.is_empty())
+            .map(|s| s.into_iter().collect()),
+        name,
+        namespace: ns,
+        order: 0,
+    }
+}
+
+fn entry_services<'a>(
+    se: &'a ServiceEntry,
+    mesh: &'a MeshConfig,
+    pods: &'a [PodInfo],
+    pods_by_ns: &'a HashMap<&str, Vec<PodId>>,
+) -> impl Iterator<Item = ServiceInfo> + 'a {
+    let ns = ns_of(&se.metadata);
+    let name = name_of(&se.metadata);
+    let export = Export::for_service(
+        se.spec.export_to.as_deref(),
+        &mesh.default_service_export_to,
+        &ns,
+    );
+    let resolution = match se.spec.resolution.as_deref() {
+        Some("DNS") => Resolution::Dns,
+        Some("DNS_ROUND_ROBIN") => Resolution::DnsRoundRobin,
+        Some("STATIC") => Resolution::Eds,
+        _ => Resolution::Passthrough,
+    };
+    let addresses: Vec<IpAddr> = se
+        .spec
+        .addresses
+        .iter()
+        .filter_map(|a| a.split('/').next().and_then(|a| a.parse().ok()))
+        .collect();
+    let ports: Vec<PortInfo> = se
+        .spec
+        .ports
+        .iter()
+        .map(|p| PortInfo {
+            number: p.number,
+            protocol: if p.protocol.as_deref() == Some("UDP") {
+                Protocol::Udp
+            } else {
+                Protocol::detect(p.protocol.as_deref(), p.name.as_deref())
+            },
+            target_port: 0,
+        })
+        .collect();
+    let endpoints = match &se.spec.workload_selector {
+        Some(sel) => count_selected(&sel.labels, &ns, pods, pods_by_ns),
+        None => se.spec.endpoints.len().max(1) as u32,
+    };
+    let mesh_defined_name = se.spec.workload_selector.is_some()
+        || resolution == Resolution::Eds
+        || (resolution != Resolution::Passthrough && !se.spec.endpoints.is_empty());
+    let created = created(&se.metadata);
+    se.spec.hosts.iter().map(move |h| ServiceInfo {
+        kind: SvcKind::Entry,
+        name: name.clone(),
+        namespace: ns.clone(),
+        hostname: h.clone(),
+        ports: ports.clone(),
+        export: export.clone(),
+        created,
+        addresses: addresses.clone(),
+        resolution,
+        endpoints,
+        mesh_defined_name,
+        selector: None,
+        order: 0,
+    })
+}
