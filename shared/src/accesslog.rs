@@ -1,4 +1,4 @@
-//! Envoy access-log lines as Istio writes them (semantics doc §7).
+//! Envoy access-log lines as Istio writes them (`docs/istio-semantics.md` §7).
 //!
 //! One function, [`parse_line`], turns a line into the handful of fields
 //! scoping needs, borrowing from the line wherever it can. It accepts:
@@ -366,7 +366,7 @@ pub fn split_host_port(addr: &str) -> Option<(&str, Option<u32>)> {
 mod tests {
     use super::*;
 
-    // Real lines from the Istio docs (semantics doc §7).
+    // Real lines from Istio's docs (`docs/istio-semantics.md` §7).
     const CLIENT: &str = r#"[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default"#;
     const SERVER: &str = r#"[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 10.44.1.27:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default"#;
     const PRE_1_1_TCP: &str = r#"[2019-01-24T12:48:54.977Z] "- - -" 0 - 601 17766 1289 - "-" "-" "-" "-" "172.217.161.36:443" outbound|443||www.google.com 172.30.109.82:59480 172.217.161.36:443 172.30.109.82:59478 www.google.com"#;

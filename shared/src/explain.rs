@@ -1,5 +1,5 @@
 //! `explain` and `impact`: the facts behind a proxy's scope, and which
-//! proxies a config change is pushed to (semantics doc §4).
+//! proxies a config change is pushed to (`docs/istio-semantics.md` §4).
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,8 +1,9 @@
 //! Egress host entries (`<ns>/<dnsName>`), host matching, and exportTo sets.
 //!
-//! Semantics doc §2 and §3: no short-name expansion, left-most wildcards
-//! match any number of labels, a wildcard service host is imported only by
-//! the same or a broader wildcard, and `~` changed meaning in 1.31.
+//! `docs/istio-semantics.md` §2 and §3: no short-name expansion, left-most
+//! wildcards match any number of labels, a wildcard service host is
+//! imported only by the same or a broader wildcard, and `~` changed meaning
+//! in 1.31.
 
 use std::collections::BTreeSet;
 
@@ -159,7 +160,8 @@ pub enum Export {
 }
 
 impl Export {
-    /// Set semantics for Services and ServiceEntries (§3).
+    /// Set semantics for Services and ServiceEntries
+    /// (`docs/istio-semantics.md` §3).
     pub fn for_service(export_to: Option<&[String]>, default: &[String], own_ns: &str) -> Self {
         let list = match export_to {
             Some(l) if !l.is_empty() => l,

@@ -1,4 +1,4 @@
-//! Which pods run an Envoy sidecar (semantics doc §6).
+//! Which pods run an Envoy sidecar (`docs/istio-semantics.md` §6).
 //!
 //! Mirrors the default-revision injector's webhook selectors and the
 //! in-webhook checks, then the ambient enrolment rules.

@@ -1,5 +1,6 @@
-//! Which Sidecar a proxy gets, and what that scope imports (semantics doc
-//! §1–§3), plus an estimate of the xDS config it produces (§5).
+//! Which Sidecar a proxy gets, and what that scope imports
+//! (`docs/istio-semantics.md` §1–§3), plus an estimate of the xDS config it
+//! produces (§5).
 
 use std::collections::{BTreeMap, BTreeSet};
 

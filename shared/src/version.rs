@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::error::Error;
 
 /// An Istio minor release. Behaviour that changed between releases is keyed
-/// on this (semantics doc, "version markers").
+/// on this: each place that depends on it asks [`IstioVersion::at_least`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct IstioVersion {
     pub major: u32,
