@@ -1,15 +1,35 @@
-//! Live mode: the only module that talks to the API server. It checks in
-//! one pass (SelfSubjectAccessReview) every permission a command needs,
-//! lists what the scope engine needs (paginated, concurrently, with
-//! bounded parallelism, each list bounded by `--request-timeout` as a
-//! whole), and turns every failure into one line naming the cause and the
-//! fix.
+//! Live mode: the only module that talks to the API server. Every call
+//! goes through [`Live`], bounded by `--request-timeout` as a whole (a
+//! list with all its pages, kube's own retries included), with a note on
+//! a terminal when the server is slow to answer, and every failure turned
+//! into one line naming the cause and the fix ([`ApiFailure`]).
+//!
+//! By job:
+//!
+//! - this file: the [`Live`] handle, [`Live::connect`] and the bounded
+//!   call every other file goes through;
+//! - `kubeconfig`: finding and reading the kubeconfig as kubectl does;
+//! - `failure`: [`ApiFailure`], what a kube error means, and the causes
+//!   many failures share;
+//! - `permissions`: what a command needs ([`Purpose`], [`Need`]), checked
+//!   in one pass (SelfSubjectAccessReview), and one error with the Role
+//!   that grants everything missing;
+//! - `list`: listing page by page, a list that expired mid-way (410 Gone)
+//!   read again;
+//! - `read`: reading everything the scope engine needs, concurrently, with
+//!   bounded parallelism, and naming what could not be read;
+//! - `write`: reading, server-side applying and deleting Sidecars;
+//! - `logs`: the istio-proxy logs of pods;
+//! - `portforward`: port-forwards to a pod (istiod's debug port).
 
 mod failure;
 mod kubeconfig;
+mod list;
 mod logs;
 mod permissions;
+mod portforward;
 mod read;
+mod write;
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -27,10 +47,12 @@ pub use crate::duration::{
 };
 pub use failure::{systemic_cause, ApiFailure, FailureKind};
 pub use kubeconfig::load_kubeconfig;
+pub use list::{resource_of, Select};
 pub use permissions::{
     rbac_error, rbac_file, role_for, Need, Purpose, APPLIER_FILE, READER_FILE, VERIFIER_FILE,
 };
 pub use read::Read;
+pub use write::Patched;
 
 use failure::{asked, error_chain};
 use kubeconfig::kubeconfig_error;
@@ -41,6 +63,9 @@ pub const PARALLELISM: usize = 6;
 /// How long a call may take before a terminal is told what it waits for.
 pub const NOTE_AFTER: Duration = Duration::from_secs(3);
 
+/// A connection to one API server, and how calls to it are bounded.
+/// Clones share the connection and the notes.
+#[derive(Clone)]
 pub struct Live {
     pub client: Client,
     pub server: String,
@@ -118,16 +143,24 @@ impl Live {
         })
     }
 
-    /// Runs one call (a list with all its pages, or a single request),
-    /// bounded by `--request-timeout` as a whole. On a terminal, says
-    /// once after a few seconds what is being waited for.
-    async fn bounded<T>(
+    /// Never prints the note [`Live::bounded`] prints on a terminal while
+    /// it waits (for completion, whose stderr is the user's prompt).
+    pub fn quiet(self) -> Live {
+        Live {
+            noted: Arc::new(AtomicBool::new(true)),
+            ..self
+        }
+    }
+
+    /// Runs `call` and, on a terminal, says once after a few seconds what
+    /// is being waited for.
+    async fn noting<T>(
         &self,
         verb: &'static str,
         resource: &str,
         ns: Option<&str>,
-        call: impl Future<Output = Result<T, ApiFailure>>,
-    ) -> Result<T, ApiFailure> {
+        call: impl Future<Output = T>,
+    ) -> T {
         let note = async {
             tokio::time::sleep(NOTE_AFTER).await;
             if std::io::stderr().is_terminal() && !self.noted.swap(true, Ordering::SeqCst) {
@@ -140,38 +173,49 @@ impl Live {
             }
             std::future::pending::<()>().await;
         };
-        let call = async {
-            tokio::select! {
-                r = call => r,
-                () = note => unreachable!("the note never finishes"),
-            }
+        tokio::select! {
+            r = call => r,
+            () = note => unreachable!("the note never finishes"),
+        }
+    }
+
+    /// Runs one call (a list with all its pages, or a single request),
+    /// bounded by `--request-timeout` as a whole, with [`Live::noting`]'s
+    /// note.
+    async fn bounded<T>(
+        &self,
+        verb: &'static str,
+        resource: &str,
+        ns: Option<&str>,
+        call: impl Future<Output = Result<T, ApiFailure>>,
+    ) -> Result<T, ApiFailure> {
+        let call = self.noting(verb, resource, ns, call);
+        let Some(t) = self.timeout else {
+            return call.await;
         };
-        match self.timeout {
-            None => call.await,
-            Some(t) => match tokio::time::timeout(t, call).await {
-                // The connection's own timeouts are the same bound.
-                Ok(Err(ApiFailure {
-                    kind: FailureKind::Timeout(None),
-                    verb,
-                    resource,
-                    namespace,
-                    server,
-                })) => Err(ApiFailure {
-                    kind: FailureKind::Timeout(Some(t)),
-                    verb,
-                    resource,
-                    namespace,
-                    server,
-                }),
-                Ok(r) => r,
-                Err(_) => Err(ApiFailure {
-                    verb,
-                    resource: resource.to_string(),
-                    namespace: ns.map(str::to_string),
-                    server: self.server.clone(),
-                    kind: FailureKind::Timeout(Some(t)),
-                }),
-            },
+        match tokio::time::timeout(t, call).await {
+            // The connection's own timeouts are the same bound.
+            Ok(Err(ApiFailure {
+                kind: FailureKind::Timeout(None),
+                verb,
+                resource,
+                namespace,
+                server,
+            })) => Err(ApiFailure {
+                kind: FailureKind::Timeout(Some(t)),
+                verb,
+                resource,
+                namespace,
+                server,
+            }),
+            Ok(r) => r,
+            Err(_) => Err(ApiFailure {
+                verb,
+                resource: resource.to_string(),
+                namespace: ns.map(str::to_string),
+                server: self.server.clone(),
+                kind: FailureKind::Timeout(Some(t)),
+            }),
         }
     }
 
@@ -191,6 +235,7 @@ impl Live {
     }
 }
 
+/// An Istio networking kind (`v1`).
 pub fn istio(kind: &str, plural: &str) -> ApiResource {
     istio_in(meshscope_shared::istio::NETWORKING_GROUP, kind, plural)
 }

@@ -57,12 +57,7 @@ impl Purpose {
     /// What the command needs in namespace `ns` (`None`: all) besides
     /// reading.
     pub(super) fn needs(&self, ns: Option<&str>) -> Vec<Need> {
-        let need = |verb, group, resource, ns: Option<&str>| Need {
-            verb,
-            group,
-            resource,
-            namespace: ns.map(str::to_string),
-        };
+        let need = Need::new;
         let istiod = |ns: &str| {
             vec![
                 need("list", "", "pods", Some(ns)),
@@ -99,6 +94,24 @@ pub struct Need {
     /// `pods` or `pods/portforward`.
     pub resource: &'static str,
     pub namespace: Option<String>,
+}
+
+impl Need {
+    /// `verb` on `resource` of API group `group` in namespace `ns`
+    /// (cluster-wide when `None`).
+    pub fn new(
+        verb: &'static str,
+        group: &'static str,
+        resource: &'static str,
+        ns: Option<&str>,
+    ) -> Need {
+        Need {
+            verb,
+            group,
+            resource,
+            namespace: ns.map(str::to_string),
+        }
+    }
 }
 
 impl Live {

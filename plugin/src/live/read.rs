@@ -6,24 +6,26 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource};
 use meshscope_shared::inputs::Pod as ObservedPod;
 use meshscope_shared::inputs::{EndpointSlice, DISCOVERY_GROUP, HEADLESS_LABEL};
 use meshscope_shared::Inputs;
 
-use super::failure::where_;
 use super::{
-    istio, istio_in, qualified, rbac_error, resource_name, ApiFailure, FailureKind, Live, Need,
-    Purpose, PARALLELISM, READER_FILE,
+    istio, istio_in, qualified, rbac_error, ApiFailure, FailureKind, Live, Need, Purpose, Select,
+    PARALLELISM, READER_FILE,
 };
 
 /// What a finished list adds to the inputs.
 type Fill = Box<dyn FnOnce(&mut Inputs) -> Result<(), ApiFailure> + Send>;
 type Listed = Result<Fill, ApiFailure>;
+/// One list of a read, in flight.
+type Listing<'a> = BoxFuture<'a, Listed>;
 
 /// The kinds read per namespace in scope: workloads and their pods.
 const WORKLOADS: [(&str, &str); 7] = [
@@ -79,88 +81,68 @@ pub struct Read {
     pub limitations: Vec<String>,
 }
 
+/// What a read lists, given what the permission check denied beyond the
+/// namespaces in scope, and the limitations that leaves.
+struct Plan {
+    /// The shared kinds listed per namespace in scope, not cluster-wide.
+    shared_in_scope: Vec<(&'static str, &'static str)>,
+    list_namespaces: bool,
+    /// Under -n, the pods of other namespaces are not read: the
+    /// EndpointSlices of headless Services name their IPs.
+    headless_slices: bool,
+    limitations: Vec<String>,
+}
+
+impl Plan {
+    fn new(namespaces: Option<&BTreeSet<String>>, wide_denied: &[Need]) -> Plan {
+        let denied = |g, r| wide_denied.contains(&Need::new("list", g, r, None));
+        let mut limitations = Vec::new();
+        let shared_in_scope: Vec<(&str, &str)> = SHARED
+            .iter()
+            .copied()
+            .filter(|(g, r)| denied(g, r))
+            .collect();
+        if let (Some(set), false) = (namespaces, shared_in_scope.is_empty()) {
+            limitations.push(format!(
+                "cross-namespace dependencies unknown: cannot list {} in all namespaces, so only those in {} are read; grant {READER_FILE} for the rest",
+                shared_in_scope
+                    .iter()
+                    .map(|(g, r)| qualified(g, r))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                match set.len() {
+                    1 => format!("namespace {:?}", set.iter().next().expect("one")),
+                    _ => format!(
+                        "namespaces {}",
+                        set.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                }
+            ));
+        }
+        let headless_slices = namespaces.is_some() && !denied(DISCOVERY_GROUP, "endpointslices");
+        if namespaces.is_some() && !headless_slices {
+            limitations.push(format!(
+                "calls to pod IPs of headless Services in other namespaces are not mapped back: cannot list endpointslices.{DISCOVERY_GROUP} in all namespaces; grant {READER_FILE}"
+            ));
+        }
+        Plan {
+            shared_in_scope,
+            list_namespaces: !denied("", "namespaces"),
+            headless_slices,
+            limitations,
+        }
+    }
+}
+
+/// The namespaces in scope, one by one; `None` alone for all of them.
+fn scopes(namespaces: Option<&BTreeSet<String>>) -> Vec<Option<&str>> {
+    match namespaces {
+        None => vec![None],
+        Some(set) => set.iter().map(|n| Some(n.as_str())).collect(),
+    }
+}
+
 impl Live {
-    /// Lists one resource through `api`, page by page, within the timeout.
-    ///
-    /// A continue token the API server has compacted away (410 Gone on a
-    /// later page) restarts the list from the start, once, and leaves a
-    /// note: the pages read so far are of an older state and are dropped,
-    /// never mixed with newer ones. A second expiry is an error.
-    async fn pages<K>(
-        &self,
-        api: Api<K>,
-        ar: &ApiResource,
-        ns: Option<&str>,
-    ) -> Result<Vec<K>, ApiFailure>
-    where
-        K: Clone + serde::de::DeserializeOwned + fmt::Debug,
-    {
-        self.pages_selected(api, ar, ns, None).await
-    }
-
-    /// [`Live::pages`] of the objects with the label selector `selector`.
-    async fn pages_selected<K>(
-        &self,
-        api: Api<K>,
-        ar: &ApiResource,
-        ns: Option<&str>,
-        selector: Option<&str>,
-    ) -> Result<Vec<K>, ApiFailure>
-    where
-        K: Clone + serde::de::DeserializeOwned + fmt::Debug,
-    {
-        let all = async {
-            let mut out = Vec::new();
-            let mut token: Option<String> = None;
-            let mut restarted = false;
-            loop {
-                let mut lp = ListParams::default().limit(self.page_size);
-                if let Some(sel) = selector {
-                    lp = lp.labels(sel);
-                }
-                if let Some(t) = &token {
-                    lp = lp.continue_token(t);
-                }
-                let page = match api.list(&lp).await {
-                    Ok(page) => page,
-                    Err(kube::Error::Api(s)) if s.code == 410 && token.is_some() => {
-                        let what = format!("the list of {} {}", resource_name(ar), where_(ns));
-                        if restarted {
-                            return Err(ApiFailure {
-                                verb: "list",
-                                resource: resource_name(ar),
-                                namespace: ns.map(str::to_string),
-                                server: self.server.clone(),
-                                kind: FailureKind::Other(format!(
-                                    "the list expired mid-way twice (410 Gone: {}); the API server compacts faster than {} pages of {} can be read: retry with a larger --chunk-size",
-                                    s.message,
-                                    out.len().div_ceil(self.page_size as usize).max(1),
-                                    self.page_size
-                                )),
-                            });
-                        }
-                        restarted = true;
-                        self.notes.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
-                            "{what} expired after {} (410 Gone: the API server compacted the state the pages were read from); listed again from the start",
-                            crate::output::plural(out.len(), "item", "items"),
-                        ));
-                        out.clear();
-                        token = None;
-                        continue;
-                    }
-                    Err(e) => return Err(self.fail(e, "list", ar, ns)),
-                };
-                out.extend(page.items);
-                match page.metadata.continue_ {
-                    Some(t) if !t.is_empty() => token = Some(t),
-                    _ => break,
-                }
-            }
-            Ok(out)
-        };
-        self.bounded("list", &resource_name(ar), ns, all).await
-    }
-
     /// Lists a Kubernetes kind decoded straight into its typed form (no
     /// intermediate JSON tree), and returns how to add it to the inputs.
     async fn list_typed<K>(&self, ns: Option<&str>, add: fn(&mut Inputs, Vec<K>)) -> Listed
@@ -172,12 +154,7 @@ impl Live {
             + Send
             + 'static,
     {
-        let ar = ApiResource::erase::<K>(&());
-        let api: Api<K> = match ns {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
-        let items = self.pages(api, &ar, ns).await?;
+        let items = self.list::<K>(ns, Select::ALL).await?;
         Ok(Box::new(move |inputs: &mut Inputs| {
             add(inputs, items);
             Ok(())
@@ -186,11 +163,7 @@ impl Live {
 
     /// Lists an Istio kind (a CRD that may be missing) as JSON objects.
     async fn list_istio(&self, ar: ApiResource, ns: Option<String>) -> Listed {
-        let api: Api<DynamicObject> = match &ns {
-            Some(n) => Api::namespaced_with(self.client.clone(), n, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
-        };
-        let items = self.pages(api, &ar, ns.as_deref()).await?;
+        let items = self.list_dynamic(&ar, ns.as_deref(), Select::ALL).await?;
         let server = self.server.clone();
         Ok(Box::new(move |inputs: &mut Inputs| {
             for item in items {
@@ -302,40 +275,57 @@ impl Live {
         Ok(read)
     }
 
+    /// [`Live::read`] of the workloads of `namespaces` (all when `None`).
     async fn read_scoped(
         &self,
         namespaces: Option<&BTreeSet<String>>,
         purpose: &Purpose,
         pod_logs: bool,
     ) -> Result<Read, ReadError> {
-        let need = |verb, group, resource, ns: Option<&str>| Need {
-            verb,
-            group,
-            resource,
-            namespace: ns.map(str::to_string),
-        };
-        let scopes: Vec<Option<&str>> = match namespaces {
-            None => vec![None],
-            Some(set) => set.iter().map(|n| Some(n.as_str())).collect(),
-        };
+        let wide_denied = self.permitted(namespaces, purpose, pod_logs).await?;
+        let plan = Plan::new(namespaces, &wide_denied);
+        let mut limitations = plan.limitations.clone();
+        let mut inputs = self.list_everything(namespaces, &plan).await?;
+        if !plan.list_namespaces {
+            let set = namespaces.expect("listing namespaces is required with -A");
+            let got = self.namespaces_one_by_one(set, &mut limitations).await?;
+            inputs.namespaces.extend(got);
+        }
+        self.mesh_config(&mut inputs, &mut limitations).await?;
+        Ok(Read {
+            inputs,
+            limitations,
+        })
+    }
+
+    /// Checks in one pass what reading `namespaces` (all when `None`) and
+    /// `purpose` need. What the result cannot do without and is denied is
+    /// the error; what only a complete result needs and is denied is
+    /// returned.
+    async fn permitted(
+        &self,
+        namespaces: Option<&BTreeSet<String>>,
+        purpose: &Purpose,
+        pod_logs: bool,
+    ) -> Result<Vec<Need>, ReadError> {
         // What the result cannot do without: reads in the namespaces in
         // scope, and what the command itself does there.
         let mut required: Vec<Need> = Vec::new();
-        for ns in &scopes {
+        for ns in scopes(namespaces) {
             for (g, r) in WORKLOADS.iter().chain(&SHARED) {
-                required.push(need("list", g, r, *ns));
+                required.push(Need::new("list", g, r, ns));
             }
             if pod_logs {
-                required.push(need("get", "", "pods/log", *ns));
+                required.push(Need::new("get", "", "pods/log", ns));
             }
-            required.extend(purpose.needs(*ns));
+            required.extend(purpose.needs(ns));
         }
         // What a complete result needs besides: the shared kinds from every
         // namespace, and the namespaces' labels.
-        let mut wide: Vec<Need> = vec![need("list", "", "namespaces", None)];
+        let mut wide: Vec<Need> = vec![Need::new("list", "", "namespaces", None)];
         if namespaces.is_some() {
-            wide.extend(SHARED.iter().map(|(g, r)| need("list", g, r, None)));
-            wide.push(need("list", DISCOVERY_GROUP, "endpointslices", None));
+            wide.extend(SHARED.iter().map(|(g, r)| Need::new("list", g, r, None)));
+            wide.push(Need::new("list", DISCOVERY_GROUP, "endpointslices", None));
         }
         let mut all = required.clone();
         all.extend(wide.iter().cloned());
@@ -355,49 +345,16 @@ impl Live {
             everything.extend(missing);
             return Err(ReadError::Rbac(everything));
         }
-        let mut limitations = Vec::new();
-        let shared_wide_denied: Vec<(&str, &str)> = SHARED
-            .iter()
-            .copied()
-            .filter(|(g, r)| wide_denied.contains(&need("list", g, r, None)))
-            .collect();
-        if let (Some(set), false) = (namespaces, shared_wide_denied.is_empty()) {
-            limitations.push(format!(
-                "cross-namespace dependencies unknown: cannot list {} in all namespaces, so only those in {} are read; grant {READER_FILE} for the rest",
-                shared_wide_denied
-                    .iter()
-                    .map(|(g, r)| qualified(g, r))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                match set.len() {
-                    1 => format!("namespace {:?}", set.iter().next().expect("one")),
-                    _ => format!(
-                        "namespaces {}",
-                        set.iter().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                }
-            ));
-        }
-        let list_namespaces = !wide_denied.contains(&need("list", "", "namespaces", None));
-        // Under -n, the pods of other namespaces are not read: the
-        // EndpointSlices of headless Services name their IPs.
-        let slices = namespaces.is_some()
-            && !wide_denied.contains(&need("list", DISCOVERY_GROUP, "endpointslices", None));
-        if namespaces.is_some() && !slices {
-            limitations.push(format!(
-                "calls to pod IPs of headless Services in other namespaces are not mapped back: cannot list endpointslices.{DISCOVERY_GROUP} in all namespaces; grant {READER_FILE}"
-            ));
-        }
-        let mut inputs = self
-            .list(namespaces, &shared_wide_denied, list_namespaces, slices)
-            .await?;
-        if !list_namespaces {
-            let set = namespaces.expect("listing namespaces is required with -A");
-            let got = self.namespaces_one_by_one(set, &mut limitations).await?;
-            inputs.namespaces.extend(got);
-        }
-        // The mesh config: ConfigMap istio in istio-system; missing means
-        // defaults.
+        Ok(wide_denied)
+    }
+
+    /// The mesh config: ConfigMap istio in istio-system, added to
+    /// `inputs`; missing means defaults, forbidden is a limitation.
+    async fn mesh_config(
+        &self,
+        inputs: &mut Inputs,
+        limitations: &mut Vec<String>,
+    ) -> Result<(), ApiFailure> {
         let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), "istio-system");
         let cm = self
             .bounded("get", "configmaps", Some("istio-system"), async {
@@ -427,37 +384,24 @@ impl Live {
             }) => limitations.push(format!(
                 "mesh config unknown: cannot get configmaps/istio in namespace \"istio-system\", so Istio's defaults are used; grant {READER_FILE}, or pass --mesh-config"
             )),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
-        Ok(Read {
-            inputs,
-            limitations,
-        })
+        Ok(())
     }
 
-    /// Lists everything, concurrently; the first failure ends the read.
-    /// The kinds in `shared_in_scope` are listed per namespace in scope
-    /// instead of cluster-wide.
-    async fn list(
+    /// Lists everything `plan` says, concurrently; the first failure ends
+    /// the read.
+    async fn list_everything(
         &self,
         namespaces: Option<&BTreeSet<String>>,
-        shared_in_scope: &[(&str, &str)],
-        list_namespaces: bool,
-        headless_slices: bool,
+        plan: &Plan,
     ) -> Result<Inputs, ApiFailure> {
-        use futures::future::BoxFuture;
-        use futures::FutureExt;
-        let scopes: Vec<Option<&str>> = match namespaces {
-            None => vec![None],
-            Some(set) => set.iter().map(|n| Some(n.as_str())).collect(),
-        };
-        let mut jobs: Vec<BoxFuture<'_, Listed>> = Vec::new();
-        if list_namespaces {
+        let scopes = scopes(namespaces);
+        let mut jobs: Vec<Listing<'_>> = Vec::new();
+        if plan.list_namespaces {
             jobs.push(
                 async {
-                    let ar = ApiResource::erase::<Namespace>(&());
-                    let api: Api<Namespace> = Api::all(self.client.clone());
-                    let items = self.pages(api, &ar, None).await?;
+                    let items = self.namespaces().await?;
                     Ok(Box::new(move |i: &mut Inputs| {
                         i.namespaces.extend(items);
                         Ok(())
@@ -466,20 +410,11 @@ impl Live {
                 .boxed(),
             );
         }
-        let per_scope = |plural: &str| -> Vec<Option<String>> {
-            if shared_in_scope.iter().any(|(_, r)| *r == plural) {
-                scopes.iter().map(|s| s.map(str::to_string)).collect()
-            } else {
-                vec![None]
-            }
-        };
-        if headless_slices {
+        if plan.headless_slices {
             jobs.push(
                 async {
-                    let ar = ApiResource::erase::<EndpointSlice>(&());
-                    let api: Api<EndpointSlice> = Api::all(self.client.clone());
                     let items = self
-                        .pages_selected(api, &ar, None, Some(HEADLESS_LABEL))
+                        .list::<EndpointSlice>(None, Select::labels(HEADLESS_LABEL))
                         .await?;
                     Ok(Box::new(move |i: &mut Inputs| {
                         i.endpoint_slices.extend(items);
@@ -489,6 +424,36 @@ impl Live {
                 .boxed(),
             );
         }
+        // The kinds in `shared_in_scope` are listed per namespace in scope
+        // instead of cluster-wide.
+        let per_scope = |plural: &str| -> Vec<Option<String>> {
+            if plan.shared_in_scope.iter().any(|(_, r)| *r == plural) {
+                scopes.iter().map(|s| s.map(str::to_string)).collect()
+            } else {
+                vec![None]
+            }
+        };
+        jobs.extend(self.shared_jobs(per_scope));
+        for ns in scopes.iter().copied() {
+            jobs.extend(self.workload_jobs(ns));
+        }
+        // try_collect stops at the first failure, so a server that hangs
+        // costs one timeout, not one per wave of PARALLELISM lists.
+        let fills: Vec<Fill> = futures::stream::iter(jobs)
+            .buffer_unordered(PARALLELISM)
+            .try_collect()
+            .await?;
+        let mut inputs = Inputs::default();
+        for fill in fills {
+            fill(&mut inputs)?;
+        }
+        Ok(inputs)
+    }
+
+    /// The lists of the kinds read from every namespace (or, per
+    /// `per_scope`, from those in scope): Services and Istio's kinds.
+    fn shared_jobs(&self, per_scope: impl Fn(&str) -> Vec<Option<String>>) -> Vec<Listing<'_>> {
+        let mut jobs: Vec<Listing<'_>> = Vec::new();
         for ns in per_scope("services") {
             jobs.push(
                 async move {
@@ -536,44 +501,27 @@ impl Live {
                 );
             }
         }
-        for ns in scopes.iter().copied() {
+        jobs
+    }
+
+    /// The lists of the workloads of `ns` (all namespaces when `None`) and
+    /// their pods.
+    fn workload_jobs<'a>(&'a self, ns: Option<&'a str>) -> [Listing<'a>; 7] {
+        [
             // Pods decode straight into the engine's lean form.
-            jobs.push(
-                self.list_typed::<ObservedPod>(ns, |i, v| i.pods.extend(v))
-                    .boxed(),
-            );
-            jobs.push(
-                self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
-                    .boxed(),
-            );
-            jobs.push(
-                self.list_typed::<ReplicaSet>(ns, |i, v| i.replicasets.extend(v))
-                    .boxed(),
-            );
-            jobs.push(
-                self.list_typed::<StatefulSet>(ns, |i, v| i.statefulsets.extend(v))
-                    .boxed(),
-            );
-            jobs.push(
-                self.list_typed::<DaemonSet>(ns, |i, v| i.daemonsets.extend(v))
-                    .boxed(),
-            );
-            jobs.push(self.list_typed::<Job>(ns, |i, v| i.jobs.extend(v)).boxed());
-            jobs.push(
-                self.list_typed::<CronJob>(ns, |i, v| i.cronjobs.extend(v))
-                    .boxed(),
-            );
-        }
-        // try_collect stops at the first failure, so a server that hangs
-        // costs one timeout, not one per wave of PARALLELISM lists.
-        let fills: Vec<Fill> = futures::stream::iter(jobs)
-            .buffer_unordered(PARALLELISM)
-            .try_collect()
-            .await?;
-        let mut inputs = Inputs::default();
-        for fill in fills {
-            fill(&mut inputs)?;
-        }
-        Ok(inputs)
+            self.list_typed::<ObservedPod>(ns, |i, v| i.pods.extend(v))
+                .boxed(),
+            self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
+                .boxed(),
+            self.list_typed::<ReplicaSet>(ns, |i, v| i.replicasets.extend(v))
+                .boxed(),
+            self.list_typed::<StatefulSet>(ns, |i, v| i.statefulsets.extend(v))
+                .boxed(),
+            self.list_typed::<DaemonSet>(ns, |i, v| i.daemonsets.extend(v))
+                .boxed(),
+            self.list_typed::<Job>(ns, |i, v| i.jobs.extend(v)).boxed(),
+            self.list_typed::<CronJob>(ns, |i, v| i.cronjobs.extend(v))
+                .boxed(),
+        ]
     }
 }
