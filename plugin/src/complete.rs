@@ -5,8 +5,9 @@
 //! plugin's name, the last one being the word under the cursor (empty when
 //! the cursor follows a space). The executable answers like a Cobra program's
 //! `__complete` command: one candidate per line, optionally `value\tdescription`,
-//! then a last line `:<directive>` (kubectl
-//! `pkg/cmd/plugin/plugin_completion.go`, cobra `completions.go`).
+//! then a last line `:<directive>` (kubernetes/kubernetes
+//! `staging/src/k8s.io/kubectl/pkg/cmd/plugin/plugin_completion.go`, 1.26;
+//! spf13/cobra `completions.go`, 1.8).
 //!
 //! ```text
 //! words ──> walk the clap Cli ──> Want ──> candidates (static, or via Lookup) ──> stdout
