@@ -5,8 +5,9 @@
 //! plugin's name, the last one being the word under the cursor (empty when
 //! the cursor follows a space). The executable answers like a Cobra program's
 //! `__complete` command: one candidate per line, optionally `value\tdescription`,
-//! then a last line `:<directive>` (kubectl
-//! `pkg/cmd/plugin/plugin_completion.go`, cobra `completions.go`).
+//! then a last line `:<directive>` (kubernetes/kubernetes
+//! `staging/src/k8s.io/kubectl/pkg/cmd/plugin/plugin_completion.go`, 1.26;
+//! spf13/cobra `completions.go`, 1.8).
 //!
 //! ```text
 //! words ──> walk the clap Cli ──> Want ──> candidates (static, or via Lookup) ──> stdout
@@ -29,7 +30,6 @@ use clap::builder::ValueHint;
 use clap::{Arg, ArgAction, CommandFactory};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
-use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::Kubeconfig;
 use meshscope_shared::audit::CODES;
 use meshscope_shared::explain::Target;
@@ -571,7 +571,9 @@ impl ClusterLookup {
         let common = Self::common(cluster);
         rt.block_on(async {
             let work = async {
-                let live = Live::connect(&common.connect_options()).await?;
+                // CLUSTER_TIMEOUT bounds the whole; each call is bounded by
+                // it too, without the note a slow call leaves on a terminal.
+                let live = Live::connect(&common.connect_options()).await?.quiet();
                 f(&live).await
             };
             tokio::time::timeout(CLUSTER_TIMEOUT, work)
@@ -586,76 +588,25 @@ impl ClusterLookup {
     }
 }
 
-fn object_names<K: Clone>(
-    list: kube::core::ObjectList<kube::core::PartialObjectMeta<K>>,
-) -> Vec<String> {
-    list.items
-        .into_iter()
-        .filter_map(|o| o.metadata.name)
-        .collect()
-}
-
 /// The names of `kind` in `ns`, from metadata-only lists.
-async fn list_names(live: &Live, kind: Kind, ns: &str) -> Result<Vec<String>, kube::Error> {
-    let lp = ListParams::default();
-    let client = live.client.clone();
-    let istio = |kind: &str, plural: &str| {
-        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &live::istio(kind, plural))
+async fn list_names(live: &Live, kind: Kind, ns: &str) -> Result<Vec<String>, live::ApiFailure> {
+    let ar = match kind {
+        Kind::Pod => live::resource_of::<Pod>(),
+        Kind::Deployment => live::resource_of::<Deployment>(),
+        Kind::StatefulSet => live::resource_of::<StatefulSet>(),
+        Kind::DaemonSet => live::resource_of::<DaemonSet>(),
+        Kind::Service => live::resource_of::<Service>(),
+        Kind::ServiceEntry => live::istio("ServiceEntry", "serviceentries"),
+        Kind::VirtualService => live::istio("VirtualService", "virtualservices"),
+        Kind::DestinationRule => live::istio("DestinationRule", "destinationrules"),
     };
-    Ok(match kind {
-        Kind::Pod => object_names(
-            Api::<Pod>::namespaced(client, ns)
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::Deployment => object_names(
-            Api::<Deployment>::namespaced(client, ns)
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::StatefulSet => object_names(
-            Api::<StatefulSet>::namespaced(client, ns)
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::DaemonSet => object_names(
-            Api::<DaemonSet>::namespaced(client, ns)
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::Service => object_names(
-            Api::<Service>::namespaced(client, ns)
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::ServiceEntry => object_names(
-            istio("ServiceEntry", "serviceentries")
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::VirtualService => object_names(
-            istio("VirtualService", "virtualservices")
-                .list_metadata(&lp)
-                .await?,
-        ),
-        Kind::DestinationRule => object_names(
-            istio("DestinationRule", "destinationrules")
-                .list_metadata(&lp)
-                .await?,
-        ),
-    })
+    live.names(&ar, Some(ns)).await
 }
 
 impl Lookup for ClusterLookup {
     fn namespaces(&self, cluster: &ClusterFlags) -> anyhow::Result<Vec<String>> {
         Self::with_live(cluster, async |live: &Live| {
-            let list = Api::<Namespace>::all(live.client.clone())
-                .list_metadata(&ListParams::default())
-                .await
-                .map_err(|e| {
-                    live::ApiFailure::from_kube(e, "list", "namespaces", None, &live.server)
-                })?;
-            Ok(object_names(list))
+            Ok(live.names(&live::resource_of::<Namespace>(), None).await?)
         })
     }
 
@@ -665,9 +616,7 @@ impl Lookup for ClusterLookup {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| live.default_namespace.clone());
-            list_names(live, kind, &ns).await.map_err(|e| {
-                live::ApiFailure::from_kube(e, "list", kind.word(), Some(&ns), &live.server).into()
-            })
+            Ok(list_names(live, kind, &ns).await?)
         })
     }
 

@@ -4,18 +4,15 @@
 //! or a user who may not list pods in istio-system, gives no evidence, and
 //! the proxies' own images decide.
 
-use kube::api::{Api, ListParams};
 use meshscope_shared::inputs::Pod as ObservedPod;
 
-use crate::live::Live;
+use crate::live::{Live, Select};
 
 /// The namespace istiod runs in, unless a revision install moved it.
 pub const ISTIO_NAMESPACE: &str = "istio-system";
 
 pub async fn istiod_pods(live: &Live) -> Vec<ObservedPod> {
-    let api: Api<ObservedPod> = Api::namespaced(live.client.clone(), ISTIO_NAMESPACE);
-    api.list(&ListParams::default().labels("app=istiod"))
+    live.list(Some(ISTIO_NAMESPACE), Select::labels("app=istiod"))
         .await
-        .map(|l| l.items)
         .unwrap_or_default()
 }

@@ -136,3 +136,37 @@ pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
     };
     Ok(Duration::from_secs(secs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("7d").unwrap(),
+            Duration::from_secs(7 * 86400)
+        );
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn request_timeouts_read_as_kubectl_reads_them() {
+        let t = |s: &str| parse_request_timeout(s).map(RequestTimeout::get);
+        assert_eq!(t("30s"), Ok(Some(Duration::from_secs(30))));
+        assert_eq!(t("1m"), Ok(Some(Duration::from_secs(60))));
+        assert_eq!(t("500ms"), Ok(Some(Duration::from_millis(500))));
+        assert_eq!(t("1m30s"), Ok(Some(Duration::from_secs(90))));
+        assert_eq!(t("1.5h"), Ok(Some(Duration::from_secs(5400))));
+        assert_eq!(t("7"), Ok(Some(Duration::from_secs(7))));
+        assert_eq!(t("0"), Ok(None));
+        assert_eq!(t("0s"), Ok(None));
+        assert!(t("-1s").unwrap_err().contains("negative"));
+        assert!(t("5d").unwrap_err().contains("unknown unit \"d\""));
+        assert!(t("soon").is_err() && t("").is_err() && t("1.2.3s").is_err());
+        assert_eq!(RequestTimeout(Some(Duration::from_millis(500))).secs(), 1);
+        assert_eq!(RequestTimeout(None).secs(), u64::MAX);
+        assert_eq!(RequestTimeout::default().to_string(), "30s");
+    }
+}

@@ -20,11 +20,9 @@ use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
-use kube::Client;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::live::ApiFailure;
+use crate::live::{Live, Select};
 
 /// istiod's monitoring port, where istioctl reaches the debug endpoints.
 pub const DEBUG_PORT: u16 = 15014;
@@ -47,7 +45,8 @@ pub struct Istiod {
     /// The pod name, or the URL for `--istiod-url`.
     pub name: String,
     endpoint: Endpoint,
-    client: Option<Client>,
+    /// The connection a port-forward goes through.
+    live: Option<Live>,
     conn: Option<SendRequest<Empty<Bytes>>>,
     /// Keeps the port-forward's WebSocket alive while `conn` uses it.
     forward: Option<kube::api::Portforwarder>,
@@ -71,7 +70,7 @@ impl Discovery<'_> {
         }
     }
 
-    pub async fn find(&self, client: &Client, server: &str) -> Result<Vec<Istiod>> {
+    pub async fn find(&self, live: &Live) -> Result<Vec<Istiod>> {
         if !self.urls.is_empty() {
             return self
                 .urls
@@ -80,7 +79,7 @@ impl Discovery<'_> {
                     Ok(Istiod {
                         name: u.clone(),
                         endpoint: Endpoint::Direct(parse_url(u)?),
-                        client: None,
+                        live: None,
                         conn: None,
                         forward: None,
                         timeout: self.timeout,
@@ -88,23 +87,17 @@ impl Discovery<'_> {
                 })
                 .collect();
         }
-        let pods: Api<Pod> = Api::namespaced(client.clone(), self.namespace);
-        let lp = ListParams::default()
-            .labels(&self.selector())
-            .fields("status.phase=Running");
-        let list = pods
-            .list(&lp)
-            .await
-            .map_err(|e| ApiFailure::from_kube(e, "list", "pods", Some(self.namespace), server))?;
-        if list.items.is_empty() {
+        let selector = self.selector();
+        let running = Select::labels(&selector).fields("status.phase=Running");
+        let pods = live.list::<Pod>(Some(self.namespace), running).await?;
+        if pods.is_empty() {
             bail!(
                 "no running istiod pods ({}) in namespace {}; pass --istio-namespace or --revision, or --istiod-url to reach istiod another way",
                 self.selector(),
                 self.namespace
             );
         }
-        Ok(list
-            .items
+        Ok(pods
             .into_iter()
             .map(|p| {
                 let port = p
@@ -122,7 +115,7 @@ impl Discovery<'_> {
                         name,
                         port,
                     },
-                    client: Some(client.clone()),
+                    live: Some(live.clone()),
                     conn: None,
                     forward: None,
                     timeout: self.timeout,
@@ -180,12 +173,10 @@ impl Istiod {
                 name,
                 port,
             } => {
-                let client = self.client.clone().expect("pods come with a client");
-                let pods: Api<Pod> = Api::namespaced(client, namespace);
-                let mut pf = tokio::time::timeout(self.timeout, pods.portforward(name, &[*port]))
-                    .await
-                    .map_err(|_| anyhow!("port-forward to pod {namespace}/{name} timed out"))?
-                    .map_err(|e| port_forward_error(e, namespace, name, *port))?;
+                let live = self.live.as_ref().expect("pods come with a connection");
+                let mut pf = live
+                    .port_forward(namespace, name, *port, self.timeout)
+                    .await?;
                 let stream = pf
                     .take_stream(*port)
                     .ok_or_else(|| anyhow!("port-forward to {namespace}/{name} gave no stream"))?;
@@ -266,18 +257,6 @@ impl Istiod {
 impl Drop for Istiod {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-fn port_forward_error(e: kube::Error, ns: &str, name: &str, port: u16) -> anyhow::Error {
-    match &e {
-        kube::Error::Api(s) if s.code == 403 => anyhow!(
-            "RBAC forbids a port-forward to istiod pod {ns}/{name} ({}); grant deploy/rbac/meshscope-verifier.yaml (create on pods/portforward in {ns}), or run `kubectl port-forward -n {ns} {name} {port}` and pass --istiod-url http://localhost:{port}",
-            s.message
-        ),
-        _ => anyhow!(
-            "cannot port-forward to istiod pod {ns}/{name} port {port}: {e}; or run `kubectl port-forward -n {ns} {name} {port}` and pass --istiod-url http://localhost:{port}"
-        ),
     }
 }
 

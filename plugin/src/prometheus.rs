@@ -1,4 +1,4 @@
-//! Edges from Istio's standard metrics in Prometheus (semantics doc §8).
+//! Edges from Istio's standard metrics in Prometheus (`docs/istio-semantics.md` §8).
 
 use std::collections::BTreeSet;
 use std::time::Duration;

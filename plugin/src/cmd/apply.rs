@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use futures::StreamExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, PatchParams};
 use meshscope_shared::istio::Sidecar;
 use meshscope_shared::recommend::Recommendation;
 use meshscope_shared::scope::ScopeSource;
@@ -25,7 +25,7 @@ use crate::cmd::recommend::summarize_recommendations;
 use crate::cmd::verify;
 use crate::interrupt::Interrupt;
 use crate::istiod::Istiod;
-use crate::live::{istio, parse_duration, systemic_cause, ApiFailure, Purpose};
+use crate::live::{parse_duration, systemic_cause, Patched, Purpose};
 use crate::output::plural;
 use crate::{recommend_world, Outcome};
 
@@ -149,8 +149,6 @@ async fn write(ctx: &crate::LiveCtx, a: &ApplyArgs, ns: &str, name: &str, body: 
         // Client dry run: what the server would get, merged naively.
         return Ok(body.clone());
     }
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.live.client.clone(), ns, &istio("Sidecar", "sidecars"));
     let mut pp = PatchParams::apply(FIELD_MANAGER);
     if a.dry_run == DryRun::Server {
         pp = pp.dry_run();
@@ -158,26 +156,16 @@ async fn write(ctx: &crate::LiveCtx, a: &ApplyArgs, ns: &str, name: &str, body: 
     if a.force_conflicts {
         pp = pp.force();
     }
-    match api.patch(name, &pp, &Patch::Apply(body)).await {
-        Ok(o) => Ok(serde_json::to_value(o).unwrap_or_default()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Err((
+    match ctx.live.apply_sidecar(ns, name, body, &pp).await {
+        Ok(Patched::Object(o)) => Ok(serde_json::to_value(o).unwrap_or_default()),
+        Ok(Patched::Conflict(message)) => Err((
             ApplyResult::Skipped,
             format!(
                 "conflict: {}; rerun with --force-conflicts to take those fields over",
-                s.message
+                message
             ),
         )),
-        Err(e) => Err((
-            ApplyResult::Failed,
-            ApiFailure::from_kube(
-                e,
-                "patch",
-                "sidecars.networking.istio.io",
-                Some(ns),
-                &ctx.live.server,
-            )
-            .to_string(),
-        )),
+        Err(f) => Err((ApplyResult::Failed, f.to_string())),
     }
 }
 
@@ -289,20 +277,15 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         ),
         None => None,
     };
-    let ar = istio("Sidecar", "sidecars");
     let mut results: Vec<Row> = Vec::new();
     let mut plan: Vec<Planned> = Vec::new();
     // What each recommended name holds now, read IN_FLIGHT at a time.
     let gets = ctx.rt.block_on(
         futures::stream::iter(recs.iter().filter_map(|r| r.sidecar().map(|sc| (r, sc))))
-            .map(|(r, sc)| {
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(live.client.clone(), &r.namespace, &ar);
-                async move {
-                    let name = sc.metadata.name.clone().unwrap_or_default();
-                    let got = api.get_opt(&name).await;
-                    (r, sc, name, got)
-                }
+            .map(|(r, sc)| async move {
+                let name = sc.metadata.name.clone().unwrap_or_default();
+                let got = live.sidecar(&r.namespace, &name).await;
+                (r, sc, name, got)
             })
             .buffered(IN_FLIGHT)
             .collect::<Vec<_>>(),
@@ -312,14 +295,7 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         let desired = serde_json::to_value(sc)?;
         let existing = match got {
             Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or_default()),
-            Err(e) => {
-                let f = ApiFailure::from_kube(
-                    e,
-                    "get",
-                    "sidecars.networking.istio.io",
-                    Some(&ns),
-                    &live.server,
-                );
+            Err(f) => {
                 results.push((ApplyResult::Failed, ns, name, f.to_string()));
                 continue;
             }
@@ -895,30 +871,15 @@ fn prune(
 ) -> Result<()> {
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
-    let ar = istio("Sidecar", "sidecars");
     let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
     let namespaces: Vec<Option<String>> = match &world.namespaces {
         None => vec![None],
         Some(set) => set.iter().cloned().map(Some).collect(),
     };
     for ns in namespaces {
-        let api: Api<DynamicObject> = match &ns {
-            Some(n) => Api::namespaced_with(live.client.clone(), n, &ar),
-            None => Api::all_with(live.client.clone(), &ar),
-        };
-        let list = match ctx
-            .rt
-            .block_on(api.list(&ListParams::default().labels(&selector)))
-        {
+        let list = match ctx.rt.block_on(live.sidecars(ns.as_deref(), &selector)) {
             Ok(l) => l,
-            Err(e) => {
-                let f = ApiFailure::from_kube(
-                    e,
-                    "list",
-                    "sidecars.networking.istio.io",
-                    ns.as_deref(),
-                    &live.server,
-                );
+            Err(f) => {
                 results.push((
                     ApplyResult::Failed,
                     ns.unwrap_or_default(),
@@ -928,13 +889,12 @@ fn prune(
                 continue;
             }
         };
-        for sc in list.items {
+        for sc in list {
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
             if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &sc.metadata) {
                 continue;
             }
             let name = sc.metadata.name.clone().unwrap_or_default();
-            let nsapi: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), &sns, &ar);
             let dp = DeleteParams {
                 dry_run: a.dry_run == DryRun::Server,
                 ..DeleteParams::default()
@@ -943,16 +903,9 @@ fn prune(
                 results.push((ApplyResult::Pruned, sns, name, String::new()));
                 continue;
             }
-            match ctx.rt.block_on(nsapi.delete(&name, &dp)) {
-                Ok(_) => results.push((ApplyResult::Pruned, sns, name, String::new())),
-                Err(e) => {
-                    let f = ApiFailure::from_kube(
-                        e,
-                        "delete",
-                        "sidecars.networking.istio.io",
-                        Some(&sns),
-                        &live.server,
-                    );
+            match ctx.rt.block_on(live.delete_sidecar(&sns, &name, &dp)) {
+                Ok(()) => results.push((ApplyResult::Pruned, sns, name, String::new())),
+                Err(f) => {
                     results.push((ApplyResult::Failed, sns, name, f.to_string()));
                 }
             }

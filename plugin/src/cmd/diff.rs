@@ -7,7 +7,7 @@
 use std::io::Write;
 
 use anyhow::{anyhow, bail, Result};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::PatchParams;
 use meshscope_shared::recommend::Outcome as RecOutcome;
 use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use serde_json::Value;
@@ -15,11 +15,9 @@ use serde_json::Value;
 use crate::args::DiffArgs;
 use crate::cmd::apply::{diffable, unified, FIELD_MANAGER};
 use crate::cmd::recommend::summarize_recommendations;
-use crate::live::{istio, ApiFailure};
+use crate::live::{ApiFailure, Patched};
 use crate::output;
 use crate::{recommend_world, Outcome, World};
-
-const RESOURCE: &str = "sidecars.networking.istio.io";
 
 /// What the diff found, for the summary and the exit code.
 #[derive(Default)]
@@ -46,10 +44,7 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
     }
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
-    let ar = istio("Sidecar", "sidecars");
-    let failure = |e: kube::Error, verb, ns: &str| {
-        anyhow!(ApiFailure::from_kube(e, verb, RESOURCE, Some(ns), &live.server).to_string())
-    };
+    let failure = |f: ApiFailure| anyhow!(f.to_string());
     // Workloads a user-owned Sidecar scopes get no recommended object;
     // the note above names them, and they count as skipped.
     let mut tally = Tally {
@@ -65,11 +60,10 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
         let ns = r.namespace.as_str();
         let label = format!("{ns}/{name}");
         let desired = serde_json::to_value(sc)?;
-        let api: Api<DynamicObject> = Api::namespaced_with(live.client.clone(), ns, &ar);
         let existing = ctx
             .rt
-            .block_on(api.get_opt(&name))
-            .map_err(|e| failure(e, "get", ns))?
+            .block_on(live.sidecar(ns, &name))
+            .map_err(failure)?
             .map(serde_json::to_value)
             .transpose()?;
         if let Some(ex) = existing.as_ref().filter(|ex| !managed(ex)) {
@@ -91,19 +85,19 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
         }
         let after = match ctx
             .rt
-            .block_on(api.patch(&name, &pp, &Patch::Apply(&desired)))
+            .block_on(live.apply_sidecar(ns, &name, &desired, &pp))
         {
-            Ok(o) => serde_json::to_value(o)?,
-            Err(kube::Error::Api(s)) if s.code == 409 => {
+            Ok(Patched::Object(o)) => serde_json::to_value(o)?,
+            Ok(Patched::Conflict(message)) => {
                 writeln!(
                     err,
                     "skipped: {label}: conflict: {}; apply skips it too (--force-conflicts takes those fields over)",
-                    s.message
+                    message
                 )?;
                 tally.conflicts += 1;
                 continue;
             }
-            Err(e) => return Err(failure(e, "patch", ns)),
+            Err(f) => return Err(failure(f)),
         };
         let (old, new) = (diffable(existing.as_ref()), diffable(Some(&after)));
         if old == new {
@@ -193,7 +187,6 @@ fn user_owned_view(live: &Value, desired: &Value) -> Value {
 fn prunable(world: &World) -> Result<Vec<(String, Value)>> {
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
-    let ar = istio("Sidecar", "sidecars");
     let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
     let namespaces: Vec<Option<String>> = match &world.namespaces {
         None => vec![None],
@@ -201,20 +194,11 @@ fn prunable(world: &World) -> Result<Vec<(String, Value)>> {
     };
     let mut out = Vec::new();
     for ns in namespaces {
-        let api: Api<DynamicObject> = match &ns {
-            Some(n) => Api::namespaced_with(live.client.clone(), n, &ar),
-            None => Api::all_with(live.client.clone(), &ar),
-        };
         let list = ctx
             .rt
-            .block_on(api.list(&ListParams::default().labels(&selector)))
-            .map_err(|e| {
-                anyhow!(
-                    ApiFailure::from_kube(e, "list", RESOURCE, ns.as_deref(), &live.server)
-                        .to_string()
-                )
-            })?;
-        for sc in list.items {
+            .block_on(live.sidecars(ns.as_deref(), &selector))
+            .map_err(|f| anyhow!(f.to_string()))?;
+        for sc in list {
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
             if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &sc.metadata) {
                 continue;

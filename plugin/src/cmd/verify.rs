@@ -176,7 +176,7 @@ pub async fn connect_istiods(
     };
     // The permissions this needs were checked with the others, in one
     // pass, when the world was read (`Purpose::Verify` / `Purpose::Apply`).
-    d.find(&live.client, &live.server).await
+    d.find(live).await
 }
 
 /// The observed traffic of each workload, by `kind/ns/name`, so that a

@@ -6,14 +6,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::Result;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams};
 use meshscope_shared::detect::Evidence;
 use meshscope_shared::inputs::Pod as ObservedPod;
 use serde::Serialize;
 
 use crate::args::{VersionArgs, VersionOutput};
-use crate::live::{ApiFailure, Live};
+use crate::live::{Live, Select};
 use crate::{detect, input, output, version_flag, Outcome, VERSION};
 
 #[derive(Serialize)]
@@ -116,28 +114,8 @@ fn live_evidence(c: &crate::args::Common) -> Result<Evidence> {
     rt.block_on(async {
         let live = Live::connect(&c.connect_options()).await?;
         // Reachability and RBAC first, with the usual one-line errors.
-        let ns: Api<Namespace> = Api::all(live.client.clone());
-        ns.list(&ListParams::default().limit(1))
-            .await
-            .map_err(|e| ApiFailure::from_kube(e, "list", "namespaces", None, &live.server))?;
-        let pods: Api<ObservedPod> = Api::all(live.client.clone());
-        let mut all = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut lp = ListParams::default().limit(live.page_size);
-            if let Some(t) = &token {
-                lp = lp.continue_token(t);
-            }
-            let page = pods
-                .list(&lp)
-                .await
-                .map_err(|e| ApiFailure::from_kube(e, "list", "pods", None, &live.server))?;
-            all.extend(page.items);
-            match page.metadata.continue_ {
-                Some(t) if !t.is_empty() => token = Some(t),
-                _ => break,
-            }
-        }
+        live.probe().await?;
+        let all: Vec<ObservedPod> = live.list(None, Select::ALL).await?;
         let istiod = detect::istiod_pods(&live).await;
         Ok(Evidence::from_pods(&all, &istiod))
     })

@@ -1,0 +1,346 @@
+//! Permissions: what a command needs ([`Purpose`], [`Need`]), checked in
+//! one pass (SelfSubjectAccessReview) before anything is read, and one
+//! error naming everything missing with the Role that grants it.
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::Api;
+
+use super::failure::where_;
+use super::{qualified, ApiFailure, FailureKind, Live, PARALLELISM};
+
+/// The RBAC files in `deploy/rbac/`, by what they grant.
+pub const READER_FILE: &str = "deploy/rbac/meshscope-reader.yaml";
+pub const APPLIER_FILE: &str = "deploy/rbac/meshscope-applier.yaml";
+pub const VERIFIER_FILE: &str = "deploy/rbac/meshscope-verifier.yaml";
+
+/// The review of what a command needs.
+pub(super) const REVIEW: &str = "selfsubjectaccessreviews.authorization.k8s.io";
+
+/// The file in `deploy/rbac/` that grants `verb` on `resource`.
+pub fn rbac_file(verb: &str, resource: &str) -> &'static str {
+    let read = matches!(verb, "get" | "list" | "watch");
+    if resource.starts_with("pods/portforward") {
+        VERIFIER_FILE
+    } else if resource.starts_with("sidecars") && !read {
+        APPLIER_FILE
+    } else {
+        READER_FILE
+    }
+}
+
+/// What a command does with the cluster besides reading the mesh, so that
+/// the one-pass RBAC check asks for all of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Purpose {
+    /// recommend, explain, audit, impact.
+    #[default]
+    Read,
+    /// apply: server-side apply of Sidecars (and deleting them with
+    /// `prune`); `istiod`: the namespace of the istiod `--wait`
+    /// port-forwards to.
+    Apply { prune: bool, istiod: Option<String> },
+    /// verify: port-forwards to istiod in this namespace (`None` with
+    /// `--istiod-url`).
+    Verify { istiod: Option<String> },
+}
+
+impl Purpose {
+    /// The Role name printed for what is missing.
+    fn role_name(&self) -> &'static str {
+        match self {
+            Purpose::Read => "meshscope-reader",
+            Purpose::Apply { .. } => "meshscope-applier",
+            Purpose::Verify { .. } => "meshscope-verifier",
+        }
+    }
+
+    /// What the command needs in namespace `ns` (`None`: all) besides
+    /// reading.
+    pub(super) fn needs(&self, ns: Option<&str>) -> Vec<Need> {
+        let need = Need::new;
+        let istiod = |ns: &str| {
+            vec![
+                need("list", "", "pods", Some(ns)),
+                need("get", "", "pods/portforward", Some(ns)),
+                need("create", "", "pods/portforward", Some(ns)),
+            ]
+        };
+        match self {
+            Purpose::Read => Vec::new(),
+            Purpose::Apply { prune, istiod: i } => {
+                let g = meshscope_shared::istio::NETWORKING_GROUP;
+                let mut v = vec![
+                    need("get", g, "sidecars", ns),
+                    need("create", g, "sidecars", ns),
+                    need("patch", g, "sidecars", ns),
+                ];
+                if *prune {
+                    v.push(need("list", g, "sidecars", ns));
+                    v.push(need("delete", g, "sidecars", ns));
+                }
+                v.extend(i.as_deref().map(istiod).unwrap_or_default());
+                v
+            }
+            Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
+        }
+    }
+}
+
+/// A permission a command needs, for the one-pass RBAC check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Need {
+    pub verb: &'static str,
+    pub group: &'static str,
+    /// `pods` or `pods/portforward`.
+    pub resource: &'static str,
+    pub namespace: Option<String>,
+}
+
+impl Need {
+    /// `verb` on `resource` of API group `group` in namespace `ns`
+    /// (cluster-wide when `None`).
+    pub fn new(
+        verb: &'static str,
+        group: &'static str,
+        resource: &'static str,
+        ns: Option<&str>,
+    ) -> Need {
+        Need {
+            verb,
+            group,
+            resource,
+            namespace: ns.map(str::to_string),
+        }
+    }
+}
+
+impl Live {
+    /// Asks the API server (SelfSubjectAccessReview) which of `needs` the
+    /// caller lacks, all at once and within one `--request-timeout`. A
+    /// server that cannot answer a review (old, or the review itself
+    /// forbidden) lacks nothing here: the calls then fail one by one with
+    /// their own message. A server that does not answer, or rejects the
+    /// credentials, is an error.
+    pub async fn check(&self, needs: &[Need]) -> Result<Vec<Need>, ApiFailure> {
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+        };
+        let mut unique: Vec<&Need> = Vec::new();
+        for n in needs {
+            if !unique.contains(&n) {
+                unique.push(n);
+            }
+        }
+        let api: Api<SelfSubjectAccessReview> = Api::all(self.client.clone());
+        let checks = unique.into_iter().map(|n| {
+            let api = api.clone();
+            async move {
+                let (resource, sub) = match n.resource.split_once('/') {
+                    Some((r, s)) => (r, Some(s.to_string())),
+                    None => (n.resource, None),
+                };
+                let review = SelfSubjectAccessReview {
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: Some(ResourceAttributes {
+                            verb: Some(n.verb.into()),
+                            group: Some(n.group.into()),
+                            resource: Some(resource.into()),
+                            subresource: sub,
+                            namespace: n.namespace.clone(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let allowed = match api.create(&Default::default(), &review).await {
+                    Ok(r) => r.status.is_none_or(|s| s.allowed),
+                    Err(e) => {
+                        let f = ApiFailure::from_kube(e, "create", REVIEW, None, &self.server);
+                        match f.kind {
+                            FailureKind::Forbidden(_)
+                            | FailureKind::NotFound(_)
+                            | FailureKind::Other(_) => true,
+                            _ => return Err(f),
+                        }
+                    }
+                };
+                Ok((!allowed).then(|| n.clone()))
+            }
+        });
+        let all = async {
+            let answers: Vec<Option<Need>> = futures::stream::iter(checks)
+                .buffered(4 * PARALLELISM)
+                .try_collect()
+                .await?;
+            Ok(answers.into_iter().flatten().collect())
+        };
+        self.bounded("create", REVIEW, None, all).await
+    }
+}
+
+/// One error for everything missing: what RBAC forbids, by namespace and
+/// verb, the files in `deploy/rbac/` that grant it, and one Role (or
+/// ClusterRole) with exactly that.
+pub fn rbac_error(missing: &[Need], purpose: &Purpose) -> String {
+    // The verbs of each resource, then the resources of each namespace
+    // that lack the same verbs: "get, patch on sidecars... in namespace x".
+    let mut verbs: Vec<(String, Option<&str>, Vec<&str>)> = Vec::new();
+    for n in missing {
+        let what = qualified(n.group, n.resource);
+        let ns = n.namespace.as_deref();
+        match verbs.iter_mut().find(|(w, s, _)| *w == what && *s == ns) {
+            Some((_, _, v)) if !v.contains(&n.verb) => v.push(n.verb),
+            Some(_) => {}
+            None => verbs.push((what, ns, vec![n.verb])),
+        }
+    }
+    let mut groups: Vec<(Vec<&str>, Option<&str>, Vec<String>)> = Vec::new();
+    for (what, ns, v) in verbs {
+        match groups.iter_mut().find(|(gv, gs, _)| *gv == v && *gs == ns) {
+            Some((_, _, list)) => list.push(what),
+            None => groups.push((v, ns, vec![what])),
+        }
+    }
+    let said: Vec<String> = groups
+        .iter()
+        .map(|(v, ns, list)| format!("{} on {} {}", v.join(", "), list.join(", "), where_(*ns)))
+        .collect();
+    let mut files: Vec<&str> = Vec::new();
+    for n in missing {
+        let f = rbac_file(n.verb, n.resource);
+        if !files.contains(&f) {
+            files.push(f);
+        }
+    }
+    // Port-forwards have a way around them.
+    let forward = missing
+        .iter()
+        .find(|n| n.resource == "pods/portforward")
+        .and_then(|n| n.namespace.as_deref())
+        .map(|ns| {
+            format!(
+                "\nor run `kubectl port-forward -n {ns} deploy/istiod 15014` with other credentials and pass --istiod-url http://localhost:15014"
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "RBAC forbids {}; grant {}, or at least:\n{}{forward}",
+        said.join(", and "),
+        files.join(" and "),
+        role_for(purpose.role_name(), missing)
+    )
+}
+
+/// One Role (or ClusterRole, when a need is cluster-wide) granting every
+/// missing permission, named after the command: one rule per API group
+/// and set of verbs.
+pub fn role_for(name: &str, missing: &[Need]) -> String {
+    let ns = missing.iter().find_map(|n| n.namespace.clone());
+    let cluster_wide =
+        missing.iter().any(|n| n.namespace.is_none()) || missing.iter().any(|n| n.namespace != ns);
+    let mut out = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: {}\nmetadata:\n  name: {name}{}\nrules:",
+        if cluster_wide { "ClusterRole" } else { "Role" },
+        match (&ns, cluster_wide) {
+            (Some(ns), false) => format!("\n  namespace: {ns}"),
+            _ => String::new(),
+        }
+    );
+    // The verbs of each resource...
+    let mut by_resource: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for n in missing {
+        match by_resource
+            .iter_mut()
+            .find(|(g, r, _)| *g == n.group && *r == n.resource)
+        {
+            Some((_, _, verbs)) if !verbs.contains(&n.verb) => verbs.push(n.verb),
+            Some(_) => {}
+            None => by_resource.push((n.group, n.resource, vec![n.verb])),
+        }
+    }
+    // ...and the resources of each group that take the same verbs.
+    let mut rules: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
+    for (g, r, verbs) in by_resource {
+        match rules
+            .iter_mut()
+            .find(|(rg, _, rv)| *rg == g && *rv == verbs)
+        {
+            Some((_, resources, _)) => resources.push(r),
+            None => rules.push((g, vec![r], verbs)),
+        }
+    }
+    let quoted = |v: &[&str]| {
+        v.iter()
+            .map(|x| format!("\"{x}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (g, resources, verbs) in rules {
+        out.push_str(&format!(
+            "\n- apiGroups: [\"{g}\"]\n  resources: [{}]\n  verbs: [{}]",
+            quoted(&resources),
+            quoted(&verbs)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_role_for_everything_missing() {
+        let need = |verb, resource, ns: Option<&str>| Need {
+            verb,
+            group: "",
+            resource,
+            namespace: ns.map(String::from),
+        };
+        let r = role_for(
+            "meshscope-verifier",
+            &[
+                need("list", "pods", Some("istio-system")),
+                need("get", "pods/portforward", Some("istio-system")),
+                need("create", "pods/portforward", Some("istio-system")),
+            ],
+        );
+        assert_eq!(
+            r,
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: meshscope-verifier\n  namespace: istio-system\nrules:\n- apiGroups: [\"\"]\n  resources: [\"pods\"]\n  verbs: [\"list\"]\n- apiGroups: [\"\"]\n  resources: [\"pods/portforward\"]\n  verbs: [\"get\", \"create\"]"
+        );
+        let r = role_for("x", &[need("list", "pods", None)]);
+        assert!(
+            r.contains("kind: ClusterRole") && !r.contains("namespace:"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn one_error_for_everything_rbac_forbids() {
+        let need = |verb, group, resource, ns: Option<&str>| Need {
+            verb,
+            group,
+            resource,
+            namespace: ns.map(String::from),
+        };
+        let e = rbac_error(
+            &[
+                need("list", "", "namespaces", None),
+                need("list", "", "pods", Some("shop")),
+                need("list", "apps", "deployments", Some("shop")),
+                need("list", "apps", "replicasets", Some("shop")),
+                need("patch", "networking.istio.io", "sidecars", Some("shop")),
+            ],
+            &Purpose::Apply {
+                prune: false,
+                istiod: None,
+            },
+        );
+        assert_eq!(
+            e,
+            "RBAC forbids list on namespaces in all namespaces, and list on pods, deployments.apps, replicasets.apps in namespace \"shop\", and patch on sidecars.networking.istio.io in namespace \"shop\"; grant deploy/rbac/meshscope-reader.yaml and deploy/rbac/meshscope-applier.yaml, or at least:\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: meshscope-applier\nrules:\n- apiGroups: [\"\"]\n  resources: [\"namespaces\", \"pods\"]\n  verbs: [\"list\"]\n- apiGroups: [\"apps\"]\n  resources: [\"deployments\", \"replicasets\"]\n  verbs: [\"list\"]\n- apiGroups: [\"networking.istio.io\"]\n  resources: [\"sidecars\"]\n  verbs: [\"patch\"]"
+        );
+    }
+}

@@ -1,0 +1,527 @@
+//! Reading the mesh: the permissions checked in one pass, then every kind
+//! the scope engine needs listed concurrently, page by page (a list that
+//! expires mid-way is listed again), and what could not be read named as
+//! limitations.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
+use kube::api::{Api, ApiResource};
+use meshscope_shared::inputs::Pod as ObservedPod;
+use meshscope_shared::inputs::{EndpointSlice, DISCOVERY_GROUP, HEADLESS_LABEL};
+use meshscope_shared::Inputs;
+
+use super::{
+    istio, istio_in, qualified, rbac_error, ApiFailure, FailureKind, Live, Need, Purpose, Select,
+    PARALLELISM, READER_FILE,
+};
+
+/// What a finished list adds to the inputs.
+type Fill = Box<dyn FnOnce(&mut Inputs) -> Result<(), ApiFailure> + Send>;
+type Listed = Result<Fill, ApiFailure>;
+/// One list of a read, in flight.
+type Listing<'a> = BoxFuture<'a, Listed>;
+
+/// The kinds read per namespace in scope: workloads and their pods.
+const WORKLOADS: [(&str, &str); 7] = [
+    ("", "pods"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+];
+
+/// The kinds read from every namespace, since visibility crosses
+/// namespaces; a user who cannot list them cluster-wide gets those of the
+/// namespaces in scope. Telemetries and AuthorizationPolicies name the
+/// extension providers a workload's Envoy calls (from the root namespace
+/// too).
+const SHARED: [(&str, &str); 7] = [
+    ("", "services"),
+    ("networking.istio.io", "sidecars"),
+    ("networking.istio.io", "serviceentries"),
+    ("networking.istio.io", "virtualservices"),
+    ("networking.istio.io", "destinationrules"),
+    ("telemetry.istio.io", "telemetries"),
+    ("security.istio.io", "authorizationpolicies"),
+];
+
+/// Why a read failed: permissions (all of those missing), or a call.
+enum ReadError {
+    Rbac(Vec<Need>),
+    Api(ApiFailure),
+}
+
+impl From<ApiFailure> for ReadError {
+    fn from(f: ApiFailure) -> Self {
+        ReadError::Api(f)
+    }
+}
+
+impl ReadError {
+    fn into_anyhow(self, purpose: &Purpose) -> anyhow::Error {
+        match self {
+            ReadError::Rbac(missing) => anyhow::anyhow!("{}", rbac_error(&missing, purpose)),
+            ReadError::Api(f) => f.into(),
+        }
+    }
+}
+
+/// What `Live::read` got, and what it could not read.
+pub struct Read {
+    pub inputs: Inputs,
+    /// Limitations of the result, one line each (for stderr).
+    pub limitations: Vec<String>,
+}
+
+/// What a read lists, given what the permission check denied beyond the
+/// namespaces in scope, and the limitations that leaves.
+struct Plan {
+    /// The shared kinds listed per namespace in scope, not cluster-wide.
+    shared_in_scope: Vec<(&'static str, &'static str)>,
+    list_namespaces: bool,
+    /// Under -n, the pods of other namespaces are not read: the
+    /// EndpointSlices of headless Services name their IPs.
+    headless_slices: bool,
+    limitations: Vec<String>,
+}
+
+impl Plan {
+    fn new(namespaces: Option<&BTreeSet<String>>, wide_denied: &[Need]) -> Plan {
+        let denied = |g, r| wide_denied.contains(&Need::new("list", g, r, None));
+        let mut limitations = Vec::new();
+        let shared_in_scope: Vec<(&str, &str)> = SHARED
+            .iter()
+            .copied()
+            .filter(|(g, r)| denied(g, r))
+            .collect();
+        if let (Some(set), false) = (namespaces, shared_in_scope.is_empty()) {
+            limitations.push(format!(
+                "cross-namespace dependencies unknown: cannot list {} in all namespaces, so only those in {} are read; grant {READER_FILE} for the rest",
+                shared_in_scope
+                    .iter()
+                    .map(|(g, r)| qualified(g, r))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                match set.len() {
+                    1 => format!("namespace {:?}", set.iter().next().expect("one")),
+                    _ => format!(
+                        "namespaces {}",
+                        set.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                }
+            ));
+        }
+        let headless_slices = namespaces.is_some() && !denied(DISCOVERY_GROUP, "endpointslices");
+        if namespaces.is_some() && !headless_slices {
+            limitations.push(format!(
+                "calls to pod IPs of headless Services in other namespaces are not mapped back: cannot list endpointslices.{DISCOVERY_GROUP} in all namespaces; grant {READER_FILE}"
+            ));
+        }
+        Plan {
+            shared_in_scope,
+            list_namespaces: !denied("", "namespaces"),
+            headless_slices,
+            limitations,
+        }
+    }
+}
+
+/// The namespaces in scope, one by one; `None` alone for all of them.
+fn scopes(namespaces: Option<&BTreeSet<String>>) -> Vec<Option<&str>> {
+    match namespaces {
+        None => vec![None],
+        Some(set) => set.iter().map(|n| Some(n.as_str())).collect(),
+    }
+}
+
+impl Live {
+    /// Lists a Kubernetes kind decoded straight into its typed form (no
+    /// intermediate JSON tree), and returns how to add it to the inputs.
+    async fn list_typed<K>(&self, ns: Option<&str>, add: fn(&mut Inputs, Vec<K>)) -> Listed
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + fmt::Debug
+            + Send
+            + 'static,
+    {
+        let items = self.list::<K>(ns, Select::ALL).await?;
+        Ok(Box::new(move |inputs: &mut Inputs| {
+            add(inputs, items);
+            Ok(())
+        }))
+    }
+
+    /// Lists an Istio kind (a CRD that may be missing) as JSON objects.
+    async fn list_istio(&self, ar: ApiResource, ns: Option<String>) -> Listed {
+        let items = self.list_dynamic(&ar, ns.as_deref(), Select::ALL).await?;
+        let server = self.server.clone();
+        Ok(Box::new(move |inputs: &mut Inputs| {
+            for item in items {
+                let mut v = serde_json::to_value(&item).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("apiVersion".into(), ar.api_version.clone().into());
+                    m.insert("kind".into(), ar.kind.clone().into());
+                }
+                // Objects the API server returned passed its schema; a decode
+                // failure names the object and why.
+                inputs.add(v).map_err(|e| ApiFailure {
+                    verb: "decode",
+                    resource: ar.plural.clone(),
+                    namespace: None,
+                    server: server.clone(),
+                    kind: FailureKind::Other(e.to_string()),
+                })?;
+            }
+            Ok(())
+        }))
+    }
+
+    /// The Namespace objects of `namespaces`, read one by one with `get`
+    /// (for a user who may not list them); one that cannot be read is
+    /// synthesised without labels, and said so.
+    async fn namespaces_one_by_one(
+        &self,
+        namespaces: &BTreeSet<String>,
+        limitations: &mut Vec<String>,
+    ) -> Result<Vec<Namespace>, ApiFailure> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let mut out = Vec::new();
+        for ns in namespaces {
+            let got = self
+                .bounded("get", "namespaces", None, async {
+                    api.get_opt(ns).await.map_err(|e| {
+                        ApiFailure::from_kube(e, "get", "namespaces", None, &self.server)
+                    })
+                })
+                .await;
+            match got {
+                Ok(Some(n)) => out.push(n),
+                // Left out: the caller says the namespace does not exist.
+                Ok(None) => {}
+                Err(ApiFailure {
+                    kind: FailureKind::Forbidden(_),
+                    ..
+                }) => {
+                    limitations.push(format!(
+                        "injection in namespace {ns:?} unknown: cannot get namespaces/{ns} (nor list namespaces), so its istio-injection and istio.io/rev labels are not known and it is taken as unlabeled; grant get on namespaces ({READER_FILE})"
+                    ));
+                    let mut n = Namespace::default();
+                    n.metadata.name = Some(ns.clone());
+                    out.push(n);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks in one pass every permission reading the mesh (and
+    /// `purpose`) needs, then reads it. Workloads and pods come from
+    /// `namespaces` (all when `None`); services, routing and Sidecars from
+    /// every namespace, since visibility crosses namespaces. A user who
+    /// may read only the namespaces in scope gets a result built from
+    /// those, with its limitations named; one who lacks a permission the
+    /// result cannot do without gets one error naming everything missing
+    /// and one Role granting it.
+    ///
+    /// `fallback`: for commands that read every namespace to be complete
+    /// (explain, impact) but were given `-n`: the namespace to read alone
+    /// when the caller may not read them all.
+    pub async fn read(
+        &self,
+        namespaces: Option<&BTreeSet<String>>,
+        fallback: Option<&str>,
+        purpose: &Purpose,
+        pod_logs: bool,
+    ) -> anyhow::Result<Read> {
+        let first = self.read_scoped(namespaces, purpose, pod_logs).await;
+        let (Err(ReadError::Rbac(missing)), None, Some(ns)) = (&first, namespaces, fallback) else {
+            return first.map_err(|e| e.into_anyhow(purpose));
+        };
+        let set = BTreeSet::from([ns.to_string()]);
+        let mut read = self
+            .read_scoped(Some(&set), purpose, pod_logs)
+            .await
+            .map_err(|e| e.into_anyhow(purpose))?;
+        let elsewhere: Vec<String> = missing
+            .iter()
+            .filter(|n| {
+                n.verb == "list"
+                    && WORKLOADS
+                        .iter()
+                        .any(|(g, r)| *g == n.group && *r == n.resource)
+            })
+            .map(|n| qualified(n.group, n.resource))
+            .collect();
+        if !elsewhere.is_empty() {
+            read.limitations.insert(
+                0,
+                format!(
+                    "other namespaces' workloads unknown: cannot list {} in all namespaces, so only namespace {ns:?} is read; grant {READER_FILE} for the rest",
+                    elsewhere.join(", ")
+                ),
+            );
+        }
+        Ok(read)
+    }
+
+    /// [`Live::read`] of the workloads of `namespaces` (all when `None`).
+    async fn read_scoped(
+        &self,
+        namespaces: Option<&BTreeSet<String>>,
+        purpose: &Purpose,
+        pod_logs: bool,
+    ) -> Result<Read, ReadError> {
+        let wide_denied = self.permitted(namespaces, purpose, pod_logs).await?;
+        let plan = Plan::new(namespaces, &wide_denied);
+        let mut limitations = plan.limitations.clone();
+        let mut inputs = self.list_everything(namespaces, &plan).await?;
+        if !plan.list_namespaces {
+            let set = namespaces.expect("listing namespaces is required with -A");
+            let got = self.namespaces_one_by_one(set, &mut limitations).await?;
+            inputs.namespaces.extend(got);
+        }
+        self.mesh_config(&mut inputs, &mut limitations).await?;
+        Ok(Read {
+            inputs,
+            limitations,
+        })
+    }
+
+    /// Checks in one pass what reading `namespaces` (all when `None`) and
+    /// `purpose` need. What the result cannot do without and is denied is
+    /// the error; what only a complete result needs and is denied is
+    /// returned.
+    async fn permitted(
+        &self,
+        namespaces: Option<&BTreeSet<String>>,
+        purpose: &Purpose,
+        pod_logs: bool,
+    ) -> Result<Vec<Need>, ReadError> {
+        // What the result cannot do without: reads in the namespaces in
+        // scope, and what the command itself does there.
+        let mut required: Vec<Need> = Vec::new();
+        for ns in scopes(namespaces) {
+            for (g, r) in WORKLOADS.iter().chain(&SHARED) {
+                required.push(Need::new("list", g, r, ns));
+            }
+            if pod_logs {
+                required.push(Need::new("get", "", "pods/log", ns));
+            }
+            required.extend(purpose.needs(ns));
+        }
+        // What a complete result needs besides: the shared kinds from every
+        // namespace, and the namespaces' labels.
+        let mut wide: Vec<Need> = vec![Need::new("list", "", "namespaces", None)];
+        if namespaces.is_some() {
+            wide.extend(SHARED.iter().map(|(g, r)| Need::new("list", g, r, None)));
+            wide.push(Need::new("list", DISCOVERY_GROUP, "endpointslices", None));
+        }
+        let mut all = required.clone();
+        all.extend(wide.iter().cloned());
+        let denied = self.check(&all).await?;
+        let missing: Vec<Need> = required
+            .iter()
+            .filter(|n| denied.contains(n))
+            .cloned()
+            .collect();
+        let wide_denied: Vec<Need> = wide
+            .iter()
+            .filter(|n| denied.contains(n))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let mut everything = wide_denied.clone();
+            everything.extend(missing);
+            return Err(ReadError::Rbac(everything));
+        }
+        Ok(wide_denied)
+    }
+
+    /// The mesh config: ConfigMap istio in istio-system, added to
+    /// `inputs`; missing means defaults, forbidden is a limitation.
+    async fn mesh_config(
+        &self,
+        inputs: &mut Inputs,
+        limitations: &mut Vec<String>,
+    ) -> Result<(), ApiFailure> {
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), "istio-system");
+        let cm = self
+            .bounded("get", "configmaps", Some("istio-system"), async {
+                cms.get_opt("istio").await.map_err(|e| {
+                    let ar = ApiResource::erase::<ConfigMap>(&());
+                    self.fail(e, "get", &ar, Some("istio-system"))
+                })
+            })
+            .await;
+        match cm {
+            Ok(Some(cm)) => {
+                let mut v = serde_json::to_value(&cm).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("apiVersion".into(), "v1".into());
+                    m.insert("kind".into(), "ConfigMap".into());
+                }
+                let _ = inputs.add(v);
+            }
+            Ok(None)
+            | Err(ApiFailure {
+                kind: FailureKind::NotFound(_),
+                ..
+            }) => {}
+            Err(ApiFailure {
+                kind: FailureKind::Forbidden(_),
+                ..
+            }) => limitations.push(format!(
+                "mesh config unknown: cannot get configmaps/istio in namespace \"istio-system\", so Istio's defaults are used; grant {READER_FILE}, or pass --mesh-config"
+            )),
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Lists everything `plan` says, concurrently; the first failure ends
+    /// the read.
+    async fn list_everything(
+        &self,
+        namespaces: Option<&BTreeSet<String>>,
+        plan: &Plan,
+    ) -> Result<Inputs, ApiFailure> {
+        let scopes = scopes(namespaces);
+        let mut jobs: Vec<Listing<'_>> = Vec::new();
+        if plan.list_namespaces {
+            jobs.push(
+                async {
+                    let items = self.namespaces().await?;
+                    Ok(Box::new(move |i: &mut Inputs| {
+                        i.namespaces.extend(items);
+                        Ok(())
+                    }) as Fill)
+                }
+                .boxed(),
+            );
+        }
+        if plan.headless_slices {
+            jobs.push(
+                async {
+                    let items = self
+                        .list::<EndpointSlice>(None, Select::labels(HEADLESS_LABEL))
+                        .await?;
+                    Ok(Box::new(move |i: &mut Inputs| {
+                        i.endpoint_slices.extend(items);
+                        Ok(())
+                    }) as Fill)
+                }
+                .boxed(),
+            );
+        }
+        // The kinds in `shared_in_scope` are listed per namespace in scope
+        // instead of cluster-wide.
+        let per_scope = |plural: &str| -> Vec<Option<String>> {
+            if plan.shared_in_scope.iter().any(|(_, r)| *r == plural) {
+                scopes.iter().map(|s| s.map(str::to_string)).collect()
+            } else {
+                vec![None]
+            }
+        };
+        jobs.extend(self.shared_jobs(per_scope));
+        for ns in scopes.iter().copied() {
+            jobs.extend(self.workload_jobs(ns));
+        }
+        // try_collect stops at the first failure, so a server that hangs
+        // costs one timeout, not one per wave of PARALLELISM lists.
+        let fills: Vec<Fill> = futures::stream::iter(jobs)
+            .buffer_unordered(PARALLELISM)
+            .try_collect()
+            .await?;
+        let mut inputs = Inputs::default();
+        for fill in fills {
+            fill(&mut inputs)?;
+        }
+        Ok(inputs)
+    }
+
+    /// The lists of the kinds read from every namespace (or, per
+    /// `per_scope`, from those in scope): Services and Istio's kinds.
+    fn shared_jobs(&self, per_scope: impl Fn(&str) -> Vec<Option<String>>) -> Vec<Listing<'_>> {
+        let mut jobs: Vec<Listing<'_>> = Vec::new();
+        for ns in per_scope("services") {
+            jobs.push(
+                async move {
+                    self.list_typed::<Service>(ns.as_deref(), |i, v| i.services.extend(v))
+                        .await
+                }
+                .boxed(),
+            );
+        }
+        for (kind, plural) in [
+            ("Sidecar", "sidecars"),
+            ("ServiceEntry", "serviceentries"),
+            ("VirtualService", "virtualservices"),
+            ("DestinationRule", "destinationrules"),
+        ] {
+            for ns in per_scope(plural) {
+                jobs.push(self.list_istio(istio(kind, plural), ns).boxed());
+            }
+        }
+        for (group, kind, plural) in [
+            (
+                meshscope_shared::istio::TELEMETRY_GROUP,
+                "Telemetry",
+                "telemetries",
+            ),
+            (
+                meshscope_shared::istio::SECURITY_GROUP,
+                "AuthorizationPolicy",
+                "authorizationpolicies",
+            ),
+        ] {
+            for ns in per_scope(plural) {
+                // Without these CRDs there are none of them: not an error.
+                jobs.push(
+                    async move {
+                        match self.list_istio(istio_in(group, kind, plural), ns).await {
+                            Err(ApiFailure {
+                                kind: FailureKind::NotFound(_),
+                                ..
+                            }) => Ok(Box::new(|_: &mut Inputs| Ok(())) as Fill),
+                            other => other,
+                        }
+                    }
+                    .boxed(),
+                );
+            }
+        }
+        jobs
+    }
+
+    /// The lists of the workloads of `ns` (all namespaces when `None`) and
+    /// their pods.
+    fn workload_jobs<'a>(&'a self, ns: Option<&'a str>) -> [Listing<'a>; 7] {
+        [
+            // Pods decode straight into the engine's lean form.
+            self.list_typed::<ObservedPod>(ns, |i, v| i.pods.extend(v))
+                .boxed(),
+            self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
+                .boxed(),
+            self.list_typed::<ReplicaSet>(ns, |i, v| i.replicasets.extend(v))
+                .boxed(),
+            self.list_typed::<StatefulSet>(ns, |i, v| i.statefulsets.extend(v))
+                .boxed(),
+            self.list_typed::<DaemonSet>(ns, |i, v| i.daemonsets.extend(v))
+                .boxed(),
+            self.list_typed::<Job>(ns, |i, v| i.jobs.extend(v)).boxed(),
+            self.list_typed::<CronJob>(ns, |i, v| i.cronjobs.extend(v))
+                .boxed(),
+        ]
+    }
+}
