@@ -28,6 +28,7 @@ pub mod inputs;
 pub mod istio;
 pub mod labels;
 pub mod mesh;
+pub mod notes;
 pub mod observe;
 pub mod recommend;
 pub mod required;
