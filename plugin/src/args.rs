@@ -59,10 +59,6 @@ pub struct Common {
     /// Namespace to look at (default: all namespaces in --manifests; the context's namespace live)
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// Whose istio-proxy logs `--from-pod-logs` reads (not a flag: commands
-    /// that read every namespace's objects for one namespace's answer narrow it).
-    #[arg(skip)]
-    pub pod_logs: PodLogScope,
     /// Look at all namespaces
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
@@ -111,9 +107,6 @@ pub struct Common {
     /// Live: how long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
     #[arg(long, global = true, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
     pub request_timeout: crate::duration::RequestTimeout,
-    /// What the command does besides reading, for the one-pass RBAC check (set by the command, not a flag)
-    #[arg(skip)]
-    pub purpose: crate::live::Purpose,
     /// Do not print table headers (as kubectl get --no-headers)
     #[arg(long, global = true)]
     pub no_headers: bool,
@@ -333,16 +326,6 @@ pub struct ImpactArgs {
     /// Output format (wide lists the proxies' workloads)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
-}
-
-/// See [`Common::pod_logs`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum PodLogScope {
-    /// The pods of the namespaces listed.
-    #[default]
-    Listed,
-    /// The pods of `-n`, or of the context's namespace without it.
-    Namespace,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
