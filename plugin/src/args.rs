@@ -364,3 +364,47 @@ pub struct CompletionArgs {
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
 }
+
+/// The command line as the binary parses it: [`Cli::command`], with each
+/// `Examples:` block of an `after_help` printed as written. Clap wraps
+/// `after_help` to the terminal's width (at most 100 columns), which
+/// breaks the example commands across lines so that they cannot be
+/// pasted; the literal text of a help template is not wrapped, so the
+/// examples move there and the rest of the `after_help` (exit codes,
+/// prose) stays, wrapped as before. [`Cli::command`] keeps the examples
+/// in `after_help`, where the tests read them.
+pub fn command() -> clap::Command {
+    unwrap_examples(<Cli as clap::CommandFactory>::command())
+}
+
+fn unwrap_examples(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_subcommands(unwrap_examples);
+    let Some(after) = cmd.get_after_help().map(|s| s.to_string()) else {
+        return cmd;
+    };
+    let Some((examples, rest)) = split_examples(&after) else {
+        return cmd;
+    };
+    // The default template, with the examples before the after_help.
+    let template = format!(
+        "{{before-help}}{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{{all-args}}\n\n{examples}{{after-help}}"
+    );
+    let cmd = cmd.help_template(template);
+    match rest {
+        Some(rest) => cmd.after_help(rest),
+        None => cmd.after_help(None::<&str>),
+    }
+}
+
+/// `Examples:` and its lines, and what follows them after a blank line.
+/// `None` when the text does not start with examples, or when they hold
+/// a `{` (which a template would read as a tag).
+fn split_examples(after: &str) -> Option<(String, Option<String>)> {
+    if !after.starts_with("Examples:\n") || after.contains('{') {
+        return None;
+    }
+    Some(match after.split_once("\n\n") {
+        Some((examples, rest)) => (examples.to_string(), Some(rest.to_string())),
+        None => (after.to_string(), None),
+    })
+}
