@@ -63,9 +63,19 @@ pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         writeln!(p.err, "note: {}", scope::notes::impact_without_traffic())?;
     }
     let imp = explain::impact(snap, &target, &proposed, &|w| world.in_scope(w))?;
+    print(r, &ns, &imp, p)
+}
+
+/// Prints the impact on `ns`'s target.
+fn print(
+    r: &ImpactRequest,
+    ns: &str,
+    imp: &explain::Impact,
+    p: &mut Printer<'_>,
+) -> Result<Outcome> {
     match r.output {
-        ReportOutput::Json => output::json(p.out, &imp)?,
-        ReportOutput::Yaml => output::yaml(p.out, &imp)?,
+        ReportOutput::Json => output::json(p.out, imp)?,
+        ReportOutput::Yaml => output::yaml(p.out, imp)?,
         // The workloads whose proxies the change is pushed to now.
         ReportOutput::Name => output::names(
             p.out,
