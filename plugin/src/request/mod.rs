@@ -573,3 +573,105 @@ impl Request {
         Ok((request, style))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::Cli;
+
+    fn parse(args: &[&str]) -> Result<Request> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("kubectl-meshscope").chain(args.iter().copied()))
+                .expect("clap accepts the line");
+        Request::parse(cli.command).map(|(r, _)| r)
+    }
+
+    fn error(args: &[&str]) -> String {
+        format!("{:#}", parse(args).expect_err("a mistake"))
+    }
+
+    #[test]
+    fn since_is_checked_only_where_a_source_reads_it() {
+        assert!(parse(&["audit", "--since", "soon"]).is_ok());
+        assert!(parse(&["audit", "--manifests", "m.yaml", "--since", "soon"]).is_ok());
+        let e = error(&["audit", "--from-pod-logs", "--since", "soon"]);
+        assert!(e.starts_with("invalid duration"), "{e}");
+        let Request::Audit(a) =
+            parse(&["audit", "--prometheus", "http://p", "--since", "2h"]).unwrap()
+        else {
+            panic!("an audit request")
+        };
+        assert_eq!(a.mesh.prometheus_window(), Duration::from_secs(7200));
+    }
+
+    #[test]
+    fn checks_keep_the_order_the_commands_made_them_in() {
+        // recommend checked --istio-version, then --include, then the sources.
+        let e = error(&["recommend", "--istio-version", "banana", "--include", "x"]);
+        assert!(e.starts_with("--istio-version: "), "{e}");
+        let e = error(&[
+            "recommend",
+            "--include",
+            "x",
+            "--manifests",
+            "m",
+            "--from-pod-logs",
+        ]);
+        assert!(e.starts_with("--include: "), "{e}");
+        // audit checked the sources first.
+        let e = error(&[
+            "audit",
+            "--istio-version",
+            "banana",
+            "--manifests",
+            "m",
+            "--prometheus",
+            "u",
+        ]);
+        assert!(
+            e.starts_with("--from-pod-logs and --prometheus read from a cluster"),
+            "{e}"
+        );
+        // apply: --manifests, then --wait.
+        let e = error(&["apply", "--manifests", "m", "--dry-run=client", "--wait"]);
+        assert!(e.starts_with("apply changes a cluster"), "{e}");
+        let e = error(&["apply", "--dry-run=client", "--wait"]);
+        assert!(e.starts_with("--wait waits for istiod"), "{e}");
+        // stdin before anything.
+        let e = error(&["apply", "--manifests", "-", "--access-log", "-"]);
+        assert!(e.starts_with("--manifests - and --access-log -"), "{e}");
+    }
+
+    #[test]
+    fn commands_that_answer_for_one_namespace_read_them_all() {
+        let Request::Verify(v) = parse(&["verify", "-n", "shop"]).unwrap() else {
+            panic!("a verify request")
+        };
+        assert!(v.mesh.all_namespaces);
+        assert_eq!(v.mesh.pod_logs, PodLogScope::Namespace);
+        assert_eq!(
+            v.mesh.purpose,
+            Purpose::Verify {
+                istiod: Some("istio-system".into())
+            }
+        );
+        let Request::Impact(i) = parse(&["impact", "service/web", "-n", "shop"]).unwrap() else {
+            panic!("an impact request")
+        };
+        assert!(i.mesh.all_namespaces);
+        assert_eq!(i.mesh.pod_logs, PodLogScope::Listed);
+        let Request::Apply(a) = parse(&["apply", "--prune", "--wait=1m"]).unwrap() else {
+            panic!("an apply request")
+        };
+        assert_eq!(
+            a.spec.mesh.purpose,
+            Purpose::Apply {
+                prune: true,
+                istiod: Some("istio-system".into())
+            }
+        );
+        assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(60)));
+    }
+}
