@@ -5,10 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-
-use std::collections::HashMap;
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use futures::StreamExt;

@@ -1,7 +1,18 @@
 //! `apply --wait`: waiting for istiod to push a written Sidecar and its
 //! proxies to ACK it.
 
-use super::*;
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use meshscope_shared::istio::Sidecar;
+use meshscope_shared::snapshot::PodId;
+use meshscope_shared::verify as verify_shared;
+
+use crate::cmd::verify;
+use crate::istiod::Istiod;
+use crate::world::World;
 
 /// Per proxy id, before a write: the last CDS nonce sent, and the
 /// scope istiod applied.
