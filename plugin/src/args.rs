@@ -59,10 +59,6 @@ pub struct Common {
     /// Namespace to look at (default: all namespaces in --manifests; the context's namespace live)
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
-    /// Whose istio-proxy logs `--from-pod-logs` reads (not a flag: commands
-    /// that read every namespace's objects for one namespace's answer narrow it).
-    #[arg(skip)]
-    pub pod_logs: PodLogScope,
     /// Look at all namespaces
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
@@ -111,9 +107,6 @@ pub struct Common {
     /// Live: how long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
     #[arg(long, global = true, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
     pub request_timeout: crate::duration::RequestTimeout,
-    /// What the command does besides reading, for the one-pass RBAC check (set by the command, not a flag)
-    #[arg(skip)]
-    pub purpose: crate::live::Purpose,
     /// Do not print table headers (as kubectl get --no-headers)
     #[arg(long, global = true)]
     pub no_headers: bool,
@@ -335,16 +328,6 @@ pub struct ImpactArgs {
     pub output: ReportOutput,
 }
 
-/// See [`Common::pod_logs`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum PodLogScope {
-    /// The pods of the namespaces listed.
-    #[default]
-    Listed,
-    /// The pods of `-n`, or of the context's namespace without it.
-    Namespace,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VersionOutput {
     Json,
@@ -380,4 +363,48 @@ pub struct CompletionArgs {
     /// The shell
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// The command line as the binary parses it: [`Cli::command`], with each
+/// `Examples:` block of an `after_help` printed as written. Clap wraps
+/// `after_help` to the terminal's width (at most 100 columns), which
+/// breaks the example commands across lines so that they cannot be
+/// pasted; the literal text of a help template is not wrapped, so the
+/// examples move there and the rest of the `after_help` (exit codes,
+/// prose) stays, wrapped as before. [`Cli::command`] keeps the examples
+/// in `after_help`, where the tests read them.
+pub fn command() -> clap::Command {
+    unwrap_examples(<Cli as clap::CommandFactory>::command())
+}
+
+fn unwrap_examples(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_subcommands(unwrap_examples);
+    let Some(after) = cmd.get_after_help().map(|s| s.to_string()) else {
+        return cmd;
+    };
+    let Some((examples, rest)) = split_examples(&after) else {
+        return cmd;
+    };
+    // The default template, with the examples before the after_help.
+    let template = format!(
+        "{{before-help}}{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{{all-args}}\n\n{examples}{{after-help}}"
+    );
+    let cmd = cmd.help_template(template);
+    match rest {
+        Some(rest) => cmd.after_help(rest),
+        None => cmd.after_help(None::<&str>),
+    }
+}
+
+/// `Examples:` and its lines, and what follows them after a blank line.
+/// `None` when the text does not start with examples, or when they hold
+/// a `{` (which a template would read as a tag).
+fn split_examples(after: &str) -> Option<(String, Option<String>)> {
+    if !after.starts_with("Examples:\n") || after.contains('{') {
+        return None;
+    }
+    Some(match after.split_once("\n\n") {
+        Some((examples, rest)) => (examples.to_string(), Some(rest.to_string())),
+        None => (after.to_string(), None),
+    })
 }

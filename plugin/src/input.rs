@@ -1,5 +1,6 @@
-//! Offline inputs: manifest files and access logs. The only module that
-//! reads files.
+//! Offline inputs: manifest files, access logs and `--mesh-config`. The
+//! only module that reads the files a command is given (the kubeconfig is
+//! read by `live`, through kube's loader).
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::output::plural;
-use meshscope_shared::{Inputs, MeshSnapshot};
+use meshscope_shared::{Inputs, MeshConfig, MeshSnapshot};
 use serde::Deserialize;
 
 /// Files under `path` (recursively, sorted), or `path` itself.
@@ -49,21 +50,25 @@ pub fn expand(path: &Path, exts: Option<&[&str]>) -> Result<Vec<PathBuf>> {
 
 const MANIFEST_EXTS: &[&str] = &[".yaml", ".yml", ".json"];
 
-/// `-` read twice, or by two flags, would see stdin empty the second time:
-/// refuse before reading anything.
-pub fn check_stdin(c: &crate::args::Common) -> Result<()> {
-    let dash = |paths: &[PathBuf]| paths.iter().filter(|p| p.as_os_str() == "-").count();
-    let (manifests, logs) = (dash(&c.manifests), dash(&c.access_logs));
-    if manifests > 0 && logs > 0 {
-        bail!("--manifests - and --access-log - cannot both read stdin; write one of them to a file and pass its path");
+/// A `--mesh-config` file: either the mesh YAML itself or the whole
+/// `istio` ConfigMap.
+pub fn read_mesh_config(path: &Path) -> Result<MeshConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --mesh-config {}", path.display()))?;
+    mesh_from_text(&text).with_context(|| format!("in --mesh-config {}", path.display()))
+}
+
+fn mesh_from_text(text: &str) -> Result<MeshConfig> {
+    let v: serde_yaml::Value = serde_yaml::from_str(text).context("invalid YAML")?;
+    if v.get("kind").and_then(|k| k.as_str()) == Some("ConfigMap") {
+        let mesh = v
+            .get("data")
+            .and_then(|d| d.get("mesh"))
+            .and_then(|m| m.as_str())
+            .unwrap_or("");
+        return Ok(MeshConfig::from_yaml(mesh)?);
     }
-    if manifests > 1 {
-        bail!("--manifests - is given more than once; stdin is read once, so pass it once");
-    }
-    if logs > 1 {
-        bail!("--access-log - is given more than once; stdin is read once, so pass it once");
-    }
-    Ok(())
+    Ok(MeshConfig::from_yaml(text)?)
 }
 
 /// Loads every object from YAML/JSON manifests (multi-document, `List`s);

@@ -1,8 +1,8 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use clap::FromArgMatches;
+use kubectl_meshscope::{args, run, Outcome};
 
 // Snapshot building is allocation-heavy; mimalloc cuts its cost markedly.
 #[global_allocator]
@@ -10,7 +10,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     no_transparent_huge_pages();
-    let cli = Cli::parse();
+    // As `Cli::parse`, with the help's examples printed unwrapped.
+    let cli = args::Cli::from_arg_matches(&args::command().get_matches())
+        .unwrap_or_else(|e| e.format(&mut args::command()).exit());
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut err = io::stderr();

@@ -1,59 +1,47 @@
-//! Renderers. Everything writes into `&mut dyn Write`; nothing prints.
+//! Renderers. Everything writes into a [`Printer`]'s writers or a
+//! `&mut dyn Write`; nothing prints to the process's streams directly.
 
-use std::cell::Cell;
 use std::fmt;
 use std::io::{self, Write};
 
 use serde::Serialize;
 
-// === presentation settings ===
+// === the printer ===
 
-/// How every renderer behaves in this run, from the global flags
-/// (`--no-headers`, `-q`). `run` installs them; renderers read them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
+/// Where and how a run prints: stdout and stderr, and the global flags
+/// (`--no-headers`, `-q`) every renderer honours. `run` makes one and
+/// passes it to the command.
+pub struct Printer<'a> {
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
     /// Tables print no header row.
     pub no_headers: bool,
     /// Summaries on stderr are not printed (errors and warnings are).
     pub quiet: bool,
 }
 
-thread_local! {
-    static SETTINGS: Cell<Settings> = const {
-        Cell::new(Settings {
+impl<'a> Printer<'a> {
+    pub fn new(out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
+        Printer {
+            out,
+            err,
             no_headers: false,
             quiet: false,
-        })
-    };
-}
-
-/// Puts the previous settings back when dropped.
-#[must_use = "the settings last as long as the guard"]
-pub struct SettingsGuard(Settings);
-
-impl Settings {
-    /// Makes these the settings of the current thread until the guard drops.
-    pub fn install(self) -> SettingsGuard {
-        SettingsGuard(SETTINGS.with(|s| s.replace(self)))
+        }
     }
 
-    pub fn current() -> Settings {
-        SETTINGS.with(Cell::get)
+    /// Writes a summary line to stderr, unless `-q` silenced summaries.
+    pub fn summary(&mut self, line: fmt::Arguments<'_>) -> io::Result<()> {
+        if self.quiet {
+            return Ok(());
+        }
+        writeln!(self.err, "{line}")
     }
-}
 
-impl Drop for SettingsGuard {
-    fn drop(&mut self) {
-        SETTINGS.with(|s| s.set(self.0));
+    /// Writes `t` to stdout, its header row unless `--no-headers`.
+    pub fn table(&mut self, t: &Table) -> io::Result<()> {
+        t.write(self.out, !self.no_headers)
     }
-}
-
-/// Writes a summary line to stderr, unless `-q` silenced summaries.
-pub fn summary(err: &mut dyn Write, line: fmt::Arguments<'_>) -> io::Result<()> {
-    if Settings::current().quiet {
-        return Ok(());
-    }
-    writeln!(err, "{line}")
 }
 
 // === tables ===
@@ -81,7 +69,8 @@ impl Table {
         self.rows.is_empty()
     }
 
-    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+    /// Writes the table, with its header row when `headers`.
+    pub fn write(&self, out: &mut dyn Write, headers: bool) -> io::Result<()> {
         let n = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
@@ -100,7 +89,7 @@ impl Table {
             }
             writeln!(out, "{}", s.trim_end())
         };
-        if !Settings::current().no_headers {
+        if headers {
             line(&self.headers, out)?;
         }
         for r in &self.rows {
@@ -216,22 +205,19 @@ mod tests {
     }
 
     #[test]
-    fn no_headers_drops_the_header_row_and_the_guard_restores_it() {
+    fn no_headers_drops_the_header_row_and_quiet_the_summaries() {
         let mut t = Table::new(["A", "B"]);
         t.row(["1", "2"]);
-        let render = |t: &Table| {
-            let mut out = Vec::new();
-            t.write(&mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        };
-        {
-            let _g = Settings {
-                no_headers: true,
-                quiet: false,
-            }
-            .install();
-            assert_eq!(render(&t), "1   2\n");
-        }
-        assert_eq!(render(&t), "A   B\n1   2\n");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut p = Printer::new(&mut out, &mut err);
+        p.no_headers = true;
+        p.quiet = true;
+        p.table(&t).unwrap();
+        p.summary(format_args!("1 row")).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "1   2\n");
+        assert!(err.is_empty());
+        let mut out = Vec::new();
+        t.write(&mut out, true).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "A   B\n1   2\n");
     }
 }

@@ -23,7 +23,7 @@ use rcgen::{
 use serde::Deserialize;
 use serde_yaml::Value as Yaml;
 
-use crate::Outcome;
+use crate::outcome::Outcome;
 
 #[derive(Debug, Args)]
 pub struct WebhookArgs {

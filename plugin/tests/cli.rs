@@ -149,3 +149,56 @@ fn version_and_completion() {
     assert!(o.status.success());
     assert!(text(&o.stdout).contains("kubectl-meshscope"));
 }
+
+/// The `kubectl meshscope …` example lines of a command's `after_help`,
+/// as written.
+fn example_lines(cmd: &clap::Command) -> Vec<String> {
+    cmd.get_after_help()
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("kubectl meshscope"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn help_examples_print_on_one_line_at_any_width() {
+    use clap::CommandFactory;
+    let root = kubectl_meshscope::args::Cli::command();
+    let mut commands: Vec<(Vec<&str>, Vec<String>)> = vec![(vec![], example_lines(&root))];
+    for sub in root.get_subcommands() {
+        let lines = example_lines(sub);
+        if !lines.is_empty() {
+            commands.push((vec![sub.get_name()], lines));
+        }
+    }
+    assert!(commands.len() >= 3, "commands with examples: {commands:?}");
+    for (sub, examples) in &commands {
+        for flag in ["--help", "-h"] {
+            let o = bin()
+                .args(sub.iter().chain([&flag]))
+                .env("COLUMNS", "80")
+                .output()
+                .expect("binary runs");
+            assert!(o.status.success());
+            let help = text(&o.stdout);
+            let lines: Vec<&str> = help.lines().map(str::trim).collect();
+            for example in examples {
+                assert!(
+                    lines.contains(&example.as_str()),
+                    "{sub:?} {flag}: {example:?} is not one line of:\n{help}"
+                );
+            }
+            // Everything else is still wrapped to the width.
+            for line in help.lines() {
+                let example = examples.iter().any(|e| e == line.trim());
+                assert!(
+                    example || line.chars().count() <= 80,
+                    "{sub:?} {flag}: wider than 80 columns: {line:?}"
+                );
+            }
+        }
+    }
+}

@@ -29,6 +29,7 @@ pub mod istio;
 pub mod labels;
 pub mod mesh;
 pub mod meta;
+pub mod notes;
 pub mod observe;
 pub mod recommend;
 pub mod required;

@@ -5,10 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-
-use std::collections::HashMap;
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use futures::StreamExt;
@@ -20,14 +17,16 @@ use meshscope_shared::snapshot::{PodId, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use meshscope_shared::verify as verify_shared;
 use serde_json::Value;
 
-use crate::args::{ApplyArgs, DryRun, ReportOutput};
-use crate::cmd::recommend::summarize_recommendations;
+use crate::args::{DryRun, ReportOutput};
+use crate::cmd::recommend::{self, summarize_recommendations};
 use crate::cmd::verify;
 use crate::interrupt::Interrupt;
 use crate::istiod::Istiod;
-use crate::live::{parse_duration, systemic_cause, Patched, Purpose};
-use crate::output::plural;
-use crate::{recommend_world, Outcome};
+use crate::live::{systemic_cause, Patched, Purpose};
+use crate::outcome::Outcome;
+use crate::output::{plural, Printer};
+use crate::request::{ApplyRequest, PodLogScope};
+use crate::world::{LiveCtx, World};
 
 pub const FIELD_MANAGER: &str = "kubectl-meshscope";
 
@@ -144,7 +143,7 @@ type Written = Result<Value, (ApplyResult, String)>;
 
 /// Server-side applies `body` as `name` (or only compares, for a client
 /// dry run).
-async fn write(ctx: &crate::LiveCtx, a: &ApplyArgs, ns: &str, name: &str, body: &Value) -> Written {
+async fn write(ctx: &LiveCtx, a: &ApplyRequest, ns: &str, name: &str, body: &Value) -> Written {
     if a.dry_run == DryRun::Client {
         // Client dry run: what the server would get, merged naively.
         return Ok(body.clone());
@@ -174,8 +173,8 @@ async fn write(ctx: &crate::LiveCtx, a: &ApplyArgs, ns: &str, name: &str, body: 
 /// starts: those are `None`. Each write is one server-side apply, all or
 /// nothing, so an interrupted run never leaves a Sidecar half-written.
 fn write_all(
-    ctx: &crate::LiveCtx,
-    a: &ApplyArgs,
+    ctx: &LiveCtx,
+    a: &ApplyRequest,
     plan: &[Planned],
     jobs: Vec<(usize, Value)>,
     stop: &Interrupt,
@@ -198,7 +197,7 @@ fn write_all(
 
 /// Waits as `waiting::wait` does, or until `stop`: `None` when interrupted.
 fn wait_or_stop(
-    ctx: &crate::LiveCtx,
+    ctx: &LiveCtx,
     stop: &Interrupt,
     wait: impl std::future::Future<Output = Result<waiting::Waited>>,
 ) -> Result<Option<waiting::Waited>> {
@@ -213,7 +212,7 @@ fn wait_or_stop(
 /// The injected pods whose scope a recommendation's Sidecar decides: its
 /// workloads' pods, except (for a namespace-wide Sidecar) those that a
 /// workload-selecting Sidecar scopes.
-fn affected_pods(world: &crate::World, r: &Recommendation, sc: &Sidecar) -> Vec<PodId> {
+fn affected_pods(world: &World, r: &Recommendation, sc: &Sidecar) -> Vec<PodId> {
     let snap = &world.snap;
     (0..snap.pods.len())
         .filter(|p| {
@@ -232,45 +231,21 @@ fn affected_pods(world: &crate::World, r: &Recommendation, sc: &Sidecar) -> Vec<
         .collect()
 }
 
-pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    if !a.common.manifests.is_empty() {
-        bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
-    }
-    let wait_for = match &a.wait {
-        Some(_) if a.dry_run != DryRun::None => {
-            bail!("--wait waits for istiod to push what was written; a dry run writes nothing")
-        }
-        Some(t) => Some(parse_duration(t).map_err(|e| anyhow!("--wait: {e}"))?),
-        None => None,
-    };
-    // Every permission apply needs is checked with the reads, in one pass.
-    let mut common = a.common.clone();
-    if a.dry_run != DryRun::Client {
-        common.purpose = Purpose::Apply {
-            prune: a.prune,
-            istiod: (wait_for.is_some() && a.istiod.istiod_urls.is_empty())
-                .then(|| a.istiod.istio_namespace.clone()),
-        };
-    }
-    let (world, recs) = recommend_world(&common, &a.rec, a.prune_hosts, err)?;
-    summarize_recommendations(&world, &recs, err)?;
-    if let (Some(spec), None) = (&a.rec.workload, recs.iter().find_map(|r| r.sidecar())) {
+pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    let (world, recs) = recommend::load(&a.spec, p)?;
+    summarize_recommendations(&world, &recs, p)?;
+    if let (Some(spec), None) = (&a.spec.workload, recs.iter().find_map(|r| r.sidecar())) {
         bail!(
             "nothing to apply for {spec}: {}",
-            crate::why_nothing(&world, &recs)
+            meshscope_shared::notes::why_nothing(&world.snap, &recs)
         );
     }
     let ctx = world.live.as_ref().expect("live mode has a connection");
-    let live = &ctx.live;
     // --wait needs istiod: find it before writing anything.
-    let mut istiods = match wait_for {
+    let mut istiods = match a.wait {
         Some(_) => Some(
             ctx.rt
-                .block_on(verify::connect_istiods(
-                    &world,
-                    &a.istiod,
-                    a.common.request_timeout.secs(),
-                ))
+                .block_on(verify::connect_istiods(&world, &a.istiod, a.timeout_secs))
                 .map_err(|e| {
                     anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
                 })?,
@@ -278,6 +253,65 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         None => None,
     };
     let mut results: Vec<Row> = Vec::new();
+    let plan = read_plan(&world, ctx, &recs, a.wait.is_some(), &mut results)?;
+    let mut progress = Progress::new(plan.len());
+    if let Some(istiods) = istiods.as_mut() {
+        let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
+        progress.waits.before = ctx
+            .rt
+            .block_on(waiting::snapshot(&world, istiods, &pods, p.err))
+            .map_err(|e| {
+                anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+            })?;
+    }
+    // From here on, Ctrl-C finishes the writes in flight and starts no more.
+    let stop = Interrupt::install();
+    let steps = Steps {
+        world: &world,
+        ctx,
+        a,
+        plan: &plan,
+        stop: &stop,
+    };
+    steps.widen(istiods.as_deref_mut(), &mut progress, &mut results, p.err)?;
+    if progress.waits.timed_out.is_empty() && !stop.requested() {
+        steps.narrow(istiods.as_deref_mut(), &mut progress, &mut results, p.err)?;
+    }
+    let not_narrowed = steps.rows(&progress, &mut results, p)?;
+    if a.prune && !stop.requested() {
+        prune(&world, a, &mut results)?;
+    }
+    let mut outcome = report_rows(&results, a.dry_run, p)?;
+    if stop.requested() {
+        bail!(
+            "interrupted: {} of {} not written{}; each write is one server-side apply, so what was written is whole. Run the same command again to finish",
+            progress.not_written.len(),
+            plural(plan.len(), "Sidecar", "Sidecars"),
+            if not_narrowed == 0 {
+                String::new()
+            } else {
+                format!(", {not_narrowed} not narrowed yet")
+            }
+        );
+    }
+    if let Some(istiods) = istiods.as_mut() {
+        if report_waits(&world, a, istiods, &progress.waits, p)? == Outcome::Findings {
+            outcome = Outcome::Findings;
+        }
+    }
+    Ok(outcome)
+}
+
+/// What each recommended name holds now, read [`IN_FLIGHT`] at a time:
+/// the Sidecars to write, and rows for those that cannot be.
+fn read_plan(
+    world: &World,
+    ctx: &LiveCtx,
+    recs: &[Recommendation],
+    waiting: bool,
+    results: &mut Vec<Row>,
+) -> Result<Vec<Planned>> {
+    let live = &ctx.live;
     let mut plan: Vec<Planned> = Vec::new();
     // What each recommended name holds now, read IN_FLIGHT at a time.
     let gets = ctx.rt.block_on(
@@ -316,14 +350,14 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
                 continue;
             }
         }
-        let widened = match (&existing, wait_for) {
-            (Some(ex), Some(_)) => serde_json::from_value::<Sidecar>(ex.clone())
+        let widened = match (&existing, waiting) {
+            (Some(ex), true) => serde_json::from_value::<Sidecar>(ex.clone())
                 .ok()
                 .and_then(|old| verify_shared::widened(&old, sc)),
             _ => None,
         };
         plan.push(Planned {
-            pods: affected_pods(&world, r, sc),
+            pods: affected_pods(world, r, sc),
             ns,
             name,
             desired,
@@ -332,158 +366,226 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
             widened,
         });
     }
+    Ok(plan)
+}
 
-    // Step 1: every Sidecar as it ends up, except those that drop hosts
-    // under --wait: they get the old hosts and the new ones.
-    let mut waits = Waits::default();
-    let mut applied: Vec<Option<Value>> = vec![None; plan.len()];
-    let mut step1: Vec<(usize, Sidecar)> = Vec::new();
-    if let Some(istiods) = istiods.as_mut() {
-        let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
-        waits.before = ctx
-            .rt
-            .block_on(waiting::snapshot(&world, istiods, &pods, err))
-            .map_err(|e| {
-                anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
-            })?;
+/// Where the writes stand.
+struct Progress {
+    waits: Waits,
+    /// The object as the server has it, once its final form is written.
+    applied: Vec<Option<Value>>,
+    /// Written in step 1: the index and the Sidecar as written.
+    step1: Vec<(usize, Sidecar)>,
+    /// Not written, because of an interrupt.
+    not_written: Vec<usize>,
+}
+
+impl Progress {
+    fn new(n: usize) -> Self {
+        Progress {
+            waits: Waits::default(),
+            applied: vec![None; n],
+            step1: Vec::new(),
+            not_written: Vec::new(),
+        }
     }
-    // From here on, Ctrl-C finishes the writes in flight and starts no more.
-    let stop = Interrupt::install();
-    let mut not_written: Vec<usize> = Vec::new();
-    let mut jobs = Vec::with_capacity(plan.len());
-    for (i, p) in plan.iter().enumerate() {
-        jobs.push(match &p.widened {
-            Some(w) => (i, serde_json::to_value(w)?),
-            None => (i, p.desired.clone()),
-        });
+
+    /// Whether `i` was written in step 1.
+    fn in_step1(&self, i: usize) -> bool {
+        self.step1.iter().any(|(j, _)| *j == i)
     }
-    for (i, done) in write_all(ctx, &a, &plan, jobs, &stop) {
-        let p = &plan[i];
-        match done {
-            None => not_written.push(i),
-            Some(Ok(v)) => {
-                if p.widened.is_none() {
-                    applied[i] = Some(v);
+}
+
+/// The two steps of a write: widen (every Sidecar as it ends up, except
+/// those that drop hosts under --wait: they get the old hosts and the new
+/// ones), then narrow (those, once step 1 is confirmed).
+struct Steps<'a> {
+    world: &'a World,
+    ctx: &'a LiveCtx,
+    a: &'a ApplyRequest,
+    plan: &'a [Planned],
+    stop: &'a Interrupt,
+}
+
+impl Steps<'_> {
+    /// Step 1, and the wait for it.
+    fn widen(
+        &self,
+        istiods: Option<&mut [Istiod]>,
+        progress: &mut Progress,
+        results: &mut Vec<Row>,
+        err: &mut dyn Write,
+    ) -> Result<()> {
+        let plan = self.plan;
+        let mut jobs = Vec::with_capacity(plan.len());
+        for (i, p) in plan.iter().enumerate() {
+            jobs.push(match &p.widened {
+                Some(w) => (i, serde_json::to_value(w)?),
+                None => (i, p.desired.clone()),
+            });
+        }
+        for (i, done) in write_all(self.ctx, self.a, plan, jobs, self.stop) {
+            let p = &plan[i];
+            match done {
+                None => progress.not_written.push(i),
+                Some(Ok(v)) => {
+                    if p.widened.is_none() {
+                        progress.applied[i] = Some(v);
+                    }
+                    let sc = p.widened.clone().unwrap_or_else(|| p.desired_sc.clone());
+                    progress.step1.push((i, sc));
                 }
-                let sc = p.widened.clone().unwrap_or_else(|| p.desired_sc.clone());
-                step1.push((i, sc));
+                Some(Err((res, why))) => results.push((res, p.ns.clone(), p.name.clone(), why)),
             }
-            Some(Err((res, why))) => results.push((res, p.ns.clone(), p.name.clone(), why)),
         }
-    }
-    let mut outcome = Outcome::Ok;
-    if let (Some(istiods), Some(limit), false) = (istiods.as_mut(), wait_for, stop.requested()) {
-        let targets =
-            waiting::targets(&plan_refs(&plan), &step1, &applied_changed(&plan, &applied));
-        let w = waiting::wait(&world, istiods, &targets, &waits.before, limit, err);
-        if let Some(w) = wait_or_stop(ctx, &stop, w)? {
-            waits.add(w);
+        if let (Some(istiods), Some(wait), false) = (istiods, &self.a.wait, self.stop.requested()) {
+            let changed = applied_changed(plan, &progress.applied);
+            let targets = waiting::targets(&plan_refs(plan), &progress.step1, &changed);
+            let w = waiting::wait(
+                self.world,
+                istiods,
+                &targets,
+                &progress.waits.before,
+                wait.limit,
+                err,
+            );
+            if let Some(w) = wait_or_stop(self.ctx, self.stop, w)? {
+                progress.waits.add(w);
+            }
         }
+        Ok(())
     }
-    // Step 2: the narrowing ones, once step 1 is confirmed.
-    let mut step2: Vec<(usize, Sidecar)> = Vec::new();
-    if waits.timed_out.is_empty() && !stop.requested() {
-        if let Some(istiods) = istiods.as_mut() {
+
+    /// Step 2, and the wait for it.
+    fn narrow(
+        &self,
+        mut istiods: Option<&mut [Istiod]>,
+        progress: &mut Progress,
+        results: &mut Vec<Row>,
+        err: &mut dyn Write,
+    ) -> Result<()> {
+        let plan = self.plan;
+        if let Some(istiods) = istiods.as_deref_mut() {
             let pods: Vec<PodId> = plan
                 .iter()
                 .filter(|p| p.widened.is_some())
                 .flat_map(|p| p.pods.iter().copied())
                 .collect();
             if !pods.is_empty() {
-                waits.before = ctx
+                progress.waits.before = self
+                    .ctx
                     .rt
-                    .block_on(waiting::snapshot(&world, istiods, &pods, err))?;
+                    .block_on(waiting::snapshot(self.world, istiods, &pods, err))?;
             }
         }
         let jobs: Vec<(usize, Value)> = plan
             .iter()
             .enumerate()
-            .filter(|(i, p)| p.widened.is_some() && step1.iter().any(|(j, _)| j == i))
+            .filter(|(i, p)| p.widened.is_some() && progress.in_step1(*i))
             .map(|(i, p)| (i, p.desired.clone()))
             .collect();
-        for (i, done) in write_all(ctx, &a, &plan, jobs, &stop) {
+        let mut step2: Vec<(usize, Sidecar)> = Vec::new();
+        for (i, done) in write_all(self.ctx, self.a, plan, jobs, self.stop) {
             let p = &plan[i];
             match done {
                 None => {}
                 Some(Ok(v)) => {
-                    applied[i] = Some(v);
+                    progress.applied[i] = Some(v);
                     step2.push((i, p.desired_sc.clone()));
                 }
                 Some(Err((res, why))) => results.push((res, p.ns.clone(), p.name.clone(), why)),
             }
         }
-        if let (Some(istiods), Some(limit), false) = (istiods.as_mut(), wait_for, stop.requested())
-        {
+        if let (Some(istiods), Some(wait), false) = (istiods, &self.a.wait, self.stop.requested()) {
             if !step2.is_empty() {
                 let changed = vec![true; plan.len()];
-                let targets = waiting::targets(&plan_refs(&plan), &step2, &changed);
+                let targets = waiting::targets(&plan_refs(plan), &step2, &changed);
                 let w = waiting::wait(
-                    &world,
+                    self.world,
                     istiods,
                     &targets,
-                    &waits.before,
-                    limit.saturating_sub(waits.elapsed),
+                    &progress.waits.before,
+                    wait.limit.saturating_sub(progress.waits.elapsed),
                     err,
                 );
-                if let Some(w) = wait_or_stop(ctx, &stop, w)? {
-                    waits.add(w);
+                if let Some(w) = wait_or_stop(self.ctx, self.stop, w)? {
+                    progress.waits.add(w);
                 }
             }
         }
+        Ok(())
     }
-    let not_narrowed: Vec<&Planned> = plan
-        .iter()
-        .enumerate()
-        .filter(|(i, p)| {
-            p.widened.is_some() && applied[*i].is_none() && step1.iter().any(|(j, _)| j == i)
-        })
-        .map(|(_, p)| p)
-        .collect();
-    for p in &not_narrowed {
-        writeln!(
-            err,
-            "not narrowed: {}/{} keeps its old hosts as well as the new ones, since {}",
-            p.ns,
-            p.name,
-            if stop.requested() {
-                "apply was interrupted"
-            } else {
-                "istiod did not confirm the first step"
-            }
-        )?;
-    }
-    for (i, p) in plan.iter().enumerate() {
-        let Some(v) = &applied[i] else {
-            if p.widened.is_some() && step1.iter().any(|(j, _)| *j == i) {
-                results.push((
-                    ApplyResult::Configured,
-                    p.ns.clone(),
-                    p.name.clone(),
-                    String::new(),
-                ));
-            }
-            continue;
-        };
-        if a.diff {
-            unified(
-                &diffable(p.existing.as_ref()),
-                &diffable(Some(v)),
-                &format!("{}/{}", p.ns, p.name),
-                out,
+
+    /// Says what was not narrowed, prints `--diff`, and adds a row per
+    /// written Sidecar. Returns how many were not narrowed.
+    fn rows(
+        &self,
+        progress: &Progress,
+        results: &mut Vec<Row>,
+        p: &mut Printer<'_>,
+    ) -> Result<usize> {
+        let plan = self.plan;
+        let not_narrowed: Vec<&Planned> = plan
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                p.widened.is_some() && progress.applied[*i].is_none() && progress.in_step1(*i)
+            })
+            .map(|(_, p)| p)
+            .collect();
+        for n in &not_narrowed {
+            writeln!(
+                p.err,
+                "not narrowed: {}/{} keeps its old hosts as well as the new ones, since {}",
+                n.ns,
+                n.name,
+                if self.stop.requested() {
+                    "apply was interrupted"
+                } else {
+                    "istiod did not confirm the first step"
+                }
             )?;
         }
-        results.push((result_of(p, v), p.ns.clone(), p.name.clone(), String::new()));
+        for (i, planned) in plan.iter().enumerate() {
+            let Some(v) = &progress.applied[i] else {
+                if planned.widened.is_some() && progress.in_step1(i) {
+                    results.push((
+                        ApplyResult::Configured,
+                        planned.ns.clone(),
+                        planned.name.clone(),
+                        String::new(),
+                    ));
+                }
+                continue;
+            };
+            if self.a.diff {
+                unified(
+                    &diffable(planned.existing.as_ref()),
+                    &diffable(Some(v)),
+                    &format!("{}/{}", planned.ns, planned.name),
+                    p.out,
+                )?;
+            }
+            results.push((
+                result_of(planned, v),
+                planned.ns.clone(),
+                planned.name.clone(),
+                String::new(),
+            ));
+        }
+        Ok(not_narrowed.len())
     }
-    if a.prune && !stop.requested() {
-        prune(&world, &a, &mut results)?;
-    }
-    let suffix = match a.dry_run {
+}
+
+/// Prints a line per object and the summary; every object failing for the
+/// same cause (RBAC, no server) is an error, said once (exit 2), some
+/// objects failing a finding (exit 1).
+fn report_rows(results: &[Row], dry_run: DryRun, p: &mut Printer<'_>) -> Result<Outcome> {
+    let suffix = match dry_run {
         DryRun::None => "",
         DryRun::Server => " (server dry run)",
         DryRun::Client => " (dry run)",
     };
-    // Every object failing for the same cause (RBAC, no server) is an
-    // error, said once (exit 2); some objects failing is a finding (exit 1).
     let cause = |ns: &str, name: &str, why: &str| {
         systemic_cause(why).unwrap_or_else(|| {
             why.replace(&format!("\"{name}\""), "\"NAME\"")
@@ -500,7 +602,7 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         _ => false,
     };
     let mut counts: BTreeMap<ApplyResult, usize> = BTreeMap::new();
-    for (res, ns, name, why) in &results {
+    for (res, ns, name, why) in results {
         *counts.entry(*res).or_default() += 1;
         let line = format!(
             "sidecar.networking.istio.io/{name} {}{suffix} (namespace {ns})",
@@ -508,12 +610,12 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         );
         match res {
             ApplyResult::Skipped | ApplyResult::Failed => {
-                writeln!(out, "{line}")?;
+                writeln!(p.out, "{line}")?;
                 if !all_failed_alike {
-                    writeln!(err, "{}: {ns}/{name}: {why}", res.word())?;
+                    writeln!(p.err, "{}: {ns}/{name}: {why}", res.word())?;
                 }
             }
-            _ => writeln!(out, "{line}")?,
+            _ => writeln!(p.out, "{line}")?,
         }
     }
     if all_failed_alike {
@@ -528,94 +630,99 @@ pub fn cmd_apply(a: ApplyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Resu
         .iter()
         .map(|(r, n)| format!("{n} {}", r.word()))
         .collect();
-    crate::output::summary(
-        err,
-        format_args!(
-            "apply{suffix}: {}",
-            if summary.is_empty() {
-                "nothing to apply".to_string()
-            } else {
-                summary.join(", ")
-            }
-        ),
+    p.summary(format_args!(
+        "apply{suffix}: {}",
+        if summary.is_empty() {
+            "nothing to apply".to_string()
+        } else {
+            summary.join(", ")
+        }
+    ))?;
+    Ok(if counts.contains_key(&ApplyResult::Failed) {
+        Outcome::Findings
+    } else {
+        Outcome::Ok
+    })
+}
+
+/// Says what `--wait` waited for, and verifies the proxies it confirmed
+/// against a fresh read of the cluster.
+fn report_waits(
+    world: &World,
+    a: &ApplyRequest,
+    istiods: &mut [Istiod],
+    waits: &Waits,
+    p: &mut Printer<'_>,
+) -> Result<Outcome> {
+    let mut outcome = Outcome::Ok;
+    let waited: Vec<PodId> = waits.pods.iter().copied().collect();
+    writeln!(
+        p.err,
+        "waited {:.2} s for istiod to push {} and for {} to ACK{}",
+        waits.elapsed.as_secs_f64(),
+        plural(waits.sidecars, "Sidecar", "Sidecars"),
+        plural(waits.confirmed, "proxy", "proxies"),
+        if waits.steps > 1 {
+            format!(" ({} steps: hosts added first, then removed)", waits.steps)
+        } else {
+            String::new()
+        }
     )?;
-    if counts.contains_key(&ApplyResult::Failed) {
+    if !waits.not_connected.is_empty() {
+        writeln!(
+            p.err,
+            "not waited for (not connected to istiod): {}",
+            waits.not_connected.join(", ")
+        )?;
+    }
+    if !waits.timed_out.is_empty() {
+        writeln!(
+            p.err,
+            "timed out after {} waiting for: {}",
+            a.wait
+                .as_ref()
+                .map(|w| w.given.as_str())
+                .unwrap_or_default(),
+            waits.timed_out.join(", ")
+        )?;
         outcome = Outcome::Findings;
     }
-    if stop.requested() {
-        bail!(
-            "interrupted: {} of {} not written{}; each write is one server-side apply, so what was written is whole. Run the same command again to finish",
-            not_written.len(),
-            plural(plan.len(), "Sidecar", "Sidecars"),
-            if not_narrowed.is_empty() {
-                String::new()
-            } else {
-                format!(", {} not narrowed yet", not_narrowed.len())
-            }
-        );
+    if waited.is_empty() {
+        return Ok(outcome);
     }
-    if let Some(istiods) = istiods.as_mut() {
-        let waited: Vec<PodId> = waits.pods.iter().copied().collect();
-        writeln!(
-            err,
-            "waited {:.2} s for istiod to push {} and for {} to ACK{}",
-            waits.elapsed.as_secs_f64(),
-            plural(waits.sidecars, "Sidecar", "Sidecars"),
-            plural(waits.confirmed, "proxy", "proxies"),
-            if waits.steps > 1 {
-                format!(" ({} steps: hosts added first, then removed)", waits.steps)
-            } else {
-                String::new()
-            }
-        )?;
-        if !waits.not_connected.is_empty() {
-            writeln!(
-                err,
-                "not waited for (not connected to istiod): {}",
-                waits.not_connected.join(", ")
-            )?;
-        }
-        if !waits.timed_out.is_empty() {
-            writeln!(
-                err,
-                "timed out after {} waiting for: {}",
-                a.wait.as_deref().unwrap_or_default(),
-                waits.timed_out.join(", ")
-            )?;
-            outcome = Outcome::Findings;
-        }
-        if !waited.is_empty() {
-            // Verify against a fresh read: the snapshot above predates the
-            // writes.
-            let traffic = verify::traffic_by_workload(&world);
-            let mut again = a.common.clone();
-            again.all_namespaces = true;
-            again.access_logs.clear();
-            again.from_pod_logs = false;
-            again.prometheus = None;
-            let fresh = crate::World::load(&again, err)?;
-            let keys: Vec<(String, String)> = waited
-                .iter()
-                .map(|p| {
-                    (
-                        world.snap.pods[*p].namespace.clone(),
-                        world.snap.pods[*p].name.clone(),
-                    )
-                })
-                .collect();
-            let pods: Vec<PodId> = keys
-                .iter()
-                .filter_map(|(ns, name)| fresh.snap.find_pod(ns, name))
-                .collect();
-            writeln!(out)?;
-            let checks = ctx
-                .rt
-                .block_on(verify::check_pods(&fresh, &traffic, &pods, istiods, err))?;
-            verify::warn_version_skew(&fresh, &checks, err)?;
-            if verify::report(&checks, ReportOutput::Table, out, err)? == Outcome::Findings {
-                outcome = Outcome::Findings;
-            }
-        }
+    // Verify against a fresh read: the snapshot above predates the writes.
+    let traffic = verify::traffic_by_workload(world);
+    // The mesh as the flags give it, every namespace, no traffic: a read
+    // only (the writes' permissions were checked before them).
+    let mut again = a.spec.mesh.clone();
+    again.purpose = Purpose::Read;
+    again.pod_logs = PodLogScope::Listed;
+    again.all_namespaces = true;
+    again.access_logs.clear();
+    again.from_pod_logs = false;
+    again.prometheus = None;
+    let fresh = World::load(&again, p.err)?;
+    let keys: Vec<(String, String)> = waited
+        .iter()
+        .map(|p| {
+            (
+                world.snap.pods[*p].namespace.clone(),
+                world.snap.pods[*p].name.clone(),
+            )
+        })
+        .collect();
+    let pods: Vec<PodId> = keys
+        .iter()
+        .filter_map(|(ns, name)| fresh.snap.find_pod(ns, name))
+        .collect();
+    writeln!(p.out)?;
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let checks = ctx
+        .rt
+        .block_on(verify::check_pods(&fresh, &traffic, &pods, istiods, p.err))?;
+    verify::warn_version_skew(&fresh, &checks, p.err)?;
+    if verify::report(&checks, ReportOutput::Table, p)? == Outcome::Findings {
+        outcome = Outcome::Findings;
     }
     Ok(outcome)
 }
@@ -683,192 +790,10 @@ impl Waits {
 }
 
 /// Waiting for istiod to push a written Sidecar and its proxies to ACK.
-mod waiting {
-    use super::*;
-
-    /// Per proxy id, before a write: the last CDS nonce sent, and the
-    /// scope istiod applied.
-    pub type Before = HashMap<String, (String, verify_shared::AppliedScope)>;
-
-    pub struct Target {
-        pub pod: PodId,
-        pub sidecar: Sidecar,
-    }
-
-    pub struct Waited {
-        pub elapsed: Duration,
-        pub sidecars: usize,
-        pub confirmed: Vec<PodId>,
-        pub not_connected: Vec<String>,
-        pub timed_out: Vec<(PodId, String)>,
-    }
-
-    /// The proxies to wait for: those of each written Sidecar that changed.
-    pub fn targets(
-        plan: &[(&str, &str, &[PodId])],
-        written: &[(usize, Sidecar)],
-        changed: &[bool],
-    ) -> Vec<Target> {
-        written
-            .iter()
-            .filter(|(i, _)| changed[*i])
-            .flat_map(|(i, sc)| {
-                plan[*i].2.iter().map(|p| Target {
-                    pod: *p,
-                    sidecar: sc.clone(),
-                })
-            })
-            .collect()
-    }
-
-    pub async fn snapshot(
-        world: &crate::World,
-        istiods: &mut [Istiod],
-        pods: &[PodId],
-        err: &mut dyn Write,
-    ) -> Result<Before> {
-        let by_proxy = verify::sync_status(istiods, err).await?;
-        let mut out = Before::new();
-        for p in pods {
-            let pod = &world.snap.pods[*p];
-            let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
-            let Some((i, sync)) = by_proxy.get(&id) else {
-                continue;
-            };
-            let (status, body) = istiods[*i]
-                .get(&format!("/debug/sidecarz?proxyID={id}"))
-                .await?;
-            let applied = if status == 200 {
-                verify_shared::parse_sidecarz(&body).unwrap_or_default()
-            } else {
-                Default::default()
-            };
-            out.insert(id, (sync.cds_sent().to_string(), applied));
-        }
-        Ok(out)
-    }
-
-    /// Polls istiod until every target proxy has the target Sidecar's
-    /// scope and has ACKed a push made after the write, or `limit` passes.
-    pub async fn wait(
-        world: &crate::World,
-        istiods: &mut [Istiod],
-        targets: &[Target],
-        before: &Before,
-        limit: Duration,
-        err: &mut dyn Write,
-    ) -> Result<Waited> {
-        let started = Instant::now();
-        let mut sidecars: Vec<String> = targets
-            .iter()
-            .map(|t| {
-                format!(
-                    "{:?}/{:?}",
-                    t.sidecar.metadata.namespace, t.sidecar.metadata.name
-                )
-            })
-            .collect();
-        sidecars.sort();
-        sidecars.dedup();
-        let mut pending: Vec<&Target> = targets.iter().collect();
-        let mut done = Waited {
-            elapsed: Duration::ZERO,
-            sidecars: sidecars.len(),
-            confirmed: Vec::new(),
-            not_connected: Vec::new(),
-            timed_out: Vec::new(),
-        };
-        let tty = std::io::stderr().is_terminal();
-        loop {
-            let by_proxy = verify::sync_status(istiods, err).await?;
-            let mut still = Vec::new();
-            let mut why_waiting: HashMap<PodId, String> = HashMap::new();
-            for t in pending {
-                let pod = &world.snap.pods[t.pod];
-                let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
-                let Some((i, sync)) = by_proxy.get(&id) else {
-                    done.not_connected
-                        .push(format!("{}/{}", pod.namespace, pod.name));
-                    continue;
-                };
-                let (status, body) = istiods[*i]
-                    .get(&format!("/debug/sidecarz?proxyID={id}"))
-                    .await?;
-                let applied = if status == 200 {
-                    verify_shared::parse_sidecarz(&body).ok()
-                } else {
-                    None
-                };
-                let has_scope = applied
-                    .as_ref()
-                    .is_some_and(|a| verify_shared::scope_applied(a, &t.sidecar));
-                let (nonce_before, had_scope) = match before.get(&id) {
-                    Some((n, a)) => (n.as_str(), verify_shared::scope_applied(a, &t.sidecar)),
-                    None => ("", false),
-                };
-                let pushed = had_scope || sync.cds_sent() != nonce_before;
-                if has_scope && pushed && sync.in_sync() {
-                    done.confirmed.push(t.pod);
-                } else {
-                    why_waiting.insert(
-                        t.pod,
-                        if !has_scope {
-                            "istiod has not applied the new Sidecar".to_string()
-                        } else if !pushed {
-                            "istiod has not pushed yet".to_string()
-                        } else {
-                            format!("not yet ACKed: {}", sync.pending().join(", "))
-                        },
-                    );
-                    still.push(t);
-                }
-            }
-            pending = still;
-            done.elapsed = started.elapsed();
-            if pending.is_empty() {
-                break;
-            }
-            if done.elapsed >= limit {
-                done.timed_out = pending
-                    .iter()
-                    .map(|t| {
-                        let pod = &world.snap.pods[t.pod];
-                        (
-                            t.pod,
-                            format!(
-                                "{}/{} ({})",
-                                pod.namespace,
-                                pod.name,
-                                why_waiting.get(&t.pod).cloned().unwrap_or_default()
-                            ),
-                        )
-                    })
-                    .collect();
-                break;
-            }
-            if tty && done.elapsed > Duration::from_secs(2) {
-                let _ = write!(
-                    err,
-                    "\rwaiting for istiod: {} of {} proxies confirmed",
-                    done.confirmed.len(),
-                    done.confirmed.len() + pending.len()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        if tty && done.elapsed > Duration::from_secs(2) {
-            let _ = writeln!(err);
-        }
-        Ok(done)
-    }
-}
+mod waiting;
 
 /// Deletes managed Sidecars whose workload no longer exists, and only those.
-fn prune(
-    world: &crate::World,
-    a: &ApplyArgs,
-    results: &mut Vec<(ApplyResult, String, String, String)>,
-) -> Result<()> {
+fn prune(world: &World, a: &ApplyRequest, results: &mut Vec<Row>) -> Result<()> {
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
     let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");

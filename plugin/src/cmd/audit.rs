@@ -1,30 +1,33 @@
 //! `kubectl meshscope audit`: findings with stable codes, and the exit code for CI gates.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 use meshscope_shared as scope;
-use scope::audit::{self, AuditScope, Finding, Severity};
-use scope::snapshot::{WorkloadId, WorkloadKind};
+use scope::audit::{self, AuditScope, Finding};
+use scope::snapshot::WorkloadId;
 
-use crate::args::{self, FailOn, ReportOutput};
-use crate::output::{self, Table};
-use crate::{Outcome, World};
+use crate::args::ReportOutput;
+use crate::outcome::Outcome;
+use crate::output::{self, Printer, Table};
+use crate::request::AuditRequest;
+use crate::world::World;
 
-pub fn cmd_audit(a: args::AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    let only: BTreeSet<&'static str> = a
-        .codes
-        .iter()
-        .map(|c| known_code(c, "--code"))
-        .collect::<Result<_>>()?;
-    let suppressions: Vec<Suppression> = a
-        .suppress
-        .iter()
-        .map(|s| Suppression::parse(s))
-        .collect::<Result<_>>()?;
-    let world = World::load(&a.common, err)?;
-    world.report_ingest(err)?;
+/// What the audit found: the findings to report, and those suppressed.
+pub struct Audited {
+    pub findings: Vec<Finding>,
+    pub suppressed: Vec<Finding>,
+}
+
+pub fn run(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    let audited = audit_world(r, p)?;
+    print(r, &audited, p)
+}
+
+/// Loads the world and audits it, `--code` and `--suppress` applied.
+fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
+    let world = World::load(&r.mesh, p.err)?;
+    world.report_ingest(p)?;
     let workloads: Option<BTreeSet<WorkloadId>> = world.selector.as_ref().map(|_| {
         (0..world.snap.workloads.len())
             .filter(|w| world.in_scope(*w))
@@ -39,25 +42,34 @@ pub fn cmd_audit(a: args::AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -
         },
     )
     .into_iter()
-    .filter(|f| only.is_empty() || only.contains(f.code))
-    .partition(|f| !suppressions.iter().any(|s| s.matches(f)));
-    let summary = audit::summarize(&findings);
+    .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
+    .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
+    Ok(Audited {
+        findings,
+        suppressed,
+    })
+}
+
+/// Prints the findings and picks the exit code from `--fail-on`.
+fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> {
+    let (findings, suppressed) = (&a.findings, &a.suppressed);
+    let summary = audit::summarize(findings);
     let document = || serde_json::json!({"findings": findings, "summary": summary, "suppressed": suppressed.len()});
-    match a.output {
-        ReportOutput::Json => output::json(out, &document())?,
-        ReportOutput::Yaml => output::yaml(out, &document())?,
+    match r.output {
+        ReportOutput::Json => output::json(p.out, &document())?,
+        ReportOutput::Yaml => output::yaml(p.out, &document())?,
         ReportOutput::Name => output::names(
-            out,
+            p.out,
             findings.iter().map(|f| (f.kind.as_str(), f.name.as_str())),
         )?,
         ReportOutput::Table | ReportOutput::Wide => {
             if findings.is_empty() {
-                output::summary(err, format_args!("no findings"))?;
+                p.summary(format_args!("no findings"))?;
             } else {
-                let wide = a.output == ReportOutput::Wide;
+                let wide = r.output == ReportOutput::Wide;
                 let mut t =
                     Table::new(["SEVERITY", "CODE", "KIND", "NAMESPACE", "NAME", "MESSAGE"]);
-                for f in &findings {
+                for f in findings {
                     t.row([
                         f.severity.as_str(),
                         f.code,
@@ -71,32 +83,23 @@ pub fn cmd_audit(a: args::AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -
                         },
                     ]);
                 }
-                t.write(out)?;
+                p.table(&t)?;
             }
         }
     }
-    output::summary(
-        err,
-        format_args!(
-            "{} findings: {} errors, {} warnings, {} info{}",
-            findings.len(),
-            summary.errors,
-            summary.warnings,
-            summary.infos,
-            if suppressed.is_empty() {
-                String::new()
-            } else {
-                format!(" ({} suppressed)", suppressed.len())
-            }
-        ),
-    )?;
-    let threshold = match a.fail_on {
-        FailOn::Error => Some(Severity::Error),
-        FailOn::Warning => Some(Severity::Warning),
-        FailOn::Info => Some(Severity::Info),
-        FailOn::None => None,
-    };
-    Ok(match threshold {
+    p.summary(format_args!(
+        "{} findings: {} errors, {} warnings, {} info{}",
+        findings.len(),
+        summary.errors,
+        summary.warnings,
+        summary.infos,
+        if suppressed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} suppressed)", suppressed.len())
+        }
+    ))?;
+    Ok(match r.fail_on {
         Some(t) if findings.iter().any(|f| f.severity >= t) => Outcome::Findings,
         _ => Outcome::Ok,
     })
@@ -112,97 +115,10 @@ fn without_subject(f: &Finding) -> &str {
     }
 }
 
-fn known_code(code: &str, flag: &str) -> Result<&'static str> {
-    audit::code_doc(code.trim()).map(|d| d.code).ok_or_else(|| {
-        anyhow!("{flag}: unknown code {code:?}; `kubectl meshscope codes` lists them")
-    })
-}
-
-// === --suppress ===
-
-/// `CODE` or `CODE=KIND/NS/NAME`, with `*` globbing the object (as
-/// `istioctl analyze --suppress "IST0102=Namespace frod"`).
-#[derive(Debug, PartialEq, Eq)]
-struct Suppression {
-    code: &'static str,
-    /// `kind/ns/name`, the kind lower-case and singular.
-    object: Option<String>,
-}
-
-impl Suppression {
-    fn parse(s: &str) -> Result<Self> {
-        let (code, object) = match s.split_once('=') {
-            Some((c, o)) => (c, Some(o.trim())),
-            None => (s, None),
-        };
-        let code = known_code(code, "--suppress")?;
-        let object = match object {
-            None | Some("*") => None,
-            Some(o) => {
-                let parts: Vec<&str> = o.split('/').collect();
-                let [kind, ns, name] = parts[..] else {
-                    bail!("--suppress {s:?}: expected CODE=KIND/NAMESPACE/NAME (e.g. {code}=Deployment/shop/worker, * globs)");
-                };
-                if kind.is_empty() || ns.is_empty() || name.is_empty() {
-                    bail!("--suppress {s:?}: KIND, NAMESPACE and NAME must not be empty (use * for any)");
-                }
-                Some(format!("{}/{ns}/{name}", kind_key(kind)))
-            }
-        };
-        Ok(Self { code, object })
-    }
-
-    fn matches(&self, f: &Finding) -> bool {
-        self.code == f.code
-            && self.object.as_deref().is_none_or(|pattern| {
-                glob(
-                    pattern,
-                    &format!("{}/{}/{}", kind_key(&f.kind), f.namespace, f.name),
-                )
-            })
-    }
-}
-
-/// A kind as `--suppress` compares it: lower-case, singular, no group
-/// (`deploy`, `Deployment` and `deployment.apps` are the same).
-fn kind_key(kind: &str) -> String {
-    if kind.contains('*') {
-        return kind.to_ascii_lowercase();
-    }
-    let bare = kind.split('.').next().unwrap_or(kind);
-    if let Some(k) = WorkloadKind::parse(bare).filter(|k| !matches!(k, WorkloadKind::Other(_))) {
-        return k.as_str().to_ascii_lowercase();
-    }
-    match bare.to_ascii_lowercase().as_str() {
-        "se" | "serviceentry" | "serviceentries" => "serviceentry".into(),
-        "sidecar" | "sidecars" => "sidecar".into(),
-        other => other.to_string(),
-    }
-}
-
-/// `*` matches any run of characters (slashes too), as istioctl's glob.
-fn glob(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || !text.ends_with(last) || text.len() < first.len() + last.len() {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
-        match rest.find(mid) {
-            Some(i) => rest = &rest[i + mid.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use meshscope_shared::audit::Severity;
 
     fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: &str) -> Finding {
         Finding {
@@ -213,56 +129,6 @@ mod tests {
             name: name.into(),
             message: message.into(),
         }
-    }
-
-    #[test]
-    fn suppressions_match_code_and_globbed_object() {
-        let worker = finding("MS0001", "Deployment", "shop", "worker", "");
-        let se = finding("MS0002", "ServiceEntry", "shop", "payments", "");
-        let all = Suppression::parse("ms0001").unwrap();
-        assert!(all.matches(&worker) && !all.matches(&se));
-        for s in [
-            "MS0001=Deployment/shop/worker",
-            "MS0001=deploy/shop/work*",
-            "MS0001=deployment.apps/*/worker",
-            "MS0001=*/shop/*",
-            "MS0001=*",
-        ] {
-            assert!(Suppression::parse(s).unwrap().matches(&worker), "{s}");
-        }
-        for s in [
-            "MS0001=Deployment/shop/web",
-            "MS0001=StatefulSet/shop/worker",
-            "MS0001=Deployment/other/*",
-            "MS0002=Deployment/shop/worker",
-        ] {
-            assert!(!Suppression::parse(s).unwrap().matches(&worker), "{s}");
-        }
-        assert!(Suppression::parse("MS0002=se/shop/pay*")
-            .unwrap()
-            .matches(&se));
-    }
-
-    #[test]
-    fn suppressions_reject_unknown_codes_and_malformed_objects() {
-        let e = Suppression::parse("MS9999=Deployment/shop/x")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "--suppress: unknown code \"MS9999\"; `kubectl meshscope codes` lists them"
-        );
-        let e = Suppression::parse("MS0001=Deployment/worker")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("expected CODE=KIND/NAMESPACE/NAME"), "{e}");
-    }
-
-    #[test]
-    fn globs_match_like_istioctl() {
-        assert!(glob("a*c", "abc") && glob("a*c", "ac") && glob("*", ""));
-        assert!(glob("a*b*c", "a/x/b/y/c") && !glob("a*b*c", "a/x/c"));
-        assert!(!glob("ab*ba", "aba"), "prefix and suffix must not overlap");
     }
 
     #[test]

@@ -4,20 +4,20 @@
 //! diff`, the new side is the API server's answer to a server-side dry-run
 //! apply, so defaults and other managers' fields show as they would be.
 
-use std::io::Write;
-
 use anyhow::{anyhow, bail, Result};
 use kube::api::PatchParams;
 use meshscope_shared::recommend::Outcome as RecOutcome;
+use meshscope_shared::recommend::Recommendation;
 use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use serde_json::Value;
 
-use crate::args::DiffArgs;
 use crate::cmd::apply::{diffable, unified, FIELD_MANAGER};
-use crate::cmd::recommend::summarize_recommendations;
+use crate::cmd::recommend::{self, summarize_recommendations};
 use crate::live::{ApiFailure, Patched};
-use crate::output;
-use crate::{recommend_world, Outcome, World};
+use crate::outcome::Outcome;
+use crate::output::Printer;
+use crate::request::DiffRequest;
+use crate::world::World;
 
 /// What the diff found, for the summary and the exit code.
 #[derive(Default)]
@@ -30,18 +30,33 @@ struct Tally {
     conflicts: usize,
 }
 
-pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    if !a.common.manifests.is_empty() {
-        bail!("diff compares with the cluster: drop --manifests (for files, `recommend --manifests ...` prints the Sidecars)");
-    }
-    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune_hosts, err)?;
-    summarize_recommendations(&world, &recs, err)?;
-    if let (Some(spec), None) = (&a.rec.workload, recs.iter().find_map(|r| r.sidecar())) {
+pub fn run(a: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    let (world, recs) = recommend::load(&a.spec, p)?;
+    summarize_recommendations(&world, &recs, p)?;
+    if let (Some(spec), None) = (&a.spec.workload, recs.iter().find_map(|r| r.sidecar())) {
         bail!(
             "nothing to diff for {spec}: {}",
-            crate::why_nothing(&world, &recs)
+            meshscope_shared::notes::why_nothing(&world.snap, &recs)
         );
     }
+    let mut tally = diff_recommended(&world, &recs, a, p)?;
+    if a.prune {
+        for (label, live_obj) in prunable(&world)? {
+            unified(&diffable(Some(&live_obj)), "", &label, p.out)?;
+            tally.prune += 1;
+        }
+    }
+    summarize(&tally, a.prune, p)
+}
+
+/// Diffs each recommended Sidecar against the live object.
+fn diff_recommended(
+    world: &World,
+    recs: &[Recommendation],
+    a: &DiffRequest,
+    p: &mut Printer<'_>,
+) -> Result<Tally> {
+    let (out, err) = (&mut *p.out, &mut *p.err);
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
     let failure = |f: ApiFailure| anyhow!(f.to_string());
@@ -54,7 +69,7 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
             .count(),
         ..Tally::default()
     };
-    for r in &recs {
+    for r in recs {
         let Some(sc) = r.sidecar() else { continue };
         let name = sc.metadata.name.clone().unwrap_or_default();
         let ns = r.namespace.as_str();
@@ -111,13 +126,12 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
             tally.change += 1;
         }
     }
-    if a.prune {
-        for (label, live_obj) in prunable(&world)? {
-            unified(&diffable(Some(&live_obj)), "", &label, out)?;
-            tally.prune += 1;
-        }
-    }
-    let Tally {
+    Ok(tally)
+}
+
+/// The summary line, and the exit code as kubectl diff's.
+fn summarize(tally: &Tally, pruning: bool, p: &mut Printer<'_>) -> Result<Outcome> {
+    let &Tally {
         create,
         change,
         unchanged,
@@ -130,7 +144,7 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
         format!("{change} to change"),
         format!("{unchanged} unchanged"),
     ];
-    if a.prune {
+    if pruning {
         parts.push(format!("{prune} to prune"));
     }
     if user_owned > 0 {
@@ -139,7 +153,7 @@ pub fn cmd_diff(a: DiffArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result
     if conflicts > 0 {
         parts.push(format!("{conflicts} with conflicts (skipped)"));
     }
-    output::summary(err, format_args!("diff: {}", parts.join(", ")))?;
+    p.summary(format_args!("diff: {}", parts.join(", ")))?;
     Ok(if create + change + prune > 0 {
         Outcome::Findings
     } else {

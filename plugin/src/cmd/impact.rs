@@ -1,51 +1,41 @@
 //! `kubectl meshscope impact`: which proxies a change is pushed to, now and under the recommended Sidecars.
 
 use std::collections::HashMap;
-use std::io::Write;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use meshscope_shared as scope;
-use scope::explain::{self, Target};
+use scope::explain;
 use scope::recommend::RecommendOptions;
 use scope::snapshot::{Listener, WorkloadId};
 
-use crate::args::{self, ReportOutput};
-use crate::output::{self, bytes, plural, Table};
-use crate::{recommendations, Outcome, World};
+use crate::args::ReportOutput;
+use crate::cmd::recommend::recommendations;
+use crate::outcome::Outcome;
+use crate::output::{self, bytes, plural, Printer, Table};
+use crate::request::ImpactRequest;
+use crate::world::World;
 
-pub fn cmd_impact(
-    a: args::ImpactArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<Outcome> {
-    let parsed = Target::parse(&a.target, "").ok_or_else(|| {
-        anyhow!(
-            "expected service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME, got {:?}",
-            a.target
-        )
-    })?;
-    // A change reaches proxies in every namespace: read them all. `-n`
-    // only says where the target is.
-    let mut everywhere = a.common.clone();
-    everywhere.all_namespaces = true;
-    let world = World::load(&everywhere, err)?;
-    world.report_ingest(err)?;
+pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    // A change reaches proxies in every namespace: the request reads them
+    // all. `-n` only says where the target is.
+    let world = World::load(&r.mesh, p.err)?;
+    world.report_ingest(p)?;
     let snap = &world.snap;
-    let ns = match (&a.common.namespace, &world.live) {
+    let ns = match (&r.namespace, &world.live) {
         (Some(ns), _) => ns.clone(),
         (None, Some(l)) => l.live.default_namespace.clone(),
         // Offline without -n: wherever the one object of that name is.
-        (None, None) => match parsed.namespaces_in(snap).as_slice() {
+        (None, None) => match r.target.namespaces_in(snap).as_slice() {
             [one] => one.clone(),
-            [] => bail!("{} not found in any namespace of the input", a.target),
+            [] => bail!("{} not found in any namespace of the input", r.spec),
             many => bail!(
                 "{} exists in several namespaces ({}); pass -n",
-                a.target,
+                r.spec,
                 many.join(", ")
             ),
         },
     };
-    let target = parsed.in_namespace(&ns);
+    let target = r.target.in_namespace(&ns);
     // "After" is every workload under its recommended Sidecar.
     let all: Vec<WorkloadId> = snap.sidecar_workloads().collect();
     let recs = recommendations(&world, &all, &RecommendOptions::default());
@@ -70,18 +60,25 @@ pub fn cmd_impact(
         }
     }
     if world.obs.is_none() {
-        writeln!(
-            err,
-            "note: without --access-log there are no recommendations, so \"after\" equals \"now\""
-        )?;
+        writeln!(p.err, "note: {}", scope::notes::impact_without_traffic())?;
     }
     let imp = explain::impact(snap, &target, &proposed, &|w| world.in_scope(w))?;
-    match a.output {
-        ReportOutput::Json => output::json(out, &imp)?,
-        ReportOutput::Yaml => output::yaml(out, &imp)?,
+    print(r, &ns, &imp, p)
+}
+
+/// Prints the impact on `ns`'s target.
+fn print(
+    r: &ImpactRequest,
+    ns: &str,
+    imp: &explain::Impact,
+    p: &mut Printer<'_>,
+) -> Result<Outcome> {
+    match r.output {
+        ReportOutput::Json => output::json(p.out, imp)?,
+        ReportOutput::Yaml => output::yaml(p.out, imp)?,
         // The workloads whose proxies the change is pushed to now.
         ReportOutput::Name => output::names(
-            out,
+            p.out,
             imp.now.workloads.keys().filter_map(|k| {
                 let mut parts = k.splitn(3, '/');
                 let kind = parts.next()?;
@@ -99,18 +96,18 @@ pub fn cmd_impact(
                     .collect();
                 if v.is_empty() {
                     "none".to_string()
-                } else if v.len() > 5 && a.output != ReportOutput::Wide {
+                } else if v.len() > 5 && r.output != ReportOutput::Wide {
                     format!("{}, ... {} more", v[..5].join(", "), v.len() - 5)
                 } else {
                     v.join(", ")
                 }
             };
             // The headline is the table's heading: --no-headers drops both.
-            if !output::Settings::current().no_headers {
+            if !p.no_headers {
                 writeln!(
-                    out,
+                    p.out,
                     "{} (namespace {ns}): pushed to {} now, {} after ({})",
-                    a.target,
+                    r.spec,
                     plural(imp.now.proxies, "proxy", "proxies"),
                     plural(imp.after.proxies, "proxy", "proxies"),
                     names(&imp.after)
@@ -131,7 +128,7 @@ pub fn cmd_impact(
                 bytes(imp.after.bytes),
                 names(&imp.after),
             ]);
-            t.write(out)?;
+            p.table(&t)?;
         }
     }
     Ok(Outcome::Ok)

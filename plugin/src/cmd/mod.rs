@@ -1,5 +1,6 @@
-//! One module per subcommand; `lib.rs` keeps what they share (loading
-//! the mesh, finding workloads, computing recommendations).
+//! One module per subcommand. Each takes its request (checked flags, from
+//! [`crate::request`]), loads its world through [`crate::world`] and
+//! prints through the [`Printer`] it is given.
 
 pub mod apply;
 pub mod audit;
@@ -10,3 +11,31 @@ pub mod impact;
 pub mod recommend;
 pub mod verify;
 pub mod version;
+
+use anyhow::Result;
+use clap::CommandFactory;
+
+use crate::outcome::Outcome;
+use crate::output::Printer;
+use crate::request::Request;
+
+/// Runs one request.
+pub fn run(req: Request, p: &mut Printer<'_>) -> Result<Outcome> {
+    match req {
+        Request::Recommend(r) => recommend::run(&r, p),
+        Request::Apply(r) => apply::run(&r, p),
+        Request::Diff(r) => diff::run(&r, p),
+        Request::Verify(r) => verify::run(&r, p),
+        Request::Audit(r) => audit::run(&r, p),
+        Request::Explain(r) => explain::run(&r, p),
+        Request::Impact(r) => impact::run(&r, p),
+        Request::Codes(r) => codes::run(&r, p),
+        Request::Version(r) => version::run(&r, p),
+        Request::Webhook(a) => crate::webhook_cmd::cmd_webhook(a, p.out, p.err),
+        Request::Completion(shell) => {
+            let mut cmd = crate::args::Cli::command();
+            clap_complete::generate(shell, &mut cmd, "kubectl-meshscope", p.out);
+            Ok(Outcome::Ok)
+        }
+    }
+}

@@ -1,170 +1,229 @@
 //! `kubectl meshscope recommend`: a Sidecar per workload from observed traffic.
 
-use std::io::Write;
-
 use anyhow::{bail, Result};
 use meshscope_shared as scope;
-use scope::recommend::{self, Action, Outcome as RecOutcome};
+use scope::observe::Observations;
+use scope::recommend::{self, Action, Outcome as RecOutcome, RecommendOptions};
+use scope::snapshot::WorkloadId;
 
-use crate::args::{self, RecommendOutput};
-use crate::output::{self, bytes, Table};
-use crate::{recommend_world, Outcome, World};
+use crate::args::RecommendOutput;
+use crate::outcome::Outcome;
+use crate::output::{self, bytes, Printer, Table};
+use crate::request::{RecommendRequest, RecommendSpec};
+use crate::world::World;
 
-pub fn cmd_recommend(
-    a: args::RecommendArgs,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<Outcome> {
-    let (world, recs) = recommend_world(&a.common, &a.rec, a.prune, err)?;
-    let snap = &world.snap;
+pub fn run(r: &RecommendRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    let (world, recs) = load(&r.spec, p)?;
     let objects: Vec<&scope::istio::Sidecar> = recs.iter().filter_map(|r| r.sidecar()).collect();
     // `recommend --workload X | kubectl apply -f -` with nothing to apply
     // fails in kubectl with a puzzling message: say why here instead.
-    if let (Some(spec), true) = (&a.rec.workload, objects.is_empty()) {
-        let why = match recs.first().map(|r| &r.outcome) {
-            Some(o @ RecOutcome::Skipped(why)) if o.is_no_evidence() => format!(
-                "{why}; give a traffic source (--access-log, --from-pod-logs or --prometheus), or --allow-idle for a closed scope"
-            ),
-            Some(RecOutcome::Skipped(why)) => why.clone(),
-            Some(RecOutcome::UserOwned { sidecar, .. }) => format!(
-                "it is scoped by user-owned Sidecar {}, which meshscope never replaces",
-                snap.sidecars[*sidecar].key()
-            ),
-            _ => "nothing was recommended".to_string(),
-        };
+    if let (Some(spec), true) = (&r.spec.workload, objects.is_empty()) {
+        let why = scope::notes::why_nothing(&world.snap, &recs);
         bail!("no Sidecar recommended for {spec}: {why}");
     }
-    match a.output {
+    match r.output {
         RecommendOutput::Yaml => {
             for o in &objects {
-                writeln!(out, "---")?;
-                output::yaml(out, o)?;
+                writeln!(p.out, "---")?;
+                output::yaml(p.out, o)?;
             }
         }
         RecommendOutput::Json => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
-            output::json(out, &list)?;
+            output::json(p.out, &list)?;
         }
         RecommendOutput::Name => output::names(
-            out,
+            p.out,
             objects
                 .iter()
                 .map(|o| ("Sidecar", o.metadata.name.as_deref().unwrap_or_default())),
         )?,
         RecommendOutput::Table | RecommendOutput::Wide => {
-            let wide = a.output == RecommendOutput::Wide;
-            let mut t = Table::new([
-                "NAMESPACE",
-                "WORKLOAD",
-                "ACTION",
-                "DEPENDENCIES",
-                "SERVICES",
-                "XDS (PROTOBUF)",
-                "NOTES",
-            ]);
-            for r in &recs {
-                let wl = &snap.workloads[r.workloads[0]];
-                let who = if a.rec.per_namespace {
-                    format!("({} workloads)", r.workloads.len())
-                } else {
-                    format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name)
-                };
-                let (action, mut notes) = match &r.outcome {
-                    RecOutcome::Sidecar {
-                        action,
-                        added,
-                        removed,
-                        ..
-                    } => (
-                        match action {
-                            Action::Create => "create".to_string(),
-                            Action::Update if removed.is_empty() => {
-                                format!("update (+{})", added.len())
-                            }
-                            Action::Update => {
-                                format!("update (+{} -{})", added.len(), removed.len())
-                            }
-                            Action::Unchanged => "unchanged".to_string(),
-                        },
-                        Vec::new(),
-                    ),
-                    RecOutcome::UserOwned { sidecar, missing } => (
-                        "skip".to_string(),
-                        vec![format!(
-                            "user-owned Sidecar {} applies{}",
-                            snap.sidecars[*sidecar].key(),
-                            if missing.is_empty() {
-                                String::new()
-                            } else {
-                                format!("; it lacks {}", missing.join(", "))
-                            }
-                        )],
-                    ),
-                    RecOutcome::Skipped(why) => ("skip".to_string(), vec![why.clone()]),
-                };
-                notes.extend(r.notes.iter().cloned());
-                if !r.not_visible.is_empty() {
-                    notes.push(format!("not exported here: {}", r.not_visible.join(", ")));
-                }
-                // Hosts added that no traffic shows, and why.
-                for q in &r.required {
-                    let port = q.port.map(|p| format!(":{p}")).unwrap_or_default();
-                    notes.push(match &q.problem {
-                        None => format!("adds {}{port} ({})", q.service, q.why.join("; ")),
-                        Some(p) => format!(
-                            "needs {}{port} ({}), not written: {p}",
-                            q.service,
-                            q.why.join("; ")
-                        ),
-                    });
-                }
-                if !r.unknown.is_empty() {
-                    notes.push(format!("unknown, left out: {}", r.unknown.join(", ")));
-                }
-                // What the observed edges left outside the scope meet.
-                let outside = meshscope_shared::edges::summarize_outside(&r.edges);
-                if !outside.is_empty() {
-                    notes.push(format!("edges outside the scope meet {outside}"));
-                }
-                if let Some(obs) = &world.obs {
-                    let un: Vec<String> = obs
-                        .unregistered
-                        .iter()
-                        .filter(|u| r.workloads.contains(&u.workload))
-                        .map(|u| format!("{} ({})", u.address, u.requests))
-                        .collect();
-                    if !un.is_empty() {
-                        notes.push(format!("unregistered: {}", un.join(", ")));
-                    }
-                }
-                let (svc, cfg) = match &r.after {
-                    Some(after) => (
-                        format!("{} -> {}", r.before.services, after.services),
-                        format!("{} -> {}", bytes(r.before.bytes), bytes(after.bytes)),
-                    ),
-                    None => (r.before.services.to_string(), bytes(r.before.bytes)),
-                };
-                t.row([
-                    r.namespace.clone(),
-                    who,
-                    action,
-                    if r.dependencies.is_empty() {
-                        "-".into()
-                    } else if wide {
-                        r.dependencies.join(",")
-                    } else {
-                        output::bounded(&r.dependencies, SHOWN_DEPENDENCIES, ",")
-                    },
-                    svc,
-                    cfg,
-                    notes.join("; "),
-                ]);
-            }
-            t.write(out)?;
+            let wide = r.output == RecommendOutput::Wide;
+            let t = table(&world, &recs, r.spec.per_namespace, wide);
+            p.table(&t)?;
         }
     }
-    summarize_recommendations(&world, &recs, err)?;
+    summarize_recommendations(&world, &recs, p)?;
     Ok(Outcome::Ok)
+}
+
+/// Loads the world and computes the recommendations `recommend`, `apply`
+/// and `diff` share.
+pub fn load(
+    spec: &RecommendSpec,
+    p: &mut Printer<'_>,
+) -> Result<(World, Vec<recommend::Recommendation>)> {
+    let world = World::load(&spec.mesh, p.err)?;
+    world.report_ingest(p)?;
+    if world.obs.is_none() {
+        writeln!(p.err, "warning: {}", scope::notes::no_traffic_source())?;
+    }
+    let snap = &world.snap;
+    let mut targets: Vec<WorkloadId> = Vec::new();
+    if let Some(workload) = &spec.workload {
+        let ns = spec
+            .mesh
+            .namespace
+            .clone()
+            .or_else(|| world.default_namespace());
+        let w = world.find_workload(workload, ns.as_deref())?;
+        let wl = &snap.workloads[w];
+        if !wl.injection.sidecar {
+            bail!(
+                "{} has no Envoy sidecar ({}), so a Sidecar would not apply to it",
+                wl.key(),
+                wl.injection.reason
+            );
+        }
+        targets.push(w);
+    } else {
+        targets.extend(snap.sidecar_workloads().filter(|w| world.in_scope(*w)));
+    }
+    let opts = RecommendOptions {
+        include: spec.include.clone(),
+        allow_idle: spec.allow_idle,
+        prune: spec.prune_hosts,
+        per_namespace: spec.per_namespace,
+    };
+    let recs = recommendations(&world, &targets, &opts);
+    Ok((world, recs))
+}
+
+/// The recommendations for `workloads` of `world`.
+pub fn recommendations(
+    world: &World,
+    workloads: &[WorkloadId],
+    opts: &RecommendOptions,
+) -> Vec<recommend::Recommendation> {
+    let empty = Observations::default();
+    let obs = world.obs.as_ref().unwrap_or(&empty);
+    recommend::recommend(&world.snap, obs, workloads, opts)
+}
+
+/// The `-o table` (and `wide`) view of the recommendations.
+fn table(
+    world: &World,
+    recs: &[recommend::Recommendation],
+    per_namespace: bool,
+    wide: bool,
+) -> Table {
+    let snap = &world.snap;
+    let mut t = Table::new([
+        "NAMESPACE",
+        "WORKLOAD",
+        "ACTION",
+        "DEPENDENCIES",
+        "SERVICES",
+        "XDS (PROTOBUF)",
+        "NOTES",
+    ]);
+    for r in recs {
+        let wl = &snap.workloads[r.workloads[0]];
+        let who = if per_namespace {
+            format!("({} workloads)", r.workloads.len())
+        } else {
+            format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name)
+        };
+        let (action, notes) = action_and_notes(world, r);
+        let (svc, cfg) = match &r.after {
+            Some(after) => (
+                format!("{} -> {}", r.before.services, after.services),
+                format!("{} -> {}", bytes(r.before.bytes), bytes(after.bytes)),
+            ),
+            None => (r.before.services.to_string(), bytes(r.before.bytes)),
+        };
+        t.row([
+            r.namespace.clone(),
+            who,
+            action,
+            if r.dependencies.is_empty() {
+                "-".into()
+            } else if wide {
+                r.dependencies.join(",")
+            } else {
+                output::bounded(&r.dependencies, SHOWN_DEPENDENCIES, ",")
+            },
+            svc,
+            cfg,
+            notes.join("; "),
+        ]);
+    }
+    t
+}
+
+/// The ACTION and NOTES cells of one recommendation's row.
+fn action_and_notes(world: &World, r: &recommend::Recommendation) -> (String, Vec<String>) {
+    let snap = &world.snap;
+    let (action, mut notes) = match &r.outcome {
+        RecOutcome::Sidecar {
+            action,
+            added,
+            removed,
+            ..
+        } => (
+            match action {
+                Action::Create => "create".to_string(),
+                Action::Update if removed.is_empty() => {
+                    format!("update (+{})", added.len())
+                }
+                Action::Update => {
+                    format!("update (+{} -{})", added.len(), removed.len())
+                }
+                Action::Unchanged => "unchanged".to_string(),
+            },
+            Vec::new(),
+        ),
+        RecOutcome::UserOwned { sidecar, missing } => (
+            "skip".to_string(),
+            vec![format!(
+                "user-owned Sidecar {} applies{}",
+                snap.sidecars[*sidecar].key(),
+                if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; it lacks {}", missing.join(", "))
+                }
+            )],
+        ),
+        RecOutcome::Skipped(why) => ("skip".to_string(), vec![why.clone()]),
+    };
+    notes.extend(r.notes.iter().cloned());
+    if !r.not_visible.is_empty() {
+        notes.push(format!("not exported here: {}", r.not_visible.join(", ")));
+    }
+    // Hosts added that no traffic shows, and why.
+    for q in &r.required {
+        let port = q.port.map(|p| format!(":{p}")).unwrap_or_default();
+        notes.push(match &q.problem {
+            None => format!("adds {}{port} ({})", q.service, q.why.join("; ")),
+            Some(p) => format!(
+                "needs {}{port} ({}), not written: {p}",
+                q.service,
+                q.why.join("; ")
+            ),
+        });
+    }
+    if !r.unknown.is_empty() {
+        notes.push(format!("unknown, left out: {}", r.unknown.join(", ")));
+    }
+    // What the observed edges left outside the scope meet.
+    let outside = meshscope_shared::edges::summarize_outside(&r.edges);
+    if !outside.is_empty() {
+        notes.push(format!("edges outside the scope meet {outside}"));
+    }
+    if let Some(obs) = &world.obs {
+        let un: Vec<String> = obs
+            .unregistered
+            .iter()
+            .filter(|u| r.workloads.contains(&u.workload))
+            .map(|u| format!("{} ({})", u.address, u.requests))
+            .collect();
+        if !un.is_empty() {
+            notes.push(format!("unregistered: {}", un.join(", ")));
+        }
+    }
+    (action, notes)
 }
 
 /// How many dependencies the default table shows before "+N more"
@@ -175,7 +234,7 @@ const SHOWN_DEPENDENCIES: usize = 3;
 pub fn summarize_recommendations(
     world: &World,
     recs: &[recommend::Recommendation],
-    err: &mut dyn Write,
+    p: &mut Printer<'_>,
 ) -> Result<()> {
     let snap = &world.snap;
     let mut created = 0;
@@ -189,11 +248,11 @@ pub fn summarize_recommendations(
     let mut seen = std::collections::BTreeSet::new();
     for r in recs {
         for n in &r.notes {
-            writeln!(err, "note: {}: {n}", snap.workloads[r.workloads[0]].key())?;
+            writeln!(p.err, "note: {}: {n}", snap.workloads[r.workloads[0]].key())?;
         }
         for u in &r.unknown {
             writeln!(
-                err,
+                p.err,
                 "warning: {}: called {u}; left out of its Sidecar (a `*/` host would import nothing)",
                 snap.workloads[r.workloads[0]].key()
             )?;
@@ -219,7 +278,7 @@ pub fn summarize_recommendations(
             RecOutcome::UserOwned { sidecar, missing } => {
                 user_owned += 1;
                 writeln!(
-                    err,
+                    p.err,
                     "note: {} is scoped by user-owned Sidecar {}, which is kept{}",
                     snap.workloads[r.workloads[0]].key(),
                     snap.sidecars[*sidecar].key(),
@@ -237,12 +296,12 @@ pub fn summarize_recommendations(
         }
     }
     for s in &other_skips {
-        writeln!(err, "skipped {s}")?;
+        writeln!(p.err, "skipped {s}")?;
     }
     if let Some(obs) = &world.obs {
         for u in obs.unregistered.iter().take(20) {
             writeln!(
-                err,
+                p.err,
                 "unregistered destination: {} from {} ({}{}{})",
                 u.address,
                 snap.workloads[u.workload].key(),
@@ -261,8 +320,7 @@ pub fn summarize_recommendations(
         (a, r) => format!(" (+{a} -{})", output::plural(r, "host", "hosts")),
     };
     let skipped = no_evidence + user_owned + other_skips.len();
-    output::summary(
-        err,
+    p.summary(
         format_args!(
             "{}: {created} to create, {updated} to update{hosts}, {unchanged} unchanged; {} skipped (no evidence: {no_evidence}, user-owned: {user_owned}, other: {})",
             output::plural(created + updated + unchanged, "Sidecar", "Sidecars"),

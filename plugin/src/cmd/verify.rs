@@ -13,42 +13,24 @@ use meshscope_shared::observe::WorkloadTraffic;
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::verify::{self, ProxyCheck, Reported, Status, SyncStatus};
 
-use crate::args::{IstiodFlags, ReportOutput, VerifyArgs};
+use crate::args::ReportOutput;
 use crate::istiod::{Discovery, Istiod};
-use crate::output::{bytes, plural, Table};
-use crate::{find_workload, Outcome, World};
+use crate::outcome::Outcome;
+use crate::output::{self, bytes, plural, Printer, Table};
+use crate::request::{IstiodRequest, VerifyRequest};
+use crate::world::World;
 
-pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    if !a.common.manifests.is_empty() {
-        bail!("verify asks the cluster's istiod: drop --manifests");
-    }
-    if let Some(t) = a.target.as_deref().filter(|t| !t.contains('/')) {
-        bail!("expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got {t:?}");
-    }
-    // Predictions need every namespace's pods and services, as explain does.
-    let mut everywhere = a.common.clone();
-    everywhere.all_namespaces = true;
-    // Traffic only for the answer's namespace: its pods' logs.
-    if !a.common.all_namespaces {
-        everywhere.pod_logs = crate::args::PodLogScope::Namespace;
-    }
-    // Reaching istiod is checked with the reads, in one pass.
-    everywhere.purpose = crate::live::Purpose::Verify {
-        istiod: a
-            .istiod
-            .istiod_urls
-            .is_empty()
-            .then(|| a.istiod.istio_namespace.clone()),
-    };
-    let world = World::load(&everywhere, err)?;
-    world.report_ingest(err)?;
+pub fn run(r: &VerifyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    // Predictions need every namespace's pods and services, as explain
+    // does: the request reads them all.
+    let world = World::load(&r.mesh, p.err)?;
+    world.report_ingest(p)?;
     let ctx = world.live.as_ref().expect("live mode has a connection");
-    let ns = if a.common.all_namespaces {
+    let ns = if r.all_namespaces {
         None
     } else {
         Some(
-            a.common
-                .namespace
+            r.namespace
                 .clone()
                 .unwrap_or_else(|| ctx.live.default_namespace.clone()),
         )
@@ -62,10 +44,10 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
             ctx.live.server
         );
     }
-    let pods = select_pods(&world, a.target.as_deref(), ns.as_deref())?;
+    let pods = select_pods(&world, r.target.as_deref(), ns.as_deref())?;
     if pods.is_empty() {
         writeln!(
-            err,
+            p.err,
             "no injected pods to verify{}",
             ns.as_deref()
                 .map(|n| format!(" in namespace {n}"))
@@ -73,17 +55,15 @@ pub fn cmd_verify(a: VerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> Re
         )?;
         return Ok(Outcome::Ok);
     }
-    let mut istiods = ctx.rt.block_on(connect_istiods(
-        &world,
-        &a.istiod,
-        a.common.request_timeout.secs(),
-    ))?;
+    let mut istiods = ctx
+        .rt
+        .block_on(connect_istiods(&world, &r.istiod, r.timeout_secs))?;
     let traffic = traffic_by_workload(&world);
     let checks = ctx
         .rt
-        .block_on(check_pods(&world, &traffic, &pods, &mut istiods, err))?;
-    warn_version_skew(&world, &checks, err)?;
-    report(&checks, a.output, out, err)
+        .block_on(check_pods(&world, &traffic, &pods, &mut istiods, p.err))?;
+    warn_version_skew(&world, &checks, p.err)?;
+    report(&checks, r.output, p)
 }
 
 /// Says once when the proxies run another Istio minor version than the
@@ -99,13 +79,8 @@ pub fn warn_version_skew(world: &World, checks: &[ProxyCheck], err: &mut dyn Wri
         .collect();
     seen.sort();
     seen.dedup();
-    if !seen.is_empty() {
-        writeln!(
-            err,
-            "warning: proxies run Istio {} but the predictions use Istio {used} semantics; pass --istio-version {} for a like-for-like check",
-            seen.join(", "),
-            seen[0]
-        )?;
+    if let Some(w) = meshscope_shared::notes::version_skew(&seen, used) {
+        writeln!(err, "warning: {w}")?;
     }
     Ok(())
 }
@@ -140,7 +115,7 @@ fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<
                     }
                     hits
                 } else {
-                    let w = find_workload(snap, t, ns)?;
+                    let w = world.find_workload(t, ns)?;
                     (0..snap.pods.len())
                         .filter(|p| snap.pods[*p].workload == w)
                         .collect()
@@ -163,14 +138,14 @@ fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<
 /// Finds istiod (or takes `--istiod-url`).
 pub async fn connect_istiods(
     world: &World,
-    flags: &IstiodFlags,
+    flags: &IstiodRequest,
     timeout_secs: u64,
 ) -> Result<Vec<Istiod>> {
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
     let d = Discovery {
-        urls: &flags.istiod_urls,
-        namespace: &flags.istio_namespace,
+        urls: &flags.urls,
+        namespace: &flags.namespace,
         revision: flags.revision.as_deref(),
         timeout: Duration::from_secs(timeout_secs.max(1)),
     };
@@ -283,25 +258,19 @@ pub async fn check_pods(
 }
 
 /// Prints the checks and picks the exit code: 0 when every proxy is OK.
-pub fn report(
-    checks: &[ProxyCheck],
-    output: ReportOutput,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<Outcome> {
+pub fn report(checks: &[ProxyCheck], output: ReportOutput, p: &mut Printer<'_>) -> Result<Outcome> {
     let summary = verify::summarize(checks);
+    let out = &mut *p.out;
     match output {
-        ReportOutput::Json => crate::output::json(
+        ReportOutput::Json => output::json(
             out,
             &serde_json::json!({"proxies": checks, "summary": summary}),
         )?,
-        ReportOutput::Yaml => crate::output::yaml(
+        ReportOutput::Yaml => output::yaml(
             out,
             &serde_json::json!({"proxies": checks, "summary": summary}),
         )?,
-        ReportOutput::Name => {
-            crate::output::names(out, checks.iter().map(|c| ("Pod", c.pod.as_str())))?
-        }
+        ReportOutput::Name => output::names(out, checks.iter().map(|c| ("Pod", c.pod.as_str())))?,
         ReportOutput::Table | ReportOutput::Wide => {
             let wide = output == ReportOutput::Wide;
             let mut head = vec![
@@ -344,23 +313,20 @@ pub fn report(
                 }
                 t.row(row);
             }
-            t.write(out)?;
+            t.write(out, !p.no_headers)?;
             details(checks, out)?;
         }
     }
-    crate::output::summary(
-        err,
-        format_args!(
-            "{}: {} OK, {} differ, {} with missing edges ({}), {} stale, {} not connected",
-            plural(summary.proxies, "proxy", "proxies"),
-            summary.ok,
-            summary.differs,
-            summary.missing,
-            plural(summary.missing_edges, "edge", "edges"),
-            summary.stale,
-            summary.not_connected
-        ),
-    )?;
+    p.summary(format_args!(
+        "{}: {} OK, {} differ, {} with missing edges ({}), {} stale, {} not connected",
+        plural(summary.proxies, "proxy", "proxies"),
+        summary.ok,
+        summary.differs,
+        summary.missing,
+        plural(summary.missing_edges, "edge", "edges"),
+        summary.stale,
+        summary.not_connected
+    ))?;
     Ok(if summary.ok == summary.proxies {
         Outcome::Ok
     } else {

@@ -3,16 +3,21 @@
 //! the one whose semantics meshscope applies.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 use anyhow::Result;
 use meshscope_shared::detect::Evidence;
 use meshscope_shared::inputs::Pod as ObservedPod;
 use serde::Serialize;
 
-use crate::args::{VersionArgs, VersionOutput};
-use crate::live::{Live, Select};
-use crate::{detect, input, output, version_flag, Outcome, VERSION};
+use meshscope_shared::IstioVersion;
+
+use crate::args::VersionOutput;
+use crate::detect;
+use crate::input;
+use crate::live::{ConnectOptions, Live, Select};
+use crate::outcome::Outcome;
+use crate::output::{self, Printer};
+use crate::request::{VersionRequest, VersionSource};
 
 #[derive(Serialize)]
 struct Report {
@@ -27,52 +32,68 @@ struct Report {
     notes: Vec<String>,
 }
 
-pub fn cmd_version(a: VersionArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    if a.client {
-        match a.output {
-            None => writeln!(out, "Client Version: {VERSION}")?,
-            Some(VersionOutput::Json) => {
-                output::json(out, &serde_json::json!({"client": VERSION}))?
+/// The client's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    let out = &mut *p.out;
+    let evidence = match &r.source {
+        VersionSource::Client => {
+            match r.output {
+                None => writeln!(out, "Client Version: {VERSION}")?,
+                Some(VersionOutput::Json) => {
+                    output::json(out, &serde_json::json!({"client": VERSION}))?
+                }
+                Some(VersionOutput::Yaml) => {
+                    output::yaml(out, &serde_json::json!({"client": VERSION}))?
+                }
             }
-            Some(VersionOutput::Yaml) => {
-                output::yaml(out, &serde_json::json!({"client": VERSION}))?
+            return Ok(Outcome::Ok);
+        }
+        VersionSource::Cluster(connect) => {
+            // The client's version comes first, as kubectl prints it before
+            // it asks the server.
+            if r.output.is_none() {
+                writeln!(out, "Client Version: {VERSION}")?;
             }
+            live_evidence(connect)?
         }
-        return Ok(Outcome::Ok);
-    }
-    let flag = version_flag(&a.common)?;
-    let evidence = if a.common.manifests.is_empty() {
-        // The client's version comes first, as kubectl prints it before it
-        // asks the server.
-        if a.output.is_none() {
-            writeln!(out, "Client Version: {VERSION}")?;
+        VersionSource::Manifests(paths) => {
+            let inputs = input::load_manifests(paths)?;
+            let istiod = meshscope_shared::detect::istiod_pods(&inputs.pods);
+            if r.output.is_none() {
+                writeln!(out, "Client Version: {VERSION}")?;
+            }
+            Evidence::from_pods(&inputs.pods, &istiod)
         }
-        live_evidence(&a.common)?
-    } else {
-        let inputs = input::load_manifests(&a.common.manifests)?;
-        let istiod = meshscope_shared::detect::istiod_pods(&inputs.pods);
-        if a.output.is_none() {
-            writeln!(out, "Client Version: {VERSION}")?;
-        }
-        Evidence::from_pods(&inputs.pods, &istiod)
     };
+    print(&report(&evidence, r.istio_version), r.output, p)
+}
+
+/// What the evidence says, with `--istio-version` when given.
+fn report(evidence: &Evidence, flag: Option<IstioVersion>) -> Report {
     let (semantics, notes) = evidence.version(flag);
     let count = |m: &BTreeMap<meshscope_shared::IstioVersion, usize>| {
         m.iter()
             .map(|(v, n)| (v.to_string(), *n))
             .collect::<BTreeMap<_, _>>()
     };
-    let r = Report {
+    Report {
         client: VERSION.to_string(),
         istiod: count(&evidence.istiod),
         proxies: count(&evidence.proxies),
         semantics: semantics.to_string(),
         cluster_domain: evidence.domain().map(String::from),
         notes,
-    };
-    match a.output {
-        Some(VersionOutput::Json) => output::json(out, &r)?,
-        Some(VersionOutput::Yaml) => output::yaml(out, &r)?,
+    }
+}
+
+/// Prints the report: JSON, YAML, or text (its notes on stderr).
+fn print(r: &Report, format: Option<VersionOutput>, p: &mut Printer<'_>) -> Result<Outcome> {
+    let (out, err) = (&mut *p.out, &mut *p.err);
+    match format {
+        Some(VersionOutput::Json) => output::json(out, r)?,
+        Some(VersionOutput::Yaml) => output::yaml(out, r)?,
         None => {
             let list = |m: &BTreeMap<String, usize>, one: &str, many: &str| {
                 if m.is_empty() {
@@ -107,12 +128,12 @@ pub fn cmd_version(a: VersionArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
 }
 
 /// Every pod's images (lean, page by page) and istiod's.
-fn live_evidence(c: &crate::args::Common) -> Result<Evidence> {
+fn live_evidence(connect: &ConnectOptions) -> Result<Evidence> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let live = Live::connect(&c.connect_options()).await?;
+        let live = Live::connect(connect).await?;
         // Reachability and RBAC first, with the usual one-line errors.
         live.probe().await?;
         let all: Vec<ObservedPod> = live.list(None, Select::ALL).await?;

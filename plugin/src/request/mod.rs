@@ -1,0 +1,677 @@
+//! Requests: the clap structs of [`crate::args`], parsed once into typed
+//! values with every flag checked up front, so that the commands never see
+//! a raw flag. Each check keeps the error text it had when the commands
+//! made it; the order of the checks is the order they were made in.
+
+mod suppress;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use meshscope_shared as scope;
+use scope::audit::{self, CodeDoc, Severity};
+use scope::explain::Target;
+use scope::IstioVersion;
+
+use crate::args::{self, Command, Common, DryRun, RecommendOutput, ReportOutput, VersionOutput};
+use crate::duration::parse_duration;
+use crate::live::{ConnectOptions, Purpose};
+use crate::selector::Selector;
+
+pub use suppress::Suppression;
+
+/// Whose istio-proxy logs `--from-pod-logs` reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PodLogScope {
+    /// The pods of the namespaces listed.
+    #[default]
+    Listed,
+    /// The pods of `-n`, or of the context's namespace without it
+    /// (commands that read every namespace's objects for one namespace's
+    /// answer narrow it).
+    Namespace,
+}
+
+/// Where the mesh comes from and what part of it to look at: the input
+/// flags every mesh-reading command shares, checked.
+#[derive(Debug, Clone, Default)]
+pub struct MeshRequest {
+    pub namespace: Option<String>,
+    pub all_namespaces: bool,
+    pub selector: Option<Selector>,
+    pub manifests: Vec<PathBuf>,
+    pub access_logs: Vec<PathBuf>,
+    pub mesh_config: Option<PathBuf>,
+    /// `--istio-version`, one of the releases meshscope knows.
+    pub istio_version: Option<IstioVersion>,
+    pub cluster_domain: Option<String>,
+    pub inject_by_default: bool,
+    pub strict: bool,
+    pub from_pod_logs: bool,
+    pub prometheus: Option<String>,
+    /// `--since`, parsed when a source reads it (pod logs, Prometheus).
+    pub since: Option<Duration>,
+    pub connect: ConnectOptions,
+    /// What the command does besides reading, for the one-pass RBAC check.
+    pub purpose: Purpose,
+    pub pod_logs: PodLogScope,
+}
+
+impl MeshRequest {
+    /// How far back pod logs are read.
+    pub fn pod_log_window(&self) -> Duration {
+        self.since.unwrap_or(Duration::from_secs(24 * 3600))
+    }
+
+    /// How far back Prometheus is asked.
+    pub fn prometheus_window(&self) -> Duration {
+        self.since.unwrap_or(Duration::from_secs(7 * 24 * 3600))
+    }
+
+    /// Whether the mesh is read from a cluster.
+    pub fn is_live(&self) -> bool {
+        self.manifests.is_empty()
+    }
+
+    /// The checks in the order loading the world made them.
+    fn parse(c: &Common) -> Result<MeshRequest> {
+        check_sources(c)?;
+        let version = istio_version(c)?;
+        Self::parse_rest(c, version)
+    }
+
+    /// Everything after the sources and `--istio-version`.
+    fn parse_rest(c: &Common, istio_version: Option<IstioVersion>) -> Result<MeshRequest> {
+        let selector = c.selector.as_deref().map(Selector::parse).transpose()?;
+        let reads_since = c.manifests.is_empty() && (c.from_pod_logs || c.prometheus.is_some());
+        let since = match &c.since {
+            Some(s) if reads_since => Some(parse_duration(s)?),
+            _ => None,
+        };
+        Ok(MeshRequest {
+            namespace: c.namespace.clone(),
+            all_namespaces: c.all_namespaces,
+            selector,
+            manifests: c.manifests.clone(),
+            access_logs: c.access_logs.clone(),
+            mesh_config: c.mesh_config.clone(),
+            istio_version,
+            cluster_domain: c.cluster_domain.clone(),
+            inject_by_default: c.inject_by_default,
+            strict: c.strict,
+            from_pod_logs: c.from_pod_logs,
+            prometheus: c.prometheus.clone(),
+            since,
+            connect: c.connect_options(),
+            purpose: Purpose::Read,
+            pod_logs: PodLogScope::Listed,
+        })
+    }
+
+    /// The same mesh, read in every namespace; with `-n`, traffic only
+    /// for the answer's namespace (its pods' logs).
+    fn everywhere(mut self) -> MeshRequest {
+        if !self.all_namespaces {
+            self.pod_logs = PodLogScope::Namespace;
+        }
+        self.all_namespaces = true;
+        self
+    }
+}
+
+/// Pod logs and Prometheus are read from a cluster.
+fn check_sources(c: &Common) -> Result<()> {
+    if !c.manifests.is_empty() && (c.from_pod_logs || c.prometheus.is_some()) {
+        bail!("--from-pod-logs and --prometheus read from a cluster; they cannot be combined with --manifests");
+    }
+    Ok(())
+}
+
+/// `--istio-version`, checked against the releases meshscope knows.
+fn istio_version(c: &Common) -> Result<Option<IstioVersion>> {
+    c.istio_version
+        .as_deref()
+        .map(scope::detect::known_version)
+        .transpose()
+        .map_err(|e| anyhow!("--istio-version: {e}"))
+}
+
+/// `-` read twice, or by two flags, would see stdin empty the second time:
+/// refuse before reading anything.
+fn check_stdin(c: &Common) -> Result<()> {
+    let dash = |paths: &[PathBuf]| paths.iter().filter(|p| p.as_os_str() == "-").count();
+    let (manifests, logs) = (dash(&c.manifests), dash(&c.access_logs));
+    if manifests > 0 && logs > 0 {
+        bail!("--manifests - and --access-log - cannot both read stdin; write one of them to a file and pass its path");
+    }
+    if manifests > 1 {
+        bail!("--manifests - is given more than once; stdin is read once, so pass it once");
+    }
+    if logs > 1 {
+        bail!("--access-log - is given more than once; stdin is read once, so pass it once");
+    }
+    Ok(())
+}
+
+/// What `recommend`, `apply` and `diff` recommend.
+#[derive(Debug, Clone)]
+pub struct RecommendSpec {
+    pub mesh: MeshRequest,
+    /// `--workload`: only this workload (NAME or KIND/NAME).
+    pub workload: Option<String>,
+    /// `--include`, each a valid host for the Istio version.
+    pub include: Vec<String>,
+    pub allow_idle: bool,
+    pub per_namespace: bool,
+    /// Drop hosts of managed Sidecars not seen in the observed window.
+    pub prune_hosts: bool,
+}
+
+impl RecommendSpec {
+    fn parse(c: &Common, flags: &args::RecommendFlags, prune_hosts: bool) -> Result<Self> {
+        let version = istio_version(c)?;
+        for h in &flags.include {
+            scope::notes::check_include(h, version.unwrap_or_default()).map_err(|e| anyhow!(e))?;
+        }
+        check_sources(c)?;
+        Ok(RecommendSpec {
+            mesh: MeshRequest::parse_rest(c, version)?,
+            workload: flags.workload.clone(),
+            include: flags.include.clone(),
+            allow_idle: flags.allow_idle,
+            per_namespace: flags.per_namespace,
+            prune_hosts,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct RecommendRequest {
+    pub spec: RecommendSpec,
+    pub output: RecommendOutput,
+}
+
+/// How to reach istiod's debug endpoints (`verify`, `apply --wait`).
+#[derive(Debug, Clone)]
+pub struct IstiodRequest {
+    pub urls: Vec<String>,
+    pub namespace: String,
+    pub revision: Option<String>,
+}
+
+impl IstiodRequest {
+    fn parse(f: &args::IstiodFlags) -> Self {
+        IstiodRequest {
+            urls: f.istiod_urls.clone(),
+            namespace: f.istio_namespace.clone(),
+            revision: f.revision.clone(),
+        }
+    }
+
+    /// The namespace to port-forward to, unless `--istiod-url` is given.
+    fn port_forward_namespace(&self) -> Option<String> {
+        self.urls.is_empty().then(|| self.namespace.clone())
+    }
+}
+
+/// `apply --wait`: how long, as given and parsed.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    pub limit: Duration,
+    /// As the user spelled it, for the timeout message.
+    pub given: String,
+}
+
+#[derive(Debug)]
+pub struct ApplyRequest {
+    pub spec: RecommendSpec,
+    pub dry_run: DryRun,
+    pub diff: bool,
+    pub force_conflicts: bool,
+    pub prune: bool,
+    pub wait: Option<Wait>,
+    pub istiod: IstiodRequest,
+    /// The request timeout, for istiod's port-forwards.
+    pub timeout_secs: u64,
+}
+
+impl ApplyRequest {
+    fn parse(a: args::ApplyArgs) -> Result<Self> {
+        if !a.common.manifests.is_empty() {
+            bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
+        }
+        let wait = match &a.wait {
+            Some(_) if a.dry_run != DryRun::None => {
+                bail!("--wait waits for istiod to push what was written; a dry run writes nothing")
+            }
+            Some(t) => Some(Wait {
+                limit: parse_duration(t).map_err(|e| anyhow!("--wait: {e}"))?,
+                given: t.clone(),
+            }),
+            None => None,
+        };
+        let istiod = IstiodRequest::parse(&a.istiod);
+        let mut spec = RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?;
+        // Every permission apply needs is checked with the reads, in one pass.
+        if a.dry_run != DryRun::Client {
+            spec.mesh.purpose = Purpose::Apply {
+                prune: a.prune,
+                istiod: wait.as_ref().and_then(|_| istiod.port_forward_namespace()),
+            };
+        }
+        Ok(ApplyRequest {
+            spec,
+            dry_run: a.dry_run,
+            diff: a.diff,
+            force_conflicts: a.force_conflicts,
+            prune: a.prune,
+            wait,
+            istiod,
+            timeout_secs: a.common.request_timeout.secs(),
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct DiffRequest {
+    pub spec: RecommendSpec,
+    pub force_conflicts: bool,
+    pub prune: bool,
+}
+
+impl DiffRequest {
+    fn parse(a: args::DiffArgs) -> Result<Self> {
+        if !a.common.manifests.is_empty() {
+            bail!("diff compares with the cluster: drop --manifests (for files, `recommend --manifests ...` prints the Sidecars)");
+        }
+        Ok(DiffRequest {
+            spec: RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?,
+            force_conflicts: a.force_conflicts,
+            prune: a.prune,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct VerifyRequest {
+    /// Every namespace (predictions need them all), with `purpose` set.
+    pub mesh: MeshRequest,
+    /// `-n` as given.
+    pub namespace: Option<String>,
+    /// `-A` as given.
+    pub all_namespaces: bool,
+    /// `pod/NAME` or `KIND/NAME`.
+    pub target: Option<String>,
+    pub output: ReportOutput,
+    pub istiod: IstiodRequest,
+    pub timeout_secs: u64,
+}
+
+impl VerifyRequest {
+    fn parse(a: args::VerifyArgs) -> Result<Self> {
+        if !a.common.manifests.is_empty() {
+            bail!("verify asks the cluster's istiod: drop --manifests");
+        }
+        if let Some(t) = a.target.as_deref().filter(|t| !t.contains('/')) {
+            bail!("expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got {t:?}");
+        }
+        let istiod = IstiodRequest::parse(&a.istiod);
+        let mut mesh = MeshRequest::parse(&a.common)?.everywhere();
+        // Reaching istiod is checked with the reads, in one pass.
+        mesh.purpose = Purpose::Verify {
+            istiod: istiod.port_forward_namespace(),
+        };
+        Ok(VerifyRequest {
+            mesh,
+            namespace: a.common.namespace.clone(),
+            all_namespaces: a.common.all_namespaces,
+            target: a.target,
+            output: a.output,
+            istiod,
+            timeout_secs: a.common.request_timeout.secs(),
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct AuditRequest {
+    pub mesh: MeshRequest,
+    pub output: ReportOutput,
+    /// Exit 1 at or above this severity (`None`: never).
+    pub fail_on: Option<Severity>,
+    /// `--code`: only these (empty: all).
+    pub codes: BTreeSet<&'static str>,
+    pub suppressions: Vec<Suppression>,
+}
+
+impl AuditRequest {
+    fn parse(a: args::AuditArgs) -> Result<Self> {
+        let codes = a
+            .codes
+            .iter()
+            .map(|c| known_code(c, "--code"))
+            .collect::<Result<_>>()?;
+        let suppressions = a
+            .suppress
+            .iter()
+            .map(|s| Suppression::parse(s))
+            .collect::<Result<_>>()?;
+        let fail_on = match a.fail_on {
+            args::FailOn::Error => Some(Severity::Error),
+            args::FailOn::Warning => Some(Severity::Warning),
+            args::FailOn::Info => Some(Severity::Info),
+            args::FailOn::None => None,
+        };
+        Ok(AuditRequest {
+            mesh: MeshRequest::parse(&a.common)?,
+            output: a.output,
+            fail_on,
+            codes,
+            suppressions,
+        })
+    }
+}
+
+/// A finding code as `--code` and `--suppress` take it.
+fn known_code(code: &str, flag: &str) -> Result<&'static str> {
+    audit::code_doc(code.trim()).map(|d| d.code).ok_or_else(|| {
+        anyhow!("{flag}: unknown code {code:?}; `kubectl meshscope codes` lists them")
+    })
+}
+
+/// What `explain` explains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Explained {
+    /// `pod NAME`.
+    Pod(String),
+    /// `workload KIND/NAME`, or `KIND NAME`.
+    Workload(String),
+}
+
+#[derive(Debug)]
+pub struct ExplainRequest {
+    /// Every namespace: one proxy's scope depends on pods everywhere.
+    pub mesh: MeshRequest,
+    /// `-n` as given: where the target is.
+    pub namespace: Option<String>,
+    pub target: Explained,
+    pub output: ReportOutput,
+}
+
+impl ExplainRequest {
+    fn parse(a: args::ExplainArgs) -> Result<Self> {
+        let target = match a.what.to_ascii_lowercase().as_str() {
+            "pod" | "pods" | "po" => Explained::Pod(a.name.clone()),
+            "workload" => Explained::Workload(a.name.clone()),
+            // `explain deployment/x` works too.
+            other => Explained::Workload(format!("{other}/{}", a.name)),
+        };
+        Ok(ExplainRequest {
+            mesh: MeshRequest::parse(&a.common)?.everywhere(),
+            namespace: a.common.namespace.clone(),
+            target,
+            output: a.output,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct ImpactRequest {
+    /// Every namespace: a change reaches proxies everywhere.
+    pub mesh: MeshRequest,
+    /// `-n` as given: where the target is.
+    pub namespace: Option<String>,
+    /// The target as given, for messages.
+    pub spec: String,
+    pub target: Target,
+    pub output: ReportOutput,
+}
+
+impl ImpactRequest {
+    fn parse(a: args::ImpactArgs) -> Result<Self> {
+        let target = Target::parse(&a.target, "").ok_or_else(|| {
+            anyhow!(
+                "expected service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME, got {:?}",
+                a.target
+            )
+        })?;
+        let mut mesh = MeshRequest::parse(&a.common)?;
+        mesh.all_namespaces = true;
+        Ok(ImpactRequest {
+            mesh,
+            namespace: a.common.namespace.clone(),
+            spec: a.target,
+            target,
+            output: a.output,
+        })
+    }
+}
+
+/// Where `version` reads the pods: `--manifests`, or the cluster.
+#[derive(Debug)]
+pub enum VersionSource {
+    /// `--client`: nowhere.
+    Client,
+    Manifests(Vec<PathBuf>),
+    Cluster(ConnectOptions),
+}
+
+#[derive(Debug)]
+pub struct VersionRequest {
+    pub source: VersionSource,
+    pub istio_version: Option<IstioVersion>,
+    pub output: Option<VersionOutput>,
+}
+
+impl VersionRequest {
+    fn parse(a: args::VersionArgs) -> Result<Self> {
+        if a.client {
+            return Ok(VersionRequest {
+                source: VersionSource::Client,
+                istio_version: None,
+                output: a.output,
+            });
+        }
+        let istio_version = istio_version(&a.common)?;
+        let source = if a.common.manifests.is_empty() {
+            VersionSource::Cluster(a.common.connect_options())
+        } else {
+            VersionSource::Manifests(a.common.manifests.clone())
+        };
+        Ok(VersionRequest {
+            source,
+            istio_version,
+            output: a.output,
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct CodesRequest {
+    pub docs: Vec<&'static CodeDoc>,
+    /// One code was asked for.
+    pub one: bool,
+    pub output: ReportOutput,
+}
+
+impl CodesRequest {
+    fn parse(a: &args::CodesArgs) -> Result<Self> {
+        let docs = match &a.code {
+            Some(c) => vec![audit::code_doc(c).ok_or_else(|| {
+                anyhow!("unknown code {c:?}; `kubectl meshscope codes` lists them")
+            })?],
+            None => audit::CODES.iter().collect(),
+        };
+        Ok(CodesRequest {
+            docs,
+            one: a.code.is_some(),
+            output: a.output,
+        })
+    }
+}
+
+/// One command's request.
+#[derive(Debug)]
+pub enum Request {
+    Recommend(RecommendRequest),
+    Apply(ApplyRequest),
+    Diff(DiffRequest),
+    Verify(VerifyRequest),
+    Audit(AuditRequest),
+    Explain(ExplainRequest),
+    Impact(ImpactRequest),
+    Codes(CodesRequest),
+    Version(VersionRequest),
+    Webhook(crate::webhook_cmd::WebhookArgs),
+    Completion(clap_complete::Shell),
+}
+
+/// How the output looks: `--no-headers`, `-q`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Style {
+    /// Tables print no header row.
+    pub no_headers: bool,
+    /// Summaries on stderr are not printed (errors and warnings are).
+    pub quiet: bool,
+}
+
+impl Request {
+    /// Parses and checks the command line, and says how to print.
+    pub fn parse(command: Command) -> Result<(Request, Style)> {
+        let style = match (&command, command.common()) {
+            (Command::Codes(a), _) => Style {
+                no_headers: a.no_headers,
+                quiet: false,
+            },
+            (_, Some(c)) => Style {
+                no_headers: c.no_headers,
+                quiet: c.quiet,
+            },
+            (_, None) => Style::default(),
+        };
+        if let Some(c) = command.common() {
+            check_stdin(c)?;
+        }
+        let request = match command {
+            Command::Recommend(a) => Request::Recommend(RecommendRequest {
+                spec: RecommendSpec::parse(&a.common, &a.rec, a.prune)?,
+                output: a.output,
+            }),
+            Command::Apply(a) => Request::Apply(ApplyRequest::parse(a)?),
+            Command::Diff(a) => Request::Diff(DiffRequest::parse(a)?),
+            Command::Verify(a) => Request::Verify(VerifyRequest::parse(a)?),
+            Command::Audit(a) => Request::Audit(AuditRequest::parse(a)?),
+            Command::Explain(a) => Request::Explain(ExplainRequest::parse(a)?),
+            Command::Impact(a) => Request::Impact(ImpactRequest::parse(a)?),
+            Command::Codes(a) => Request::Codes(CodesRequest::parse(&a)?),
+            Command::Version(a) => Request::Version(VersionRequest::parse(a)?),
+            Command::Webhook(a) => Request::Webhook(a),
+            Command::Completion(a) => Request::Completion(a.shell),
+        };
+        Ok((request, style))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::Cli;
+
+    fn parse(args: &[&str]) -> Result<Request> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("kubectl-meshscope").chain(args.iter().copied()))
+                .expect("clap accepts the line");
+        Request::parse(cli.command).map(|(r, _)| r)
+    }
+
+    fn error(args: &[&str]) -> String {
+        format!("{:#}", parse(args).expect_err("a mistake"))
+    }
+
+    #[test]
+    fn since_is_checked_only_where_a_source_reads_it() {
+        assert!(parse(&["audit", "--since", "soon"]).is_ok());
+        assert!(parse(&["audit", "--manifests", "m.yaml", "--since", "soon"]).is_ok());
+        let e = error(&["audit", "--from-pod-logs", "--since", "soon"]);
+        assert!(e.starts_with("invalid duration"), "{e}");
+        let Request::Audit(a) =
+            parse(&["audit", "--prometheus", "http://p", "--since", "2h"]).unwrap()
+        else {
+            panic!("an audit request")
+        };
+        assert_eq!(a.mesh.prometheus_window(), Duration::from_secs(7200));
+    }
+
+    #[test]
+    fn checks_keep_the_order_the_commands_made_them_in() {
+        // recommend checked --istio-version, then --include, then the sources.
+        let e = error(&["recommend", "--istio-version", "banana", "--include", "x"]);
+        assert!(e.starts_with("--istio-version: "), "{e}");
+        let e = error(&[
+            "recommend",
+            "--include",
+            "x",
+            "--manifests",
+            "m",
+            "--from-pod-logs",
+        ]);
+        assert!(e.starts_with("--include: "), "{e}");
+        // audit checked the sources first.
+        let e = error(&[
+            "audit",
+            "--istio-version",
+            "banana",
+            "--manifests",
+            "m",
+            "--prometheus",
+            "u",
+        ]);
+        assert!(
+            e.starts_with("--from-pod-logs and --prometheus read from a cluster"),
+            "{e}"
+        );
+        // apply: --manifests, then --wait.
+        let e = error(&["apply", "--manifests", "m", "--dry-run=client", "--wait"]);
+        assert!(e.starts_with("apply changes a cluster"), "{e}");
+        let e = error(&["apply", "--dry-run=client", "--wait"]);
+        assert!(e.starts_with("--wait waits for istiod"), "{e}");
+        // stdin before anything.
+        let e = error(&["apply", "--manifests", "-", "--access-log", "-"]);
+        assert!(e.starts_with("--manifests - and --access-log -"), "{e}");
+    }
+
+    #[test]
+    fn commands_that_answer_for_one_namespace_read_them_all() {
+        let Request::Verify(v) = parse(&["verify", "-n", "shop"]).unwrap() else {
+            panic!("a verify request")
+        };
+        assert!(v.mesh.all_namespaces);
+        assert_eq!(v.mesh.pod_logs, PodLogScope::Namespace);
+        assert_eq!(
+            v.mesh.purpose,
+            Purpose::Verify {
+                istiod: Some("istio-system".into())
+            }
+        );
+        let Request::Impact(i) = parse(&["impact", "service/web", "-n", "shop"]).unwrap() else {
+            panic!("an impact request")
+        };
+        assert!(i.mesh.all_namespaces);
+        assert_eq!(i.mesh.pod_logs, PodLogScope::Listed);
+        let Request::Apply(a) = parse(&["apply", "--prune", "--wait=1m"]).unwrap() else {
+            panic!("an apply request")
+        };
+        assert_eq!(
+            a.spec.mesh.purpose,
+            Purpose::Apply {
+                prune: true,
+                istiod: Some("istio-system".into())
+            }
+        );
+        assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(60)));
+    }
+}

@@ -1,0 +1,336 @@
+//! The world: the `shared` inputs of one command (the snapshot and the
+//! observed traffic), built from files or from a cluster, as a
+//! [`MeshRequest`] asks. The one module that builds them.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use anyhow::{anyhow, bail, Context, Result};
+use meshscope_shared as scope;
+use scope::detect::{DomainSource, TrafficDomain};
+use scope::observe::Observations;
+use scope::snapshot::{WorkloadId, WorkloadKind};
+use scope::{MeshSnapshot, Options};
+
+use crate::input;
+use crate::live;
+use crate::output::Printer;
+use crate::prometheus;
+use crate::request::{MeshRequest, PodLogScope};
+use crate::selector::Selector;
+
+/// The mesh and the traffic, loaded once per command.
+pub struct World {
+    pub snap: MeshSnapshot,
+    pub obs: Option<Observations>,
+    /// `None` means every namespace.
+    pub namespaces: Option<BTreeSet<String>>,
+    pub selector: Option<Selector>,
+    /// The cluster connection, in live mode.
+    pub live: Option<LiveCtx>,
+}
+
+pub struct LiveCtx {
+    pub rt: tokio::runtime::Runtime,
+    pub live: live::Live,
+}
+
+/// The engine's options: the flags, else what the pods say (the Istio
+/// version of istiod's and the proxies' images, the cluster domain of
+/// their `--domain`), else the defaults. Disagreements are said once.
+fn options(
+    m: &MeshRequest,
+    inputs: &scope::Inputs,
+    istiod: &[scope::inputs::Pod],
+    err: &mut dyn Write,
+) -> Result<(Options, DomainSource)> {
+    // Offline dumps may hold istiod's pods themselves.
+    let listed = scope::detect::istiod_pods(&inputs.pods);
+    let istiod = if istiod.is_empty() {
+        &listed[..]
+    } else {
+        istiod
+    };
+    let evidence = scope::detect::Evidence::from_pods(&inputs.pods, istiod);
+    let (istio, notes) = evidence.version(m.istio_version);
+    for n in notes {
+        writeln!(err, "note: {n}")?;
+    }
+    let (cluster_domain, note) = evidence.cluster_domain(m.cluster_domain.as_deref());
+    if let Some(n) = note {
+        writeln!(err, "note: {n}")?;
+    }
+    let source = evidence.domain_source(m.cluster_domain.as_deref());
+    let options = Options {
+        istio,
+        cluster_domain,
+        inject_by_default: m.inject_by_default,
+    };
+    Ok((options, source))
+}
+
+/// The snapshot of `inputs`, with `--mesh-config` when given.
+fn build_snapshot(
+    m: &MeshRequest,
+    inputs: &scope::Inputs,
+    options: Options,
+) -> Result<MeshSnapshot> {
+    Ok(match &m.mesh_config {
+        Some(path) => {
+            let mesh = input::read_mesh_config(path)?;
+            MeshSnapshot::build_with_mesh(inputs, options, mesh)
+        }
+        None => MeshSnapshot::build(inputs, options)?,
+    })
+}
+
+/// Checks the traffic's cluster domain against the snapshot's: adopts it
+/// when nothing chose one (the snapshot is built again; the observations
+/// name hosts and pods, which do not depend on it), says when it differs.
+fn check_traffic_domain(
+    m: &MeshRequest,
+    inputs: &scope::Inputs,
+    snap: &mut MeshSnapshot,
+    obs: Option<&Observations>,
+    source: DomainSource,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let Some(obs) = obs else { return Ok(()) };
+    let seen = obs.cluster_domains();
+    match scope::detect::traffic_domain(&seen, &snap.options.cluster_domain, source) {
+        TrafficDomain::Agrees => {}
+        TrafficDomain::Adopt { domain, note } => {
+            writeln!(err, "note: {note}")?;
+            let options = Options {
+                cluster_domain: domain,
+                ..snap.options.clone()
+            };
+            *snap = build_snapshot(m, inputs, options)?;
+        }
+        TrafficDomain::Differs(warning) => writeln!(err, "warning: {warning}")?,
+    }
+    Ok(())
+}
+
+/// Adds `o` to the observations so far.
+fn add(obs: &mut Option<Observations>, o: Observations) {
+    match obs {
+        Some(cur) => cur.merge(o),
+        None => *obs = Some(o),
+    }
+}
+
+impl World {
+    pub fn load(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
+        if m.is_live() {
+            Self::load_live(m, err)
+        } else {
+            Self::load_files(m, err)
+        }
+    }
+
+    fn load_files(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
+        let inputs = input::load_manifests(&m.manifests)?;
+        if let Some(note) = inputs.skipped_note() {
+            writeln!(
+                err,
+                "{}: {note}",
+                scope::notes::skipped_kinds_level(&inputs)
+            )?;
+        }
+        if inputs.is_empty() {
+            bail!("--manifests: no Kubernetes or Istio objects found in the given paths");
+        }
+        let (options, domain_source) = options(m, &inputs, &[], err)?;
+        let mut snap = build_snapshot(m, &inputs, options)?;
+        let namespaces = match (&m.namespace, m.all_namespaces) {
+            (_, true) | (None, false) => None,
+            (Some(ns), false) => {
+                if !snap.namespaces.contains_key(ns) {
+                    writeln!(
+                        err,
+                        "warning: namespace {ns:?} does not appear in the input"
+                    )?;
+                }
+                Some(BTreeSet::from([ns.clone()]))
+            }
+        };
+        let obs = if m.access_logs.is_empty() {
+            None
+        } else {
+            let obs = input::read_access_logs(&snap, &m.access_logs, m.strict, err)?;
+            Some(obs)
+        };
+        check_traffic_domain(m, &inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        Ok(World {
+            snap,
+            obs,
+            namespaces,
+            selector: m.selector.clone(),
+            live: None,
+        })
+    }
+
+    fn load_live(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let live = rt.block_on(live::Live::connect(&m.connect))?;
+        let namespaces = if m.all_namespaces {
+            None
+        } else {
+            Some(BTreeSet::from([m
+                .namespace
+                .clone()
+                .unwrap_or_else(|| live.default_namespace.clone())]))
+        };
+        // Every permission checked in one pass; what cannot be read
+        // cluster-wide narrows the result, and is said.
+        // explain and impact read every namespace, but -n suffices.
+        let fallback = m.namespace.as_deref().filter(|_| m.all_namespaces);
+        let read =
+            rt.block_on(live.read(namespaces.as_ref(), fallback, &m.purpose, m.from_pod_logs))?;
+        for limitation in &read.limitations {
+            writeln!(err, "warning: {limitation}")?;
+        }
+        for note in live.take_notes() {
+            writeln!(err, "note: {note}")?;
+        }
+        let inputs = read.inputs;
+        let istiod = rt.block_on(crate::detect::istiod_pods(&live));
+        let (options, domain_source) = options(m, &inputs, &istiod, err)?;
+        let mut snap = build_snapshot(m, &inputs, options)?;
+        // A typo in -n must not read as a clean namespace.
+        for ns in namespaces.iter().flatten() {
+            if !snap.namespaces.contains_key(ns) {
+                bail!(
+                    "namespace {ns:?} not found in the cluster at {}",
+                    live.server
+                );
+            }
+        }
+        let ctx = LiveCtx { rt, live };
+        let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), err)?;
+        check_traffic_domain(m, &inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        Ok(World {
+            snap,
+            obs,
+            namespaces,
+            selector: m.selector.clone(),
+            live: Some(ctx),
+        })
+    }
+
+    /// The traffic of a live world: access logs, pod logs, Prometheus.
+    fn observe_live(
+        m: &MeshRequest,
+        ctx: &LiveCtx,
+        snap: &MeshSnapshot,
+        inputs: &scope::Inputs,
+        namespaces: Option<&BTreeSet<String>>,
+        err: &mut dyn Write,
+    ) -> Result<Option<Observations>> {
+        let (rt, live) = (&ctx.rt, &ctx.live);
+        let mut obs: Option<Observations> = None;
+        if !m.access_logs.is_empty() {
+            let o = input::read_access_logs(snap, &m.access_logs, m.strict, err)?;
+            add(&mut obs, o);
+        }
+        if m.from_pod_logs {
+            let since = m.pod_log_window();
+            let only = match m.pod_logs {
+                PodLogScope::Listed => None,
+                PodLogScope::Namespace => Some(
+                    m.namespace
+                        .clone()
+                        .unwrap_or_else(|| live.default_namespace.clone()),
+                ),
+            };
+            let pods: Vec<usize> = (0..snap.pods.len())
+                .filter(|p| {
+                    let pod = &snap.pods[*p];
+                    pod.injection.sidecar
+                        && namespaces.is_none_or(|n| n.contains(&pod.namespace))
+                        && only.as_ref().is_none_or(|n| *n == pod.namespace)
+                })
+                .collect();
+            let (o, failed) = rt.block_on(live.pod_logs(snap, &pods, since, &inputs.pods, err));
+            for (pod, why) in &failed {
+                writeln!(
+                    err,
+                    "warning: cannot read the istio-proxy log of {pod}: {why}"
+                )?;
+            }
+            add(&mut obs, o);
+        }
+        if let Some(url) = &m.prometheus {
+            let o = prometheus::observe(snap, url, m.prometheus_window())?;
+            add(&mut obs, o);
+        }
+        Ok(obs)
+    }
+
+    pub fn in_scope(&self, w: WorkloadId) -> bool {
+        let wl = &self.snap.workloads[w];
+        self.namespaces
+            .as_ref()
+            .is_none_or(|s| s.contains(&wl.namespace))
+            && self.selector.as_ref().is_none_or(|s| s.matches(&wl.labels))
+    }
+
+    /// The namespace the context names, in live mode.
+    pub fn default_namespace(&self) -> Option<String> {
+        self.live.as_ref().map(|l| l.live.default_namespace.clone())
+    }
+
+    /// Prints what ingestion counted, to stderr (a summary: not with -q).
+    pub fn report_ingest(&self, p: &mut Printer<'_>) -> Result<()> {
+        if let Some(obs) = &self.obs {
+            for line in scope::notes::ingest_summary(obs) {
+                p.summary(format_args!("{line}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The workload `spec` (NAME or KIND/NAME) names, in `ns` when given.
+    pub fn find_workload(&self, spec: &str, ns: Option<&str>) -> Result<WorkloadId> {
+        find_workload(&self.snap, spec, ns)
+    }
+}
+
+pub fn find_workload(snap: &MeshSnapshot, spec: &str, ns: Option<&str>) -> Result<WorkloadId> {
+    let (kind, name) = match spec.split_once('/') {
+        Some((k, n)) => (
+            Some(WorkloadKind::parse(k).ok_or_else(|| {
+                anyhow!("unknown workload kind {k:?} (expected deployment, statefulset, daemonset, replicaset, job, cronjob or pod)")
+            })?),
+            n,
+        ),
+        None => (None, spec),
+    };
+    let hits: Vec<WorkloadId> = (0..snap.workloads.len())
+        .filter(|w| {
+            let wl = &snap.workloads[*w];
+            wl.name == name
+                && kind.as_ref().is_none_or(|k| &wl.kind == k)
+                && ns.is_none_or(|n| wl.namespace == n)
+        })
+        .collect();
+    match hits.as_slice() {
+        [w] => Ok(*w),
+        [] => bail!(
+            "workload {spec:?} not found{}",
+            ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
+        ),
+        many => bail!(
+            "workload {spec:?} is ambiguous ({}); use -n and KIND/NAME",
+            many.iter()
+                .map(|w| snap.workloads[*w].key())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
