@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::permissions::{rbac_file, REVIEW};
-use super::show_duration;
+use super::grants::{rbac_file, REVIEW};
+use crate::duration::show_duration;
 
 /// An API failure, with what we were doing.
 #[derive(Debug)]

@@ -12,8 +12,8 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList};
 use serde::de::DeserializeOwned;
 
-use super::failure::where_;
-use super::{resource_name, ApiFailure, FailureKind, Live};
+use super::client::{resource_name, Live};
+use super::failure::{where_, ApiFailure, FailureKind};
 
 /// Which objects a list returns: kubectl's `--selector` (`-l`) and
 /// `--field-selector`.

@@ -14,7 +14,8 @@ use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::MeshSnapshot;
 
-use super::{ApiFailure, Live, PARALLELISM};
+use super::client::{Live, PARALLELISM};
+use super::failure::ApiFailure;
 
 impl Live {
     /// Reads the istio-proxy log of each pod (and the previous container's

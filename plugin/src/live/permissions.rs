@@ -5,28 +5,9 @@
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 
-use super::failure::where_;
-use super::{qualified, ApiFailure, FailureKind, Live, PARALLELISM};
-
-/// The RBAC files in `deploy/rbac/`, by what they grant.
-pub const READER_FILE: &str = "deploy/rbac/meshscope-reader.yaml";
-pub const APPLIER_FILE: &str = "deploy/rbac/meshscope-applier.yaml";
-pub const VERIFIER_FILE: &str = "deploy/rbac/meshscope-verifier.yaml";
-
-/// The review of what a command needs.
-pub(super) const REVIEW: &str = "selfsubjectaccessreviews.authorization.k8s.io";
-
-/// The file in `deploy/rbac/` that grants `verb` on `resource`.
-pub fn rbac_file(verb: &str, resource: &str) -> &'static str {
-    let read = matches!(verb, "get" | "list" | "watch");
-    if resource.starts_with("pods/portforward") {
-        VERIFIER_FILE
-    } else if resource.starts_with("sidecars") && !read {
-        APPLIER_FILE
-    } else {
-        READER_FILE
-    }
-}
+use super::client::{qualified, Live, PARALLELISM};
+use super::failure::{where_, ApiFailure, FailureKind};
+use super::grants::{rbac_file, REVIEW};
 
 /// What a command does with the cluster besides reading the mesh, so that
 /// the one-pass RBAC check asks for all of it.

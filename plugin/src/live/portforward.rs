@@ -7,7 +7,8 @@ use anyhow::anyhow;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Portforwarder;
 
-use super::{Live, VERIFIER_FILE};
+use super::client::Live;
+use super::grants::VERIFIER_FILE;
 
 impl Live {
     /// Opens a port-forward to `port` of pod `ns/name`, giving up after

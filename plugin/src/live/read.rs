@@ -16,10 +16,11 @@ use meshscope_shared::inputs::Pod as ObservedPod;
 use meshscope_shared::inputs::{EndpointSlice, DISCOVERY_GROUP, HEADLESS_LABEL};
 use meshscope_shared::Inputs;
 
-use super::{
-    istio, istio_in, qualified, rbac_error, ApiFailure, FailureKind, Live, Need, Purpose, Select,
-    PARALLELISM, READER_FILE,
-};
+use super::client::{istio, istio_in, qualified, Live, PARALLELISM};
+use super::failure::{ApiFailure, FailureKind};
+use super::grants::READER_FILE;
+use super::list::Select;
+use super::permissions::{rbac_error, Need, Purpose};
 
 /// What a finished list adds to the inputs.
 type Fill = Box<dyn FnOnce(&mut Inputs) -> Result<(), ApiFailure> + Send>;

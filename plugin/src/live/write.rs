@@ -5,7 +5,9 @@
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use super::{istio, resource_name, ApiFailure, Live, Select};
+use super::client::{istio, resource_name, Live};
+use super::failure::ApiFailure;
+use super::list::Select;
 
 /// What a server-side apply did.
 #[derive(Debug)]
