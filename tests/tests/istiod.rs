@@ -17,11 +17,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run};
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{self, Scenario, DEFAULT_MESH, ROOT_NS};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
+use meshscope_e2e::run;
 use meshscope_e2e::world::World;
 use meshscope_e2e::xds::{ProxySpec, Sim};
 
@@ -51,20 +50,11 @@ fn run_tag() -> u64 {
 }
 
 fn meshscope(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    argv.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
-    let cli = Cli::try_parse_from(&argv).context("arguments parse")?;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err);
-    if let Err(e) = outcome {
-        bail!(
-            "kubectl meshscope {}: {e:#}\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&err)
-        );
+    let r = run::meshscope_at(kubeconfig, args);
+    if let Err(e) = r.outcome {
+        bail!("kubectl meshscope {}: {e:#}\n{}", args.join(" "), r.stderr);
     }
-    Ok(String::from_utf8(out)?)
+    Ok(r.stdout)
 }
 
 fn set_mesh(c: &Cluster, mesh: &str) {

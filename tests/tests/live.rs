@@ -6,9 +6,10 @@ use std::process::Command;
 
 use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster, Prometheus};
-use meshscope_e2e::{sidecar_hosts as sidecars, LogForm, Scenario};
+use meshscope_e2e::{sidecar_hosts as sidecars, LogForm};
 
 use meshscope_e2e::run::meshscope_at as meshscope;
+use meshscope_e2e::setup::{deploy_scenario, deploy_scenario_with};
 
 fn codes(json: &str) -> Vec<(String, String)> {
     let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
@@ -23,33 +24,6 @@ fn codes(json: &str) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// Creates the scenario's Deployments and Services in a fresh injected
-/// namespace and gives the pods the controllers create the scenario's IPs.
-fn deploy_scenario(c: &Cluster, prefix: &str) -> Scenario {
-    deploy_scenario_with(c, prefix, |m| m)
-}
-
-/// As `deploy_scenario`, with the manifests edited first.
-fn deploy_scenario_with(c: &Cluster, prefix: &str, edit: impl Fn(String) -> String) -> Scenario {
-    let ns = c.namespace(prefix, &[("istio-injection", "enabled")]);
-    let s = Scenario {
-        namespace: ns.clone(),
-        httpbins: 4,
-        sleeps: 2,
-        fanout: 2,
-        requests_per_edge: 2,
-        ..Scenario::reference()
-    };
-    c.apply(&edit(s.live_manifests()));
-    for (app, ips) in s.pod_ips() {
-        let pods = c.wait_pods(&ns, &app, ips.len()).unwrap();
-        for (pod, ip) in pods.iter().zip(ips) {
-            c.set_pod_ip(&ns, pod, &ip.to_string()).unwrap();
-        }
-    }
-    s
 }
 
 #[test]

@@ -6,15 +6,15 @@
 //! this run's label only. Everything goes through `kubectl apply`.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs, Pki};
+use kubectl_meshscope::webhook_cmd::{generate_pki, render, Pki};
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster};
-use meshscope_shared::admission::Policy;
+use meshscope_e2e::setup::{install_webhook_rbac, webhook_manifests_args};
+use meshscope_test_support::net::free_port;
 use serde_yaml::Value as Yaml;
 
 /// The label that sends a namespace to one test's webhook.
@@ -34,50 +34,11 @@ fn webhook_binary() -> PathBuf {
     p
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-fn manifests_args() -> ManifestsArgs {
-    ManifestsArgs {
-        namespace: "meshscope-system".into(),
-        image: Some("meshscope-webhook:e2e".into()),
-        default_policy: Policy::Warn,
-        mutate_serviceentry_exportto: false,
-        istio_namespace: "istio-system".into(),
-        validity_days: 1,
-    }
-}
-
-/// The install's Namespace, ServiceAccount and RBAC, applied once.
-fn install_rbac(c: &Cluster) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        let docs = render(&manifests_args(), &pki).unwrap();
-        let keep = [
-            "Namespace",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-        ];
-        for d in docs
-            .iter()
-            .filter(|d| keep.contains(&d["kind"].as_str().unwrap_or_default()))
-        {
-            c.apply(&serde_yaml::to_string(d).unwrap());
-        }
-    });
 }
 
 // === one webhook process ===
@@ -97,7 +58,7 @@ impl Webhook {
     /// Starts the binary, registers it, and waits until it rejects an
     /// unscoped Deployment in an enforce namespace.
     fn start(c: &'static Cluster, tag: &str, env: &[(&str, &str)]) -> Webhook {
-        install_rbac(c);
+        install_webhook_rbac(c);
         let dir = tempfile::tempdir().unwrap();
         let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
         std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
@@ -156,7 +117,7 @@ impl Webhook {
     /// The install's webhook configurations, pointed at this process by URL
     /// and narrowed to this webhook's namespaces.
     fn register(&self, c: &Cluster, pki: &Pki) {
-        let docs = render(&manifests_args(), pki).unwrap();
+        let docs = render(&webhook_manifests_args(), pki).unwrap();
         for mut doc in docs.into_iter().filter(|d| {
             d["kind"]
                 .as_str()
@@ -645,7 +606,7 @@ fn applies_still_succeed_when_the_webhook_is_stopped() {
 #[test]
 fn the_generated_install_is_accepted_by_the_api_server() {
     let c = Cluster::shared();
-    install_rbac(c);
+    install_webhook_rbac(c);
     let o = Command::new(plugin_binary())
         .args(["webhook", "manifests"])
         .output()

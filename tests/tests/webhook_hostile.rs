@@ -6,15 +6,16 @@
 //! well-behaved /validate request is still answered promptly.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
+use std::net::{SocketAddr, TcpStream as StdStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs};
+use kubectl_meshscope::webhook_cmd::generate_pki;
 use meshscope_e2e::cluster::{bin_dir, Cluster};
-use meshscope_shared::admission::Policy;
+use meshscope_e2e::setup::install_webhook_rbac;
+use meshscope_test_support::net::free_port;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
@@ -24,42 +25,6 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-/// The install's Namespace, ServiceAccount and RBAC, applied once.
-fn install_rbac(c: &Cluster) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let args = ManifestsArgs {
-            namespace: "meshscope-system".into(),
-            image: Some("meshscope-webhook:e2e".into()),
-            default_policy: Policy::Warn,
-            mutate_serviceentry_exportto: false,
-            istio_namespace: "istio-system".into(),
-            validity_days: 1,
-        };
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        let keep = [
-            "Namespace",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-        ];
-        for d in render(&args, &pki)
-            .unwrap()
-            .iter()
-            .filter(|d| keep.contains(&d["kind"].as_str().unwrap_or_default()))
-        {
-            c.apply(&serde_yaml::to_string(d).unwrap());
-        }
-    });
-}
 
 /// The test process may need more descriptors than a default soft limit.
 fn raise_fd_limit(want: u64) {
@@ -89,7 +54,7 @@ impl Webhook {
     /// Starts the binary with `flags` and waits for /readyz.
     fn start(flags: &[&str]) -> Webhook {
         let c = Cluster::shared();
-        install_rbac(c);
+        install_webhook_rbac(c);
         let dir = tempfile::tempdir().unwrap();
         let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
         std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
