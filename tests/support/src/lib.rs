@@ -11,3 +11,4 @@ pub mod access_log;
 pub mod fixtures;
 pub mod net;
 pub mod outside;
+pub mod shape;
