@@ -14,6 +14,7 @@ fn meshscope(c: &Cluster, args: &[&str]) -> (Outcome, String, String) {
 
 #[test]
 fn version_and_cluster_domain_come_from_istiod_and_the_proxies() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("detect", &[("istio-injection", "enabled")]);
     let pod = format!("istiod-{ns}");

@@ -271,11 +271,13 @@ fn run_all(scenarios: Vec<Scenario>) {
 
 #[test]
 fn fixed_scenarios_match_istiod() {
+    meshscope_e2e::needs_cluster!();
     run_all(fidelity::fixed(run_tag()));
 }
 
 #[test]
 fn random_scenarios_match_istiod() {
+    meshscope_e2e::needs_cluster!();
     let seeds = seeds();
     eprintln!(
         "fidelity: random seeds {}..={} (rerun one with MESHSCOPE_FIDELITY_SEED=N MESHSCOPE_FIDELITY_SEEDS=1)",
@@ -296,6 +298,7 @@ fn random_scenarios_match_istiod() {
 /// the scopes did narrow (so the check is not vacuous).
 #[test]
 fn recommended_sidecars_keep_every_observed_cluster() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::outbound_text_line;
     use meshscope_e2e::world::{labels, SvcPort};
@@ -452,6 +455,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
 /// headless Service's cluster.
 #[test]
 fn applied_hosts_import_the_copy_the_traffic_used() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::outbound_text_line;
     use meshscope_e2e::world::{labels, SvcPort};
@@ -616,6 +620,7 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
 /// istiod adds neither cluster by itself.
 #[test]
 fn applied_sidecars_keep_provider_and_egress_gateway_clusters() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::outbound_text_line;
     use meshscope_e2e::world::{labels, SvcPort};
@@ -807,6 +812,7 @@ fn catch_all_cluster(istiod: &Istiod, pod: &str, ns: &str) -> Result<String> {
 /// there exactly for the proxies `explain` puts under that mode.
 #[test]
 fn outbound_policy_matches_istiods_catch_all() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::world::{labels, SvcPort};
 
@@ -929,6 +935,7 @@ fn outbound_policy_matches_istiods_catch_all() {
 /// does too.
 #[test]
 fn service_entry_visibility_matches_istiod() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::world::labels;
 

@@ -268,6 +268,7 @@ fn setup(prefix: &str, slot: u64) -> Setup {
 
 #[test]
 fn verify_and_apply_wait_against_a_real_istiod() {
+    meshscope_e2e::needs_cluster!();
     let _serial = serial();
     let s = setup("vfy", 800);
     let log = s.log.path().to_str().unwrap().to_string();
@@ -516,6 +517,7 @@ fn scenario(s: &Setup, log: &str) {
 /// port-forward are real. RBAC is checked in one pass first.
 #[test]
 fn verify_reaches_istiod_through_a_port_forward() {
+    meshscope_e2e::needs_cluster!();
     let _serial = serial();
     use meshscope_e2e::cluster::repo_root;
     use meshscope_e2e::kubelet::{Forwards, Logs, StandInKubelet};
@@ -658,6 +660,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
 /// is connected to (found through every replica's `/debug/syncz`).
 #[test]
 fn verify_asks_the_replica_each_proxy_is_connected_to() {
+    meshscope_e2e::needs_cluster!();
     let _serial = serial();
     let s = setup("vrep", 900);
     let second = Istiod::start(s.c).expect("a second istiod starts");

@@ -283,6 +283,7 @@ async fn closed_after<S: tokio::io::AsyncRead + Unpin>(s: &mut S, started: Insta
 
 #[tokio::test]
 async fn a_request_head_trickled_in_is_cut_off_at_the_header_timeout() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--header-read-timeout-seconds=1"]);
     let mut s = wh.tls().await;
     let started = Instant::now();
@@ -315,6 +316,7 @@ async fn a_request_head_trickled_in_is_cut_off_at_the_header_timeout() {
 
 #[tokio::test]
 async fn a_body_trickled_in_gets_408_at_the_body_timeout() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--body-read-timeout-seconds=1"]);
     let mut s = wh.tls().await;
     let started = Instant::now();
@@ -346,6 +348,7 @@ async fn a_body_trickled_in_gets_408_at_the_body_timeout() {
 
 #[tokio::test]
 async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a_real_request() {
+    meshscope_e2e::needs_cluster!();
     const IDLE: usize = 2000;
     const CAP: usize = 200;
     raise_fd_limit(IDLE as u64 + 512);
@@ -404,6 +407,7 @@ async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a
 
 #[tokio::test]
 async fn an_oversized_body_is_refused_without_being_held_in_memory() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--max-body-bytes=1048576"]);
     let before = rss_kib(wh.pid());
 
@@ -454,6 +458,7 @@ async fn an_oversized_body_is_refused_without_being_held_in_memory() {
 
 #[tokio::test]
 async fn handshake_garbage_and_silent_handshakes_are_dropped_and_the_server_keeps_serving() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--handshake-timeout-seconds=1"]);
     // Random bytes instead of a ClientHello, and a ClientHello-looking
     // record header followed by random bytes.

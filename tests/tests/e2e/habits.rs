@@ -520,6 +520,7 @@ fn sidecar_names(c: &Cluster, ns: &str) -> String {
 
 #[test]
 fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let s = deploy_scenario(c, "diff");
     let ns = s.namespace.clone();

@@ -251,6 +251,7 @@ fn a_hostname_in_several_namespaces_is_written_from_the_one_each_proxy_gets_and_
 /// plane's endpointslice controller writes from the pod's IP).
 #[test]
 fn live_under_n_a_headless_pod_ip_in_another_namespace_maps_back_through_its_endpoint_slice() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::cluster::Cluster;
     use meshscope_e2e::run::meshscope_at;
 

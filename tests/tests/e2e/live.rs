@@ -28,6 +28,7 @@ fn codes(json: &str) -> Vec<(String, String)> {
 
 #[test]
 fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("audit", &[("istio-injection", "enabled")]);
     c.apply(&format!(
@@ -62,6 +63,7 @@ fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
 
 #[test]
 fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let s = deploy_scenario(c, "flow");
     let ns = s.namespace.clone();
@@ -292,6 +294,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
 
 #[test]
 fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("owner", &[("istio-injection", "enabled")]);
     c.apply(&format!(
@@ -353,6 +356,7 @@ fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing
 
 #[test]
 fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suffices() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("rbac", &[("istio-injection", "enabled")]);
     let dir = tempfile::tempdir().unwrap();
@@ -401,6 +405,7 @@ fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suff
 
 #[test]
 fn an_unreachable_api_server_is_one_line_naming_the_url() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let text = std::fs::read_to_string(&c.kubeconfig).unwrap();
     let mut v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
@@ -449,6 +454,7 @@ fn proxy_ip(line: &str) -> Option<String> {
 
 #[test]
 fn recommend_from_pod_logs_reads_each_istio_proxy_log_through_the_api_server() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
     let c = Cluster::shared();
     // Injected pods carry an istio-proxy container; the API server refuses
@@ -585,6 +591,7 @@ fn recommend_from_pod_logs_reads_each_istio_proxy_log_through_the_api_server() {
 
 #[test]
 fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = c.namespace("impa", &[("istio-injection", "enabled")]);
     let b = c.namespace("impb", &[("istio-injection", "enabled")]);
@@ -648,6 +655,7 @@ fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
 /// workload that is not running yet the namespace default scopes it.
 #[test]
 fn the_ms0001_fix_commands_work_as_printed() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
     use meshscope_e2e::outbound_text_line;
 

@@ -89,6 +89,7 @@ fn audit_codes(c: &Cluster, ns: &str) -> Vec<(String, String)> {
 
 #[test]
 fn recommended_selectors_stay_true_for_deployments_canaries_and_jobs() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("stable", &[("istio-injection", "enabled")]);
     let mut y = String::new();
@@ -207,6 +208,7 @@ fn recommended_selectors_stay_true_for_deployments_canaries_and_jobs() {
 
 #[test]
 fn an_older_sidecar_selecting_another_workload_is_ms0012_until_apply_replaces_its_selector() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("overlap", &[("istio-injection", "enabled")]);
     let reviews = "{app: reviews, version: v2}";
@@ -299,6 +301,7 @@ fn an_older_sidecar_selecting_another_workload_is_ms0012_until_apply_replaces_it
 
 #[test]
 fn a_workload_name_longer_than_a_label_value_is_labelled_cut_and_pruned_by_its_full_name() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("longname", &[("istio-injection", "enabled")]);
     let name = format!("checkout-{}", "x".repeat(70));

@@ -360,6 +360,7 @@ fn recommend(ns: &str, name: &str, manifests: &str, dir: &Path) -> String {
 
 #[test]
 fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "enf", &[]);
     let ns = wh.namespace(c, "enforce");
@@ -418,6 +419,7 @@ fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
 
 #[test]
 fn warn_admits_an_unscoped_deployment_with_a_warning_kubectl_shows() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "warn", &[]);
     let ns = wh.namespace(c, "warn");
@@ -469,6 +471,7 @@ fn warn_admits_an_unscoped_deployment_with_a_warning_kubectl_shows() {
 
 #[test]
 fn server_side_dry_run_gets_the_same_decisions_and_persists_nothing() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "dry", &[]);
     let strict = wh.namespace(c, "enforce");
@@ -504,6 +507,7 @@ fn server_side_dry_run_gets_the_same_decisions_and_persists_nothing() {
 
 #[test]
 fn a_dns_service_entry_without_export_to_is_rejected_in_enforce_mode() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(
         c,
@@ -526,6 +530,7 @@ fn a_dns_service_entry_without_export_to_is_rejected_in_enforce_mode() {
 
 #[test]
 fn mutate_mode_sets_export_to_here_instead() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(
         c,
@@ -575,6 +580,7 @@ fn mutate_mode_sets_export_to_here_instead() {
 
 #[test]
 fn applies_still_succeed_when_the_webhook_is_stopped() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let mut wh = Webhook::start(c, "down", &[]);
     let ns = wh.namespace(c, "enforce");
@@ -605,6 +611,7 @@ fn applies_still_succeed_when_the_webhook_is_stopped() {
 
 #[test]
 fn the_generated_install_is_accepted_by_the_api_server() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     install_webhook_rbac(c);
     let o = Command::new(plugin_binary())
@@ -631,6 +638,7 @@ fn the_generated_install_is_accepted_by_the_api_server() {
 
 #[test]
 fn a_deployment_scoped_by_another_workloads_generated_sidecar_is_admitted_with_ms0012() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "ms12", &[]);
     let ns = wh.namespace(c, "enforce");
