@@ -12,12 +12,20 @@ use std::path::{Path, PathBuf};
 pub fn shared_dir() -> PathBuf {
     std::env::var_os("MESHSCOPE_SHARED_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared"))
+        .unwrap_or_else(|| {
+            let root = repo_root();
+            match root.parent() {
+                Some(parent) => parent.join("shared"),
+                None => root.join("../shared"),
+            }
+        })
 }
 
-/// The repository's root.
+/// The repository's root (without `..` in it, so that messages name it
+/// plainly).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 /// `rel` under `istio-testdata/`, or `None` (with a line on stderr naming
