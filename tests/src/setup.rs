@@ -1,10 +1,12 @@
 //! What the live tests put into the test control plane before they run:
 //! the reference scenario in a fresh namespace, and the webhook install's
-//! identity (Namespace, ServiceAccount, RBAC).
+//! identity (Namespace, ServiceAccount, RBAC) with the files one webhook
+//! process starts from.
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs};
+use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs, Pki};
 use meshscope_shared::admission::Policy;
 
 use crate::cluster::Cluster;
@@ -75,4 +77,42 @@ pub fn install_webhook_rbac(c: &Cluster) {
             c.apply(&serde_yaml::to_string(d).unwrap());
         }
     });
+}
+
+/// The webhook install's ServiceAccount, as the API server names it.
+pub const WEBHOOK_SERVICE_ACCOUNT: &str =
+    "system:serviceaccount:meshscope-system:meshscope-webhook";
+
+/// What one webhook process under test starts from.
+pub struct WebhookFiles {
+    /// Holds the files below; removed on drop.
+    pub dir: tempfile::TempDir,
+    /// Its serving certificate for 127.0.0.1, also in `tls.crt` and `tls.key`.
+    pub pki: Pki,
+    /// `webhook.kubeconfig`: acts as the install's ServiceAccount.
+    pub kubeconfig: PathBuf,
+}
+
+/// Installs the webhook's RBAC (once) and writes a fresh directory with a
+/// serving certificate and a kubeconfig that impersonates its
+/// ServiceAccount.
+pub fn webhook_files(c: &Cluster) -> WebhookFiles {
+    install_webhook_rbac(c);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
+    // KUBECONFIG is a ':'-separated list, and the user name has colons.
+    let kubeconfig = dir.path().join("webhook.kubeconfig");
+    std::fs::rename(
+        c.impersonating(WEBHOOK_SERVICE_ACCOUNT, dir.path())
+            .unwrap(),
+        &kubeconfig,
+    )
+    .unwrap();
+    WebhookFiles {
+        dir,
+        pki,
+        kubeconfig,
+    }
 }

@@ -12,9 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::generate_pki;
 use meshscope_e2e::cluster::{bin_dir, Cluster};
-use meshscope_e2e::setup::install_webhook_rbac;
+use meshscope_e2e::setup::{webhook_files, WebhookFiles};
 use meshscope_test_support::net::free_port;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
@@ -23,8 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
-
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
 
 /// The test process may need more descriptors than a default soft limit.
 fn raise_fd_limit(want: u64) {
@@ -54,17 +51,11 @@ impl Webhook {
     /// Starts the binary with `flags` and waits for /readyz.
     fn start(flags: &[&str]) -> Webhook {
         let c = Cluster::shared();
-        install_webhook_rbac(c);
-        let dir = tempfile::tempdir().unwrap();
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
-        let kubeconfig = dir.path().join("webhook.kubeconfig");
-        std::fs::rename(
-            c.impersonating(SERVICE_ACCOUNT, dir.path()).unwrap(),
-            &kubeconfig,
-        )
-        .unwrap();
+        let WebhookFiles {
+            dir,
+            pki,
+            kubeconfig,
+        } = webhook_files(c);
         let log = dir.path().join("webhook.log");
         let bin = bin_dir().join("meshscope-webhook");
         assert!(

@@ -8,6 +8,7 @@
 //! Nothing here is used by a product crate.
 
 pub mod access_log;
+pub mod audit_json;
 pub mod fixtures;
 pub mod net;
 pub mod outside;

@@ -14,6 +14,7 @@ use meshscope_e2e::{LogForm, Scenario};
 
 use meshscope_e2e::run::{meshscope, meshscope_at as live, Run};
 use meshscope_e2e::setup::deploy_scenario;
+use meshscope_test_support::audit_json;
 
 fn bookinfo(file: &str) -> String {
     repo_root()
@@ -192,17 +193,7 @@ fn no_headers_drops_the_header_row_of_every_table() {
 // === audit --code and --suppress ===
 
 fn codes_and_names(r: &Run) -> Vec<(String, String)> {
-    json(&r.stdout)["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["code"].as_str().unwrap().to_string(),
-                f["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    audit_json::codes_and_names(&r.stdout)
 }
 
 #[test]

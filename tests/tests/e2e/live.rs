@@ -10,21 +10,7 @@ use meshscope_e2e::{sidecar_hosts as sidecars, LogForm};
 
 use meshscope_e2e::run::meshscope_at as meshscope;
 use meshscope_e2e::setup::{deploy_scenario, deploy_scenario_with};
-
-fn codes(json: &str) -> Vec<(String, String)> {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["code"].as_str().unwrap().to_string(),
-                f["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
+use meshscope_test_support::audit_json::codes_and_names as codes;
 
 #[test]
 fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {

@@ -13,6 +13,7 @@ use std::process::Command;
 
 use meshscope_e2e::cluster::{plugin_binary, Cluster};
 use meshscope_e2e::world::server_side_apply;
+use meshscope_test_support::audit_json;
 use serde_json::Value;
 
 /// `kubectl-meshscope ARGS` with KUBECONFIG set: exit code, stdout, stderr.
@@ -73,18 +74,7 @@ fn live_selector(c: &Cluster, ns: &str, name: &str) -> Value {
 fn audit_codes(c: &Cluster, ns: &str) -> Vec<(String, String)> {
     let (code, out, err) = binary(&c.kubeconfig, &["audit", "-n", ns, "-o", "json"]);
     assert!(code == 0 || code == 1, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["code"].as_str().unwrap().to_string(),
-                f["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    audit_json::codes_and_names(&out)
 }
 
 #[test]

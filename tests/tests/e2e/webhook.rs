@@ -11,15 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, Pki};
+use kubectl_meshscope::webhook_cmd::{render, Pki};
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster};
-use meshscope_e2e::setup::{install_webhook_rbac, webhook_manifests_args};
+use meshscope_e2e::setup::{
+    install_webhook_rbac, webhook_files, webhook_manifests_args, WebhookFiles,
+};
 use meshscope_test_support::net::free_port;
 use serde_yaml::Value as Yaml;
 
 /// The label that sends a namespace to one test's webhook.
 const SCOPE_LABEL: &str = "meshscope-e2e/webhook";
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a Sidecar may take to reach the webhook's cache.
 const PROPAGATION: Duration = Duration::from_secs(20);
@@ -58,18 +59,11 @@ impl Webhook {
     /// Starts the binary, registers it, and waits until it rejects an
     /// unscoped Deployment in an enforce namespace.
     fn start(c: &'static Cluster, tag: &str, env: &[(&str, &str)]) -> Webhook {
-        install_webhook_rbac(c);
-        let dir = tempfile::tempdir().unwrap();
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
-        // KUBECONFIG is a ':'-separated list, and the user name has colons.
-        let kubeconfig = dir.path().join("webhook.kubeconfig");
-        std::fs::rename(
-            c.impersonating(SERVICE_ACCOUNT, dir.path()).unwrap(),
-            &kubeconfig,
-        )
-        .unwrap();
+        let WebhookFiles {
+            dir,
+            pki,
+            kubeconfig,
+        } = webhook_files(c);
         let log = dir.path().join("webhook.log");
         let spawn = |port: u16, admin_port: u16| {
             Command::new(webhook_binary())
