@@ -2,7 +2,7 @@
 //!
 //! Nothing here depends on libFuzzer: `fuzz/fuzz_targets/*.rs` call these
 //! functions from `fuzz_target!`, and the workspace's regression test
-//! (`tests/tests/fuzz_regressions.rs`) includes this file with `#[path]`
+//! (`tests/tests/e2e/fuzz_regressions.rs`) includes this file with `#[path]`
 //! and replays every committed seed and every input that ever crashed
 //! through them on stable Rust. A body returns normally on any input; a
 //! panic is a finding. Besides "does not panic", some bodies check

@@ -3,8 +3,8 @@
 //! Sidecar's outbound policy or the mesh's, with DNS capture from the mesh
 //! or the pod.
 
-mod common;
-use common::{observe, snap};
+use meshscope_test_support::access_log;
+use meshscope_test_support::fixtures::{observe, snap};
 
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::edges::{self, Meets};
@@ -43,7 +43,7 @@ fn world(mesh: &str, policy: &str, annotations: &str) -> String {
 }
 
 fn line(cluster: &str, dst: &str) -> String {
-    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"a\" \"{dst}\" {cluster} 10.0.0.1:1 {dst} 10.0.0.1:2 - default\n")
+    access_log::line("10.0.0.1", "a", cluster, dst)
 }
 
 fn traffic() -> String {

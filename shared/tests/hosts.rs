@@ -2,8 +2,8 @@
 //! pod IPs and pod names, hostnames defined in several namespaces, and the
 //! mesh's serviceEntryVisibility.
 
-mod common;
-use common::{hosts, observe, snap};
+use meshscope_test_support::access_log;
+use meshscope_test_support::fixtures::{hosts, observe, snap};
 
 use meshscope_shared::observe::Observations;
 use meshscope_shared::recommend::{self, RecommendOptions};
@@ -32,7 +32,7 @@ fn statefulset() -> String {
 }
 
 fn line(src: &str, cluster: &str, dst: &str, authority: &str) -> String {
-    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
+    access_log::line(src, authority, cluster, dst)
 }
 
 fn pod_workload(s: &MeshSnapshot, ns: &str, name: &str) -> WorkloadId {

@@ -2,8 +2,8 @@
 //! per-namespace mode, includes, passthrough mapping, and audit codes that
 //! need traffic.
 
-mod common;
-use common::{hosts, labels, observe, snap};
+use meshscope_test_support::access_log;
+use meshscope_test_support::fixtures::{hosts, labels, observe, snap};
 
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::observe::Observations;
@@ -48,7 +48,7 @@ fn base() -> String {
 }
 
 fn line(src: &str, cluster: &str, dst: &str) -> String {
-    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"a\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
+    access_log::line(src, "a", cluster, dst)
 }
 
 fn w(s: &MeshSnapshot, name: &str) -> WorkloadId {

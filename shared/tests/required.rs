@@ -3,8 +3,8 @@
 //! VirtualServices route imported hosts to (an egress gateway), in
 //! recommendations and in audit (MS0013).
 
-mod common;
-use common::{hosts, observe, snap};
+use meshscope_test_support::access_log::line;
+use meshscope_test_support::fixtures::{hosts, observe, snap};
 
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::recommend::{self, Outcome, RecommendOptions};
@@ -73,11 +73,6 @@ fn base() -> String {
         + &service("istio-system", "zipkin", "10.96.1.1", 9411)
         + &service("istio-system", "istio-egressgateway", "10.96.1.2", 80)
         + &service("auth", "ext-authz", "10.96.1.3", 8000)
-}
-
-/// An access-log line from `src` with `authority`, through `cluster`.
-fn line(src: &str, authority: &str, cluster: &str, dst: &str) -> String {
-    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
 }
 
 fn w(s: &MeshSnapshot, name: &str) -> WorkloadId {

@@ -4,8 +4,7 @@
 //! selects a workload it was not generated for is MS0012; long names fit
 //! in labels and Sidecar names.
 
-mod common;
-use common::{labels, snap};
+use meshscope_test_support::fixtures::{labels, snap};
 
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::labels::{is_dns_subdomain, is_label_value, UNSTABLE_LABELS};

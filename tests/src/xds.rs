@@ -3,7 +3,8 @@
 //!
 //! It exists to measure what a Sidecar resource changes in a proxy's config
 //! (how many clusters, listeners, routes and endpoints, and how many bytes)
-//! and when istiod pushes, without running Envoy. See `shared/istiod.md` §5.
+//! and when istiod pushes, without running Envoy. See `tests/istiod/README.md`
+//! ("The simulated sidecar").
 //!
 //! The protocol is the state-of-the-world ADS variant:
 //!

@@ -3,26 +3,18 @@
 //! Its own test binary: the istiod pod it creates would change what every
 //! other live test detects.
 
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::run::meshscope_at;
 
 fn meshscope(c: &Cluster, args: &[&str]) -> (Outcome, String, String) {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    argv.extend(["--kubeconfig", c.kubeconfig.to_str().unwrap()]);
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(Cli::try_parse_from(argv).unwrap(), &mut out, &mut err)
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", String::from_utf8_lossy(&err)));
-    (
-        outcome,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
+    let r = meshscope_at(&c.kubeconfig, args);
+    (r.ok(), r.stdout, r.stderr)
 }
 
 #[test]
 fn version_and_cluster_domain_come_from_istiod_and_the_proxies() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("detect", &[("istio-injection", "enabled")]);
     let pod = format!("istiod-{ns}");

@@ -121,6 +121,7 @@ fn remove_bookinfo(c: &Cluster) {
 
 #[test]
 fn every_example_in_the_readme_and_the_help_runs_as_written() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     remove_bookinfo(c);
     // The example mesh, without its istio-system objects (the shared mesh

@@ -420,6 +420,7 @@ fn check_converges(
 
 #[test]
 fn an_interrupted_apply_finishes_the_writes_in_flight_and_a_second_run_converges() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = workloads(c, "sigint", 48);
     let user_rv = c.sidecar_resource_version(&ns, "w01-deployment-meshscope");
@@ -458,6 +459,7 @@ fn an_interrupted_apply_finishes_the_writes_in_flight_and_a_second_run_converges
 
 #[test]
 fn an_apply_killed_mid_run_leaves_only_whole_sidecars_and_a_second_run_converges() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = workloads(c, "sigkill", 48);
     let user_rv = c.sidecar_resource_version(&ns, "w01-deployment-meshscope");
@@ -477,6 +479,7 @@ fn an_apply_killed_mid_run_leaves_only_whole_sidecars_and_a_second_run_converges
 
 #[test]
 fn a_rejected_object_and_a_conflict_are_reported_per_object_and_the_rest_applied() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = workloads(c, "partial", 6);
     let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--allow-idle"]);
@@ -737,6 +740,7 @@ async fn compact_until_gone(client: &kube::Client, etcd: &str, pods: &str) {
 
 #[test]
 fn a_list_whose_continue_token_expires_mid_way_is_listed_again_once_and_said() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("gone", &[("istio-injection", "enabled")]);
     let mut yaml = String::new();

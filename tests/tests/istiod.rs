@@ -17,11 +17,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run};
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{self, Scenario, DEFAULT_MESH, ROOT_NS};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
+use meshscope_e2e::run;
 use meshscope_e2e::world::World;
 use meshscope_e2e::xds::{ProxySpec, Sim};
 
@@ -51,20 +50,11 @@ fn run_tag() -> u64 {
 }
 
 fn meshscope(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    argv.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
-    let cli = Cli::try_parse_from(&argv).context("arguments parse")?;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err);
-    if let Err(e) = outcome {
-        bail!(
-            "kubectl meshscope {}: {e:#}\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&err)
-        );
+    let r = run::meshscope_at(kubeconfig, args);
+    if let Err(e) = r.outcome {
+        bail!("kubectl meshscope {}: {e:#}\n{}", args.join(" "), r.stderr);
     }
-    Ok(String::from_utf8(out)?)
+    Ok(r.stdout)
 }
 
 fn set_mesh(c: &Cluster, mesh: &str) {
@@ -281,11 +271,13 @@ fn run_all(scenarios: Vec<Scenario>) {
 
 #[test]
 fn fixed_scenarios_match_istiod() {
+    meshscope_e2e::needs_cluster!();
     run_all(fidelity::fixed(run_tag()));
 }
 
 #[test]
 fn random_scenarios_match_istiod() {
+    meshscope_e2e::needs_cluster!();
     let seeds = seeds();
     eprintln!(
         "fidelity: random seeds {}..={} (rerun one with MESHSCOPE_FIDELITY_SEED=N MESHSCOPE_FIDELITY_SEEDS=1)",
@@ -306,6 +298,7 @@ fn random_scenarios_match_istiod() {
 /// the scopes did narrow (so the check is not vacuous).
 #[test]
 fn recommended_sidecars_keep_every_observed_cluster() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::outbound_text_line;
     use meshscope_e2e::world::{labels, SvcPort};
@@ -462,6 +455,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
 /// headless Service's cluster.
 #[test]
 fn applied_hosts_import_the_copy_the_traffic_used() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::outbound_text_line;
     use meshscope_e2e::world::{labels, SvcPort};
@@ -626,6 +620,7 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
 /// istiod adds neither cluster by itself.
 #[test]
 fn applied_sidecars_keep_provider_and_egress_gateway_clusters() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::outbound_text_line;
     use meshscope_e2e::world::{labels, SvcPort};
@@ -817,6 +812,7 @@ fn catch_all_cluster(istiod: &Istiod, pod: &str, ns: &str) -> Result<String> {
 /// there exactly for the proxies `explain` puts under that mode.
 #[test]
 fn outbound_policy_matches_istiods_catch_all() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::world::{labels, SvcPort};
 
@@ -939,6 +935,7 @@ fn outbound_policy_matches_istiods_catch_all() {
 /// does too.
 #[test]
 fn service_entry_visibility_matches_istiod() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::fidelity::Builder;
     use meshscope_e2e::world::labels;
 

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use kubectl_meshscope::{args::Cli, run, Outcome};
+use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
 use meshscope_e2e::outbound_text_line;
+use meshscope_e2e::run;
 use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::Sim;
 use serde_json::Value;
@@ -35,21 +35,13 @@ struct Run {
 }
 
 fn meshscope(kubeconfig: &Path, args: &[&str]) -> Run {
-    let mut argv = vec!["kubectl-meshscope"];
-    argv.extend_from_slice(args);
-    argv.extend([
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--istio-version",
-        ENGINE_VERSION,
-    ]);
-    let cli = Cli::try_parse_from(&argv).expect("arguments parse");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let outcome = run(cli, &mut out, &mut err).map_err(|e| format!("{e:#}"));
+    let mut all = args.to_vec();
+    all.extend(["--istio-version", ENGINE_VERSION]);
+    let r = run::meshscope_at(kubeconfig, &all);
     Run {
-        outcome,
-        stdout: String::from_utf8(out).unwrap(),
-        stderr: String::from_utf8(err).unwrap(),
+        outcome: r.outcome.map_err(|e| format!("{e:#}")),
+        stdout: r.stdout,
+        stderr: r.stderr,
     }
 }
 
@@ -276,6 +268,7 @@ fn setup(prefix: &str, slot: u64) -> Setup {
 
 #[test]
 fn verify_and_apply_wait_against_a_real_istiod() {
+    meshscope_e2e::needs_cluster!();
     let _serial = serial();
     let s = setup("vfy", 800);
     let log = s.log.path().to_str().unwrap().to_string();
@@ -524,6 +517,7 @@ fn scenario(s: &Setup, log: &str) {
 /// port-forward are real. RBAC is checked in one pass first.
 #[test]
 fn verify_reaches_istiod_through_a_port_forward() {
+    meshscope_e2e::needs_cluster!();
     let _serial = serial();
     use meshscope_e2e::cluster::repo_root;
     use meshscope_e2e::kubelet::{Forwards, Logs, StandInKubelet};
@@ -666,6 +660,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
 /// is connected to (found through every replica's `/debug/syncz`).
 #[test]
 fn verify_asks_the_replica_each_proxy_is_connected_to() {
+    meshscope_e2e::needs_cluster!();
     let _serial = serial();
     let s = setup("vrep", 900);
     let second = Istiod::start(s.c).expect("a second istiod starts");

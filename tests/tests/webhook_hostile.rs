@@ -6,15 +6,15 @@
 //! well-behaved /validate request is still answered promptly.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
+use std::net::{SocketAddr, TcpStream as StdStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs};
 use meshscope_e2e::cluster::{bin_dir, Cluster};
-use meshscope_shared::admission::Policy;
+use meshscope_e2e::setup::{webhook_files, WebhookFiles};
+use meshscope_test_support::net::free_port;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
@@ -22,44 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
-
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-/// The install's Namespace, ServiceAccount and RBAC, applied once.
-fn install_rbac(c: &Cluster) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let args = ManifestsArgs {
-            namespace: "meshscope-system".into(),
-            image: Some("meshscope-webhook:e2e".into()),
-            default_policy: Policy::Warn,
-            mutate_serviceentry_exportto: false,
-            istio_namespace: "istio-system".into(),
-            validity_days: 1,
-        };
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        let keep = [
-            "Namespace",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-        ];
-        for d in render(&args, &pki)
-            .unwrap()
-            .iter()
-            .filter(|d| keep.contains(&d["kind"].as_str().unwrap_or_default()))
-        {
-            c.apply(&serde_yaml::to_string(d).unwrap());
-        }
-    });
-}
 
 /// The test process may need more descriptors than a default soft limit.
 fn raise_fd_limit(want: u64) {
@@ -89,17 +51,11 @@ impl Webhook {
     /// Starts the binary with `flags` and waits for /readyz.
     fn start(flags: &[&str]) -> Webhook {
         let c = Cluster::shared();
-        install_rbac(c);
-        let dir = tempfile::tempdir().unwrap();
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
-        let kubeconfig = dir.path().join("webhook.kubeconfig");
-        std::fs::rename(
-            c.impersonating(SERVICE_ACCOUNT, dir.path()).unwrap(),
-            &kubeconfig,
-        )
-        .unwrap();
+        let WebhookFiles {
+            dir,
+            pki,
+            kubeconfig,
+        } = webhook_files(c);
         let log = dir.path().join("webhook.log");
         let bin = bin_dir().join("meshscope-webhook");
         assert!(
@@ -318,6 +274,7 @@ async fn closed_after<S: tokio::io::AsyncRead + Unpin>(s: &mut S, started: Insta
 
 #[tokio::test]
 async fn a_request_head_trickled_in_is_cut_off_at_the_header_timeout() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--header-read-timeout-seconds=1"]);
     let mut s = wh.tls().await;
     let started = Instant::now();
@@ -350,6 +307,7 @@ async fn a_request_head_trickled_in_is_cut_off_at_the_header_timeout() {
 
 #[tokio::test]
 async fn a_body_trickled_in_gets_408_at_the_body_timeout() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--body-read-timeout-seconds=1"]);
     let mut s = wh.tls().await;
     let started = Instant::now();
@@ -381,6 +339,7 @@ async fn a_body_trickled_in_gets_408_at_the_body_timeout() {
 
 #[tokio::test]
 async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a_real_request() {
+    meshscope_e2e::needs_cluster!();
     const IDLE: usize = 2000;
     const CAP: usize = 200;
     raise_fd_limit(IDLE as u64 + 512);
@@ -439,6 +398,7 @@ async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a
 
 #[tokio::test]
 async fn an_oversized_body_is_refused_without_being_held_in_memory() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--max-body-bytes=1048576"]);
     let before = rss_kib(wh.pid());
 
@@ -489,6 +449,7 @@ async fn an_oversized_body_is_refused_without_being_held_in_memory() {
 
 #[tokio::test]
 async fn handshake_garbage_and_silent_handshakes_are_dropped_and_the_server_keeps_serving() {
+    meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--handshake-timeout-seconds=1"]);
     // Random bytes instead of a ClientHello, and a ClientHello-looking
     // record header followed by random bytes.

@@ -13,20 +13,13 @@ use axum::http::{Request, StatusCode};
 use clap::{CommandFactory, Parser};
 use meshscope_shared::admission::{Config, MUTATED, VALIDATED};
 use meshscope_shared::{Inputs, MeshConfig, MeshSnapshot, Options};
+use meshscope_test_support::fixtures::yaml_docs as docs;
 use meshscope_webhook::{admin, Args, State, MUTATE_PATH, VALIDATE_PATH};
-use serde::Deserialize;
 use serde_json::Value;
 use tower::ServiceExt;
 
 fn deploy() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy")
-}
-
-fn docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .filter(|v| !v.is_null())
-        .collect()
 }
 
 /// deploy/base, file by file in kustomization order.

@@ -29,6 +29,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs};
 use meshscope_e2e::cluster::{repo_root, Cluster};
 use meshscope_shared::admission::Policy;
+use meshscope_test_support::net::free_port;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SerialNumber,
@@ -829,14 +830,6 @@ fn setup_cluster(kubeconfig: &Path) -> Result<()> {
     }
     kubectl(kubeconfig, &["apply", "-f", "-"], Some(&yaml))?;
     Ok(())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 // === the soak ===

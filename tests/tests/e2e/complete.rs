@@ -146,6 +146,7 @@ fn objects(c: &Cluster, prefix: &str) -> String {
 
 #[test]
 fn subcommands_complete_with_their_descriptions() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = complete(c, &[""]);
     for sub in [
@@ -166,6 +167,7 @@ fn subcommands_complete_with_their_descriptions() {
 
 #[test]
 fn flags_of_the_current_subcommand_complete_long_and_short() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = complete(c, &["audit", "-"]);
     for flag in [
@@ -196,6 +198,7 @@ fn flags_of_the_current_subcommand_complete_long_and_short() {
 
 #[test]
 fn enum_flag_values_complete() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = complete(c, &["audit", "-o", ""]);
     assert_eq!(a.values(), variants::<ReportOutput>());
@@ -215,6 +218,7 @@ fn enum_flag_values_complete() {
 
 #[test]
 fn namespaces_complete_from_the_cluster() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("cmpl-ns", &[]);
     let prefix = &ns[..ns.len() - 1];
@@ -228,6 +232,7 @@ fn namespaces_complete_from_the_cluster() {
 
 #[test]
 fn pod_names_complete_for_explain_and_verify_in_the_typed_namespace() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = objects(c, "cmpl-pods");
     let other = c.namespace("cmpl-other", &[]);
@@ -258,6 +263,7 @@ fn pod_names_complete_for_explain_and_verify_in_the_typed_namespace() {
 
 #[test]
 fn workload_and_impact_targets_complete_as_kind_slash_name() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = objects(c, "cmpl-targets");
     let a = complete(c, &["verify", "-n", &ns, ""]);
@@ -311,6 +317,7 @@ fn workload_and_impact_targets_complete_as_kind_slash_name() {
 
 #[test]
 fn the_context_flag_chooses_the_cluster_and_its_default_namespace() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = objects(c, "cmpl-ctx");
     let dir = tempfile::tempdir().unwrap();
@@ -366,6 +373,7 @@ fn the_context_flag_chooses_the_cluster_and_its_default_namespace() {
 
 #[test]
 fn finding_codes_complete_with_their_titles() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = complete(c, &["codes", ""]);
     let codes: Vec<&str> = CODES.iter().map(|d| d.code).collect();
@@ -376,6 +384,7 @@ fn finding_codes_complete_with_their_titles() {
 
 #[test]
 fn an_unreachable_cluster_yields_no_candidates_and_nothing_but_the_directive() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     // A server that accepts connections and never answers.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();

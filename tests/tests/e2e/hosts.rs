@@ -8,6 +8,7 @@ use std::path::Path;
 
 use kubectl_meshscope::Outcome;
 use meshscope_e2e::run::meshscope;
+use meshscope_test_support::access_log;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
@@ -30,7 +31,7 @@ fn egress_hosts(yaml: &str) -> Vec<String> {
 }
 
 fn line(src: &str, cluster: &str, dst: &str, authority: &str) -> String {
-    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
+    access_log::line(src, authority, cluster, dst)
 }
 
 const NAMESPACES: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: data\n  labels: {istio-injection: enabled}\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n";
@@ -250,6 +251,7 @@ fn a_hostname_in_several_namespaces_is_written_from_the_one_each_proxy_gets_and_
 /// plane's endpointslice controller writes from the pod's IP).
 #[test]
 fn live_under_n_a_headless_pod_ip_in_another_namespace_maps_back_through_its_endpoint_slice() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::cluster::Cluster;
     use meshscope_e2e::run::meshscope_at;
 

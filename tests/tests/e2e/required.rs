@@ -6,6 +6,7 @@
 //! `audit` (MS0013).
 
 use meshscope_e2e::run::meshscope;
+use meshscope_test_support::access_log::line as log_line;
 
 const MESH: &str = "\
 extensionProviders:
@@ -60,10 +61,6 @@ spec:
   - route:
     - destination: {host: istio-egressgateway.istio-system.svc.cluster.local, port: {number: 80}}
 "
-}
-
-fn log_line(src: &str, authority: &str, cluster: &str, dst: &str) -> String {
-    format!("[2026-01-01T00:00:00.000Z] \"GET / HTTP/1.1\" 200 - via_upstream - \"-\" 0 1 1 1 \"-\" \"x\" \"id\" \"{authority}\" \"{dst}\" {cluster} {src}:1 {dst} {src}:2 - default\n")
 }
 
 struct Files {

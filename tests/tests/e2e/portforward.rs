@@ -146,6 +146,7 @@ impl Drop for Cleanup<'_> {
 
 #[test]
 fn kube_port_forward_reaches_a_local_server_through_the_api_server_and_the_stand_in_kubelet() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     // A namespace left over by an interrupted run.
     clean(c, None);

@@ -12,7 +12,9 @@ use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::{plugin_binary, repo_root, Cluster};
 use meshscope_e2e::{LogForm, Scenario};
 
-use meshscope_e2e::run::{meshscope, Run};
+use meshscope_e2e::run::{meshscope, meshscope_at as live, Run};
+use meshscope_e2e::setup::deploy_scenario;
+use meshscope_test_support::audit_json;
 
 fn bookinfo(file: &str) -> String {
     repo_root()
@@ -191,17 +193,7 @@ fn no_headers_drops_the_header_row_of_every_table() {
 // === audit --code and --suppress ===
 
 fn codes_and_names(r: &Run) -> Vec<(String, String)> {
-    json(&r.stdout)["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["code"].as_str().unwrap().to_string(),
-                f["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    audit_json::codes_and_names(&r.stdout)
 }
 
 #[test]
@@ -503,35 +495,6 @@ fn quiet_silences_summaries_but_not_warnings_or_errors() {
 
 // === diff (live) ===
 
-/// The scenario's Deployments and Services in a fresh injected namespace,
-/// with the pods the controllers create given the scenario's IPs (as
-/// tests/live.rs does).
-fn deploy_scenario(c: &Cluster, prefix: &str) -> Scenario {
-    let ns = c.namespace(prefix, &[("istio-injection", "enabled")]);
-    let s = Scenario {
-        namespace: ns.clone(),
-        httpbins: 4,
-        sleeps: 2,
-        fanout: 2,
-        requests_per_edge: 2,
-        ..Scenario::reference()
-    };
-    c.apply(&s.live_manifests());
-    for (app, ips) in s.pod_ips() {
-        let pods = c.wait_pods(&ns, &app, ips.len()).unwrap();
-        for (pod, ip) in pods.iter().zip(ips) {
-            c.set_pod_ip(&ns, pod, &ip.to_string()).unwrap();
-        }
-    }
-    s
-}
-
-fn live(kubeconfig: &Path, args: &[&str]) -> Run {
-    let mut a: Vec<&str> = args.to_vec();
-    a.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
-    meshscope(&a)
-}
-
 fn sidecar_names(c: &Cluster, ns: &str) -> String {
     c.kubectl_ok(
         &[
@@ -548,6 +511,7 @@ fn sidecar_names(c: &Cluster, ns: &str) -> String {
 
 #[test]
 fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let s = deploy_scenario(c, "diff");
     let ns = s.namespace.clone();

@@ -6,20 +6,21 @@
 //! this run's label only. Everything goes through `kubectl apply`.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs, Pki};
+use kubectl_meshscope::webhook_cmd::{render, Pki};
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster};
-use meshscope_shared::admission::Policy;
+use meshscope_e2e::setup::{
+    install_webhook_rbac, webhook_files, webhook_manifests_args, WebhookFiles,
+};
+use meshscope_test_support::net::free_port;
 use serde_yaml::Value as Yaml;
 
 /// The label that sends a namespace to one test's webhook.
 const SCOPE_LABEL: &str = "meshscope-e2e/webhook";
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a Sidecar may take to reach the webhook's cache.
 const PROPAGATION: Duration = Duration::from_secs(20);
@@ -34,50 +35,11 @@ fn webhook_binary() -> PathBuf {
     p
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-fn manifests_args() -> ManifestsArgs {
-    ManifestsArgs {
-        namespace: "meshscope-system".into(),
-        image: Some("meshscope-webhook:e2e".into()),
-        default_policy: Policy::Warn,
-        mutate_serviceentry_exportto: false,
-        istio_namespace: "istio-system".into(),
-        validity_days: 1,
-    }
-}
-
-/// The install's Namespace, ServiceAccount and RBAC, applied once.
-fn install_rbac(c: &Cluster) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        let docs = render(&manifests_args(), &pki).unwrap();
-        let keep = [
-            "Namespace",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-        ];
-        for d in docs
-            .iter()
-            .filter(|d| keep.contains(&d["kind"].as_str().unwrap_or_default()))
-        {
-            c.apply(&serde_yaml::to_string(d).unwrap());
-        }
-    });
 }
 
 // === one webhook process ===
@@ -97,18 +59,11 @@ impl Webhook {
     /// Starts the binary, registers it, and waits until it rejects an
     /// unscoped Deployment in an enforce namespace.
     fn start(c: &'static Cluster, tag: &str, env: &[(&str, &str)]) -> Webhook {
-        install_rbac(c);
-        let dir = tempfile::tempdir().unwrap();
-        let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
-        std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
-        // KUBECONFIG is a ':'-separated list, and the user name has colons.
-        let kubeconfig = dir.path().join("webhook.kubeconfig");
-        std::fs::rename(
-            c.impersonating(SERVICE_ACCOUNT, dir.path()).unwrap(),
-            &kubeconfig,
-        )
-        .unwrap();
+        let WebhookFiles {
+            dir,
+            pki,
+            kubeconfig,
+        } = webhook_files(c);
         let log = dir.path().join("webhook.log");
         let spawn = |port: u16, admin_port: u16| {
             Command::new(webhook_binary())
@@ -156,7 +111,7 @@ impl Webhook {
     /// The install's webhook configurations, pointed at this process by URL
     /// and narrowed to this webhook's namespaces.
     fn register(&self, c: &Cluster, pki: &Pki) {
-        let docs = render(&manifests_args(), pki).unwrap();
+        let docs = render(&webhook_manifests_args(), pki).unwrap();
         for mut doc in docs.into_iter().filter(|d| {
             d["kind"]
                 .as_str()
@@ -399,6 +354,7 @@ fn recommend(ns: &str, name: &str, manifests: &str, dir: &Path) -> String {
 
 #[test]
 fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "enf", &[]);
     let ns = wh.namespace(c, "enforce");
@@ -457,6 +413,7 @@ fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
 
 #[test]
 fn warn_admits_an_unscoped_deployment_with_a_warning_kubectl_shows() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "warn", &[]);
     let ns = wh.namespace(c, "warn");
@@ -508,6 +465,7 @@ fn warn_admits_an_unscoped_deployment_with_a_warning_kubectl_shows() {
 
 #[test]
 fn server_side_dry_run_gets_the_same_decisions_and_persists_nothing() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "dry", &[]);
     let strict = wh.namespace(c, "enforce");
@@ -543,6 +501,7 @@ fn server_side_dry_run_gets_the_same_decisions_and_persists_nothing() {
 
 #[test]
 fn a_dns_service_entry_without_export_to_is_rejected_in_enforce_mode() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(
         c,
@@ -565,6 +524,7 @@ fn a_dns_service_entry_without_export_to_is_rejected_in_enforce_mode() {
 
 #[test]
 fn mutate_mode_sets_export_to_here_instead() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(
         c,
@@ -614,6 +574,7 @@ fn mutate_mode_sets_export_to_here_instead() {
 
 #[test]
 fn applies_still_succeed_when_the_webhook_is_stopped() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let mut wh = Webhook::start(c, "down", &[]);
     let ns = wh.namespace(c, "enforce");
@@ -644,8 +605,9 @@ fn applies_still_succeed_when_the_webhook_is_stopped() {
 
 #[test]
 fn the_generated_install_is_accepted_by_the_api_server() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
-    install_rbac(c);
+    install_webhook_rbac(c);
     let o = Command::new(plugin_binary())
         .args(["webhook", "manifests"])
         .output()
@@ -670,6 +632,7 @@ fn the_generated_install_is_accepted_by_the_api_server() {
 
 #[test]
 fn a_deployment_scoped_by_another_workloads_generated_sidecar_is_admitted_with_ms0012() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let wh = Webhook::start(c, "ms12", &[]);
     let ns = wh.namespace(c, "enforce");

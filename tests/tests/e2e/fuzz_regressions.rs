@@ -5,7 +5,7 @@
 //! fails its test, naming the files. With `MESHSCOPE_FUZZ_CORPUS` set to a
 //! directory of `<target>/` corpora, those are replayed too.
 
-#[path = "../../fuzz/src/lib.rs"]
+#[path = "../../../fuzz/src/lib.rs"]
 mod bodies;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

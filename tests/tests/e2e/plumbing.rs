@@ -82,6 +82,7 @@ fn unavailable_server() -> u16 {
 
 #[test]
 fn a_hung_api_server_fails_within_the_request_timeout_with_one_line() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let dir = tempfile::tempdir().unwrap();
     let hung = hung_server();
@@ -192,6 +193,7 @@ fn request_timeout_takes_kubectls_syntax() {
 
 #[test]
 fn a_kubeconfig_list_skips_missing_files_and_merges_the_rest() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("kclist", &[]);
     let dir = tempfile::tempdir().unwrap();
@@ -259,6 +261,7 @@ fn one_line(e: &str) {
 
 #[test]
 fn kubeconfig_errors_name_the_cause_and_the_fix_once() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -335,6 +338,7 @@ fn kubeconfig_errors_name_the_cause_and_the_fix_once() {
 
 #[test]
 fn connection_errors_are_one_line_each() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -407,6 +411,7 @@ fn deployment(ns: &str, name: &str) -> String {
 
 #[test]
 fn a_user_who_may_read_one_namespace_gets_a_result_limited_to_it() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("nsread", &[("istio-injection", "enabled")]);
     c.apply(&deployment(&ns, "web"));
@@ -449,6 +454,7 @@ fn a_user_who_may_read_one_namespace_gets_a_result_limited_to_it() {
 
 #[test]
 fn a_user_without_permissions_gets_one_role_for_everything_missing() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("noperm", &[("istio-injection", "enabled")]);
     let dir = tempfile::tempdir().unwrap();
@@ -543,6 +549,7 @@ fn quota(c: &Cluster, ns: &str, n: u32) {
 
 #[test]
 fn apply_exits_2_when_every_object_fails_alike_and_1_when_some_do() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     // Every Sidecar refused the same way: an error, said once.
     let ns = c.namespace("applyall", &[("istio-injection", "enabled")]);

@@ -6,54 +6,15 @@ use std::process::Command;
 
 use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster, Prometheus};
-use meshscope_e2e::{sidecar_hosts as sidecars, LogForm, Scenario};
+use meshscope_e2e::{sidecar_hosts as sidecars, LogForm};
 
 use meshscope_e2e::run::meshscope_at as meshscope;
-
-fn codes(json: &str) -> Vec<(String, String)> {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["code"].as_str().unwrap().to_string(),
-                f["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-/// Creates the scenario's Deployments and Services in a fresh injected
-/// namespace and gives the pods the controllers create the scenario's IPs.
-fn deploy_scenario(c: &Cluster, prefix: &str) -> Scenario {
-    deploy_scenario_with(c, prefix, |m| m)
-}
-
-/// As `deploy_scenario`, with the manifests edited first.
-fn deploy_scenario_with(c: &Cluster, prefix: &str, edit: impl Fn(String) -> String) -> Scenario {
-    let ns = c.namespace(prefix, &[("istio-injection", "enabled")]);
-    let s = Scenario {
-        namespace: ns.clone(),
-        httpbins: 4,
-        sleeps: 2,
-        fanout: 2,
-        requests_per_edge: 2,
-        ..Scenario::reference()
-    };
-    c.apply(&edit(s.live_manifests()));
-    for (app, ips) in s.pod_ips() {
-        let pods = c.wait_pods(&ns, &app, ips.len()).unwrap();
-        for (pod, ip) in pods.iter().zip(ips) {
-            c.set_pod_ip(&ns, pod, &ip.to_string()).unwrap();
-        }
-    }
-    s
-}
+use meshscope_e2e::setup::{deploy_scenario, deploy_scenario_with};
+use meshscope_test_support::audit_json::codes_and_names as codes;
 
 #[test]
 fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("audit", &[("istio-injection", "enabled")]);
     c.apply(&format!(
@@ -88,6 +49,7 @@ fn audit_live_finds_unscoped_workloads_and_dns_service_entries() {
 
 #[test]
 fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let s = deploy_scenario(c, "flow");
     let ns = s.namespace.clone();
@@ -318,6 +280,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
 
 #[test]
 fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("owner", &[("istio-injection", "enabled")]);
     c.apply(&format!(
@@ -379,6 +342,7 @@ fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing
 
 #[test]
 fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suffices() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("rbac", &[("istio-injection", "enabled")]);
     let dir = tempfile::tempdir().unwrap();
@@ -427,6 +391,7 @@ fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suff
 
 #[test]
 fn an_unreachable_api_server_is_one_line_naming_the_url() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let text = std::fs::read_to_string(&c.kubeconfig).unwrap();
     let mut v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
@@ -475,6 +440,7 @@ fn proxy_ip(line: &str) -> Option<String> {
 
 #[test]
 fn recommend_from_pod_logs_reads_each_istio_proxy_log_through_the_api_server() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
     let c = Cluster::shared();
     // Injected pods carry an istio-proxy container; the API server refuses
@@ -611,6 +577,7 @@ fn recommend_from_pod_logs_reads_each_istio_proxy_log_through_the_api_server() {
 
 #[test]
 fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = c.namespace("impa", &[("istio-injection", "enabled")]);
     let b = c.namespace("impb", &[("istio-injection", "enabled")]);
@@ -674,6 +641,7 @@ fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
 /// workload that is not running yet the namespace default scopes it.
 #[test]
 fn the_ms0001_fix_commands_work_as_printed() {
+    meshscope_e2e::needs_cluster!();
     use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
     use meshscope_e2e::outbound_text_line;
 

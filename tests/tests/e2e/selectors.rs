@@ -13,6 +13,7 @@ use std::process::Command;
 
 use meshscope_e2e::cluster::{plugin_binary, Cluster};
 use meshscope_e2e::world::server_side_apply;
+use meshscope_test_support::audit_json;
 use serde_json::Value;
 
 /// `kubectl-meshscope ARGS` with KUBECONFIG set: exit code, stdout, stderr.
@@ -73,22 +74,12 @@ fn live_selector(c: &Cluster, ns: &str, name: &str) -> Value {
 fn audit_codes(c: &Cluster, ns: &str) -> Vec<(String, String)> {
     let (code, out, err) = binary(&c.kubeconfig, &["audit", "-n", ns, "-o", "json"]);
     assert!(code == 0 || code == 1, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    v["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["code"].as_str().unwrap().to_string(),
-                f["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    audit_json::codes_and_names(&out)
 }
 
 #[test]
 fn recommended_selectors_stay_true_for_deployments_canaries_and_jobs() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("stable", &[("istio-injection", "enabled")]);
     let mut y = String::new();
@@ -207,6 +198,7 @@ fn recommended_selectors_stay_true_for_deployments_canaries_and_jobs() {
 
 #[test]
 fn an_older_sidecar_selecting_another_workload_is_ms0012_until_apply_replaces_its_selector() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("overlap", &[("istio-injection", "enabled")]);
     let reviews = "{app: reviews, version: v2}";
@@ -299,6 +291,7 @@ fn an_older_sidecar_selecting_another_workload_is_ms0012_until_apply_replaces_it
 
 #[test]
 fn a_workload_name_longer_than_a_label_value_is_labelled_cut_and_pruned_by_its_full_name() {
+    meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("longname", &[("istio-injection", "enabled")]);
     let name = format!("checkout-{}", "x".repeat(70));

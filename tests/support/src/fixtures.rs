@@ -1,22 +1,30 @@
-//! Helpers every test file of the scope crate uses: a snapshot from YAML,
-//! observations from access-log lines, labels, a Sidecar's hosts.
-#![allow(dead_code)] // each test crate uses its own subset
+//! Inputs and snapshots from multi-document YAML, and small value builders.
 
 use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::recommend;
 use meshscope_shared::snapshot::{Labels, MeshSnapshot};
 use meshscope_shared::{Inputs, Options};
 
+/// The documents of a multi-document YAML stream, empty ones dropped.
+pub fn yaml_docs(yaml: &str) -> Vec<serde_json::Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &serde_json::Value| !v.is_null())
+        .collect()
+}
+
+/// The inputs of a multi-document YAML stream.
+pub fn inputs(yaml: &str) -> Inputs {
+    let mut inputs = Inputs::default();
+    for v in yaml_docs(yaml) {
+        inputs.add(v).unwrap();
+    }
+    inputs
+}
+
 /// The snapshot of a multi-document YAML stream, with `options`.
 pub fn snap_with(yaml: &str, options: Options) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    MeshSnapshot::build(&inputs, options).unwrap()
+    MeshSnapshot::build(&inputs(yaml), options).unwrap()
 }
 
 /// The snapshot of a multi-document YAML stream, with the default options.
@@ -33,6 +41,7 @@ pub fn observe(s: &MeshSnapshot, logs: &str) -> Observations {
     ing.finish()
 }
 
+/// Labels from `(key, value)` pairs.
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()

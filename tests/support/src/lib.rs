@@ -1,0 +1,15 @@
+//! Test-only machinery shared by every test crate of the workspace
+//! (`shared/tests`, `webhook/tests`, `tests/tests` and meshscope-e2e's
+//! library): build a snapshot from YAML, write access-log lines, find a
+//! free port, and reach the Istio inputs that live outside the repository
+//! (skipping visibly when they are absent). The cluster, istiod and CLI
+//! machinery, which needs kube and the plugin, is in meshscope-e2e.
+//!
+//! Nothing here is used by a product crate.
+
+pub mod access_log;
+pub mod audit_json;
+pub mod fixtures;
+pub mod net;
+pub mod outside;
+pub mod shape;

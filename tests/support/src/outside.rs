@@ -1,0 +1,62 @@
+//! Inputs that live outside the repository, in the directory next to it
+//! (`<repo>/../shared`, or `$MESHSCOPE_SHARED_DIR`): Istio's CRDs
+//! (`crds/istio-crds.yaml`, which the test control plane installs) and
+//! Istio's own test inputs (`istio-testdata/`, copied from istio/istio
+//! 1.31). A plain clone has neither; the tests that need them say on stderr
+//! that they were skipped and why, and pass.
+
+use std::path::{Path, PathBuf};
+
+/// The directory next to the repository that holds Istio's CRDs and test
+/// data.
+pub fn shared_dir() -> PathBuf {
+    std::env::var_os("MESHSCOPE_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let root = repo_root();
+            match root.parent() {
+                Some(parent) => parent.join("shared"),
+                None => root.join("../shared"),
+            }
+        })
+}
+
+/// The repository's root (without `..` in it, so that messages name it
+/// plainly).
+pub fn repo_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// `rel` under `istio-testdata/`, or `None` (with a line on stderr naming
+/// the missing directory) when Istio's test inputs are not there.
+pub fn istio_testdata(test: &str, rel: &str) -> Option<PathBuf> {
+    let dir = shared_dir().join("istio-testdata");
+    if !dir.is_dir() {
+        skipped(test, &dir);
+        return None;
+    }
+    Some(dir.join(rel))
+}
+
+/// Istio's CRDs, or `None` (with a line on stderr) when they are not there.
+pub fn istio_crds(test: &str) -> Option<PathBuf> {
+    let file = shared_dir().join("crds/istio-crds.yaml");
+    if !file.is_file() {
+        skipped(test, &file);
+        return None;
+    }
+    Some(file)
+}
+
+/// Says on stderr that `test` was skipped. Written to the stderr handle,
+/// not with `eprintln!`, which the test harness captures and shows only for
+/// failing tests: a skip must show in a passing run.
+fn skipped(test: &str, missing: &Path) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: {} is missing (Istio's inputs live outside the repository; set MESHSCOPE_SHARED_DIR to the directory holding them)",
+        missing.display()
+    );
+}
