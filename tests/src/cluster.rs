@@ -122,9 +122,9 @@ impl Cluster {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
-    /// The resourceVersion of Sidecar `ns/name`: what tells a test that
-    /// an object was not written.
-    pub fn sidecar_resource_version(&self, ns: &str, name: &str) -> String {
+    /// A JSONPath of Sidecar `ns/name`, as `kubectl get -o jsonpath=` prints it.
+    pub fn sidecar_jsonpath(&self, ns: &str, name: &str, path: &str) -> String {
+        let output = format!("jsonpath={path}");
         self.kubectl_ok(
             &[
                 "get",
@@ -133,10 +133,68 @@ impl Cluster {
                 "-n",
                 ns,
                 "-o",
-                "jsonpath={.metadata.resourceVersion}",
+                &output,
             ],
             None,
         )
+    }
+
+    /// The resourceVersion of Sidecar `ns/name`: what tells a test that
+    /// an object was not written.
+    pub fn sidecar_resource_version(&self, ns: &str, name: &str) -> String {
+        self.sidecar_jsonpath(ns, name, "{.metadata.resourceVersion}")
+    }
+
+    /// The Sidecars of `ns`, as `kubectl get -o name` prints them.
+    pub fn sidecar_names(&self, ns: &str) -> String {
+        self.kubectl_ok(
+            &[
+                "get",
+                "sidecars.networking.istio.io",
+                "-n",
+                ns,
+                "-o",
+                "name",
+            ],
+            None,
+        )
+    }
+
+    /// Installs the shipped read-only ClusterRole
+    /// (`deploy/rbac/meshscope-reader.yaml`) and binds it to `user`.
+    pub fn bind_reader(&self, user: &str) {
+        let reader = repo_root().join("deploy/rbac/meshscope-reader.yaml");
+        let path = reader.to_str().expect("the repository path is UTF-8");
+        self.kubectl_ok(&["apply", "-f", path], None);
+        let subject = format!("--user={user}");
+        self.kubectl_ok(
+            &[
+                "create",
+                "clusterrolebinding",
+                user,
+                "--clusterrole=meshscope-reader",
+                &subject,
+            ],
+            None,
+        );
+    }
+
+    /// Deletes pod `ns/name` at once (no kubelet will ever confirm a
+    /// graceful stop here), ignoring whether it exists.
+    pub fn force_delete_pod(&self, ns: &str, name: &str) {
+        let _ = self.kubectl(
+            &[
+                "delete",
+                "pod",
+                name,
+                "-n",
+                ns,
+                "--grace-period=0",
+                "--force",
+                "--ignore-not-found",
+            ],
+            None,
+        );
     }
 
     pub fn apply(&self, yaml: &str) {

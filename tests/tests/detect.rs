@@ -66,31 +66,9 @@ fn version_and_cluster_domain_come_from_istiod_and_the_proxies() {
         );
     });
     // Leave no 1.31/1.32 pods behind for the other live tests to detect.
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            "web-0",
-            "-n",
-            &ns,
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
+    c.force_delete_pod(&ns, "web-0");
     let _ = c.kubectl(&["delete", "namespace", &ns, "--wait=false"], None);
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            &pod,
-            "-n",
-            "istio-system",
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
+    c.force_delete_pod("istio-system", &pod);
     if let Err(p) = result {
         std::panic::resume_unwind(p);
     }

@@ -175,19 +175,7 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
     let istiod = Istiod::start(c).expect("istiod starts");
     let istiod_pod = "istiod-examples";
     // An interrupted earlier run may have left it bound to its node.
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            istiod_pod,
-            "-n",
-            "istio-system",
-            "--grace-period=0",
-            "--force",
-            "--ignore-not-found",
-        ],
-        None,
-    );
+    c.force_delete_pod("istio-system", istiod_pod);
     let mut forwards = Forwards::new();
     forwards.insert(
         format!("istio-system/{istiod_pod}:15014"),
@@ -261,18 +249,7 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
             ));
         }
     }
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            istiod_pod,
-            "-n",
-            "istio-system",
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
+    c.force_delete_pod("istio-system", istiod_pod);
     remove_bookinfo(c);
     let _ = c.kubectl(&["delete", "node", &node], None);
     drop(istiod);

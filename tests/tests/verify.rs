@@ -574,18 +574,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
         );
 
         // A reader may not port-forward: one error naming everything missing.
-        let reader = repo_root().join("deploy/rbac/meshscope-reader.yaml");
-        c.kubectl_ok(&["apply", "-f", reader.to_str().unwrap()], None);
-        c.kubectl_ok(
-            &[
-                "create",
-                "clusterrolebinding",
-                &user,
-                "--clusterrole=meshscope-reader",
-                &format!("--user={user}"),
-            ],
-            None,
-        );
+        c.bind_reader(&user);
         let kc = c.impersonating(&user, dir.path()).unwrap();
         let r = meshscope(&kc, &["verify", "-n", &s.ns]);
         let e = r.outcome.unwrap_err();
@@ -633,18 +622,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
         ],
         None,
     );
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            &pod,
-            "-n",
-            "istio-system",
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
+    c.force_delete_pod("istio-system", &pod);
     let _ = c.kubectl(&["delete", "node", &node], None);
     s.sim.close();
     if let Err(e) = s.sc.world.delete(c) {

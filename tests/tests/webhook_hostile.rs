@@ -5,8 +5,7 @@
 //! off in time, memory and file descriptors stay bounded) and that a
 //! well-behaved /validate request is still answered promptly.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream as StdStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -14,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use meshscope_e2e::cluster::{bin_dir, Cluster};
 use meshscope_e2e::setup::{webhook_files, WebhookFiles};
-use meshscope_test_support::net::free_port;
+use meshscope_test_support::net::{admin_get, free_port, rss_kib};
+
+/// How long a read of the admin port may stall.
+const ADMIN_READ: Duration = Duration::from_secs(10);
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
@@ -122,7 +124,7 @@ impl Webhook {
     }
 
     fn metrics(&self) -> String {
-        admin_get(self.admin_port, "/metrics").1
+        admin_get(self.admin_port, "/metrics", ADMIN_READ).1
     }
 
     /// One metric's value (a line `name value`, labels included in `name`).
@@ -187,7 +189,8 @@ fn wait_ready(child: &mut Child, admin_port: u16, log: &PathBuf) -> Result<(), S
         if let Some(status) = child.try_wait().unwrap() {
             return Err(format!("exited ({status}):\n{text}"));
         }
-        if text.contains("meshscope-webhook starting") && admin_get(admin_port, "/readyz").0 == 200
+        if text.contains("meshscope-webhook starting")
+            && admin_get(admin_port, "/readyz", ADMIN_READ).0 == 200
         {
             return Ok(());
         }
@@ -197,24 +200,6 @@ fn wait_ready(child: &mut Child, admin_port: u16, log: &PathBuf) -> Result<(), S
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn admin_get(port: u16, path: &str) -> (u16, String) {
-    let Ok(mut s) = StdStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, out)
 }
 
 /// A DELETE review: allowed whatever the caches hold.
@@ -243,14 +228,9 @@ async fn read_response<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> (u16, Stri
     (status, text)
 }
 
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
+/// The webhook's resident memory, in KiB.
+fn webhook_rss(wh: &Webhook) -> u64 {
+    rss_kib(wh.pid()).expect("the webhook's VmRSS")
 }
 
 fn open_fds(pid: u32) -> usize {
@@ -350,7 +330,7 @@ async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a
         "--handshake-timeout-seconds=60",
     ]);
     let base_fds = open_fds(wh.pid());
-    let base_rss = rss_kib(wh.pid());
+    let base_rss = webhook_rss(&wh);
     // Half complete the handshake and send nothing, half never start it.
     let mut idle: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
     for i in 0..IDLE {
@@ -385,7 +365,7 @@ async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a
     for _ in 0..5 {
         wh.still_serves().await;
     }
-    let rss = rss_kib(wh.pid());
+    let rss = webhook_rss(&wh);
     assert!(
         rss < base_rss + 64 * 1024,
         "RSS grew from {base_rss} KiB to {rss} KiB"
@@ -400,7 +380,7 @@ async fn two_thousand_idle_connections_hold_at_most_the_cap_and_leave_room_for_a
 async fn an_oversized_body_is_refused_without_being_held_in_memory() {
     meshscope_e2e::needs_cluster!();
     let wh = Webhook::start(&["--max-body-bytes=1048576"]);
-    let before = rss_kib(wh.pid());
+    let before = webhook_rss(&wh);
 
     // Declared too large: refused before a byte of it is read.
     let mut s = wh.tls().await;
@@ -438,7 +418,7 @@ async fn an_oversized_body_is_refused_without_being_held_in_memory() {
     writer.abort();
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("cannot read the request body"), "{text}");
-    let after = rss_kib(wh.pid());
+    let after = webhook_rss(&wh);
     assert!(
         after < before + 32 * 1024,
         "RSS grew from {before} KiB to {after} KiB for a 1 MiB limit"

@@ -118,18 +118,7 @@ fn without_subject(f: &Finding) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meshscope_shared::audit::Severity;
-
-    fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: &str) -> Finding {
-        Finding {
-            code,
-            severity: Severity::Warning,
-            kind: kind.into(),
-            namespace: ns.into(),
-            name: name.into(),
-            message: message.into(),
-        }
-    }
+    use crate::request::suppress::tests::finding;
 
     #[test]
     fn the_table_message_drops_the_repeated_subject() {

@@ -3,7 +3,7 @@
 //! a raw flag. Each check keeps the error text it had when the commands
 //! made it; the order of the checks is the order they were made in.
 
-mod suppress;
+pub(crate) mod suppress;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

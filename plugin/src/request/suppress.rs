@@ -87,11 +87,18 @@ fn glob(pattern: &str, text: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use meshscope_shared::audit::Severity;
 
-    fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: &str) -> Finding {
+    /// A warning finding, for the tests of suppressions and of audit's table.
+    pub(crate) fn finding(
+        code: &'static str,
+        kind: &str,
+        ns: &str,
+        name: &str,
+        message: &str,
+    ) -> Finding {
         Finding {
             code,
             severity: Severity::Warning,

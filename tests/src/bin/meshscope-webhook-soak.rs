@@ -29,7 +29,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs};
 use meshscope_e2e::cluster::{repo_root, Cluster};
 use meshscope_shared::admission::Policy;
-use meshscope_test_support::net::free_port;
+use meshscope_test_support::net::{admin_get, free_port, rss_kib};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SerialNumber,
@@ -40,6 +40,9 @@ use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsConnector;
+
+/// How long a read of the admin port may stall.
+const ADMIN_READ: Duration = Duration::from_secs(2);
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:meshscope-system:meshscope-webhook";
 const NS_ENFORCE: &str = "soak-enforce";
@@ -639,41 +642,6 @@ fn rotate(pki: &Pki, dir: &Path, n: usize) -> Result<Vec<u8>> {
 
 // === processes ===
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn admin_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
 fn proc_starttime(pid: u32) -> Option<String> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = s.rsplit_once(") ")?.1;
@@ -931,7 +899,7 @@ async fn soak(args: Args) -> Result<bool> {
         .context("start the webhook")?;
     let pid = webhook.id();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while admin_get(admin_port, "/readyz").0 != 200 {
+    while admin_get(admin_port, "/readyz", ADMIN_READ).0 != 200 {
         if Instant::now() > deadline || webhook.try_wait()?.is_some() {
             bail!(
                 "the webhook did not get ready: {}",
@@ -1109,14 +1077,16 @@ async fn soak(args: Args) -> Result<bool> {
                         start.elapsed().as_secs_f64()
                     );
                 }
-                let (code, body) =
-                    tokio::task::spawn_blocking(move || admin_get(admin_port, "/readyz"))
-                        .await
-                        .unwrap();
-                let (_, metrics) =
-                    tokio::task::spawn_blocking(move || admin_get(admin_port, "/metrics"))
-                        .await
-                        .unwrap();
+                let (code, body) = tokio::task::spawn_blocking(move || {
+                    admin_get(admin_port, "/readyz", ADMIN_READ)
+                })
+                .await
+                .unwrap();
+                let (_, metrics) = tokio::task::spawn_blocking(move || {
+                    admin_get(admin_port, "/metrics", ADMIN_READ)
+                })
+                .await
+                .unwrap();
                 // Fresh only on a clear answer: 200 "ok" and the gauge at 0
                 // (a failed probe says nothing).
                 let fresh_reply = code == 200
@@ -1239,10 +1209,10 @@ async fn soak(args: Args) -> Result<bool> {
         }
         let t = scheduled.duration_since(start);
         if rss_before == 0 && t >= Duration::from_secs(2) {
-            rss_before = rss_kib(pid);
+            rss_before = rss_kib(pid).unwrap_or(0);
         }
         if !sigterm_sent && scheduled >= end && rss_after == 0 {
-            rss_after = rss_kib(pid);
+            rss_after = rss_kib(pid).unwrap_or(0);
         }
         if !sigterm_sent && scheduled >= sigterm_time {
             *sigterm_at.lock().unwrap() = Some(Instant::now());

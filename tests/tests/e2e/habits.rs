@@ -496,17 +496,7 @@ fn quiet_silences_summaries_but_not_warnings_or_errors() {
 // === diff (live) ===
 
 fn sidecar_names(c: &Cluster, ns: &str) -> String {
-    c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            "-n",
-            ns,
-            "-o",
-            "name",
-        ],
-        None,
-    )
+    c.sidecar_names(ns)
 }
 
 #[test]

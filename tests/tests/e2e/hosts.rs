@@ -330,18 +330,7 @@ fn live_under_n_a_headless_pod_ip_in_another_namespace_maps_back_through_its_end
     );
     // With no kubelet, a pod bound to a node stays Terminating until forced;
     // the namespaces must be gone before other tests read the cluster.
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            "db-0",
-            "-n",
-            &data,
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
+    c.force_delete_pod(&data, "db-0");
     let _ = c.kubectl(
         &[
             "delete",

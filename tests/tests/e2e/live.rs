@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use kubectl_meshscope::Outcome;
-use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster, Prometheus};
+use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster, Prometheus};
 use meshscope_e2e::{sidecar_hosts as sidecars, LogForm};
 
 use meshscope_e2e::run::meshscope_at as meshscope;
@@ -142,17 +142,10 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         mine_before,
         "user-owned Sidecar untouched"
     );
-    let managed_by = c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            "sleep-1-deployment-meshscope",
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.metadata.managedFields[*].manager}",
-        ],
-        None,
+    let managed_by = c.sidecar_jsonpath(
+        &ns,
+        "sleep-1-deployment-meshscope",
+        "{.metadata.managedFields[*].manager}",
     );
     assert!(managed_by.contains("kubectl-meshscope"), "{managed_by}");
 
@@ -261,17 +254,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         "{}",
         r.stdout
     );
-    let left = c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            "-n",
-            &ns,
-            "-o",
-            "name",
-        ],
-        None,
-    );
+    let left = c.sidecar_names(&ns);
     assert!(
         !left.contains("httpbin-3-deployment-meshscope") && left.contains("/mine"),
         "{left}"
@@ -306,17 +289,7 @@ fn apply_never_takes_over_a_sidecar_it_does_not_own_and_dry_runs_persist_nothing
             r.stdout
         );
     }
-    let listed = c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            "-n",
-            &ns,
-            "-o",
-            "name",
-        ],
-        None,
-    );
+    let listed = c.sidecar_names(&ns);
     assert!(!listed.contains("api-deployment-meshscope"), "{listed}");
     let r = meshscope(&c.kubeconfig, &["apply", "-n", &ns, "--allow-idle"]);
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
@@ -357,19 +330,8 @@ fn rbac_denials_name_the_verb_resource_and_minimal_role_and_the_reader_role_suff
     assert!(!e.contains('\u{1b}'));
 
     // The shipped read-only ClusterRole is enough for audit.
-    let reader = repo_root().join("deploy/rbac/meshscope-reader.yaml");
-    c.kubectl_ok(&["apply", "-f", reader.to_str().unwrap()], None);
     let user = format!("meshscope-reader-{ns}");
-    c.kubectl_ok(
-        &[
-            "create",
-            "clusterrolebinding",
-            &user,
-            "--clusterrole=meshscope-reader",
-            &format!("--user={user}"),
-        ],
-        None,
-    );
+    c.bind_reader(&user);
     let reader_kc = c.impersonating(&user, dir.path()).unwrap();
     let r = meshscope(&reader_kc, &["audit", "-n", &ns]);
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);

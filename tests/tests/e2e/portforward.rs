@@ -100,19 +100,7 @@ async fn read_response(s: &mut (impl AsyncRead + Unpin)) -> String {
 /// Removes the test's objects. The pod is bound to a node with no real
 /// kubelet to confirm its deletion, so it goes with grace period 0.
 fn clean(c: &Cluster, node: Option<&str>) -> bool {
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "pod",
-            POD,
-            "-n",
-            NS,
-            "--grace-period=0",
-            "--force",
-            "--ignore-not-found",
-        ],
-        None,
-    );
+    c.force_delete_pod(NS, POD);
     let ns = c.kubectl(
         &[
             "delete",

@@ -56,18 +56,7 @@ fn selector(objects: &[(String, Value)], name: &str) -> Value {
 }
 
 fn live_selector(c: &Cluster, ns: &str, name: &str) -> Value {
-    let out = c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            name,
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.spec.workloadSelector.labels}",
-        ],
-        None,
-    );
+    let out = c.sidecar_jsonpath(ns, name, "{.spec.workloadSelector.labels}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
@@ -305,19 +294,8 @@ fn a_workload_name_longer_than_a_label_value_is_labelled_cut_and_pruned_by_its_f
     let (code, _, err) = binary(&c.kubeconfig, &["apply", "-n", &ns, "--allow-idle"]);
     assert_eq!(code, 0, "{err}");
     let sidecar = format!("{name}-deployment-meshscope");
-    let meta: Value = serde_json::from_str(&c.kubectl_ok(
-        &[
-            "get",
-            "sidecars.networking.istio.io",
-            &sidecar,
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.metadata}",
-        ],
-        None,
-    ))
-    .unwrap();
+    let meta: Value =
+        serde_json::from_str(&c.sidecar_jsonpath(&ns, &sidecar, "{.metadata}")).unwrap();
     let label = meta["labels"]["meshscope.io/workload-name"]
         .as_str()
         .unwrap();
