@@ -109,6 +109,25 @@ pub struct Recommendation {
 }
 
 impl Recommendation {
+    /// A recommendation for `workloads` in `ns` before anything is
+    /// decided: skipped with no reason yet, no hosts, the current estimate.
+    fn undecided(workloads: Vec<WorkloadId>, ns: &str, before: ConfigEstimate) -> Recommendation {
+        Recommendation {
+            workloads,
+            namespace: ns.to_string(),
+            outcome: Outcome::Skipped(String::new()),
+            dependencies: Vec::new(),
+            not_visible: Vec::new(),
+            required: Vec::new(),
+            unknown: Vec::new(),
+            edges: Vec::new(),
+            before,
+            after: None,
+            requests: 0,
+            notes: Vec::new(),
+        }
+    }
+
     pub fn sidecar(&self) -> Option<&Sidecar> {
         match &self.outcome {
             Outcome::Sidecar { object, .. } => Some(object),
@@ -287,20 +306,7 @@ fn recommend_workload(
     let labels = snap.workload_labels(w);
     let selection = snap.select_sidecar(ns, labels);
     let before = eval.estimate_for(selection.source, ns, wl.inbound);
-    let mut rec = Recommendation {
-        workloads: vec![w],
-        namespace: ns.to_string(),
-        outcome: Outcome::Skipped(String::new()),
-        dependencies: Vec::new(),
-        not_visible: Vec::new(),
-        required: Vec::new(),
-        unknown: Vec::new(),
-        edges: Vec::new(),
-        before,
-        after: None,
-        requests: 0,
-        notes: Vec::new(),
-    };
+    let mut rec = Recommendation::undecided(vec![w], ns, before);
     let empty = WorkloadTraffic::default();
     let traffic = obs.of(w);
     let t = traffic.unwrap_or(&empty);
@@ -476,20 +482,7 @@ fn recommend_namespace(
         .filter(|s| snap.sidecars[*s].selector.is_none())
         .collect();
     let before = eval.estimate_for(crate::scope::ScopeSource::Implicit, ns, Default::default());
-    let mut rec = Recommendation {
-        workloads: ws.to_vec(),
-        namespace: ns.to_string(),
-        outcome: Outcome::Skipped(String::new()),
-        dependencies: Vec::new(),
-        not_visible: Vec::new(),
-        required: Vec::new(),
-        unknown: Vec::new(),
-        edges: Vec::new(),
-        before,
-        after: None,
-        requests: 0,
-        notes: Vec::new(),
-    };
+    let mut rec = Recommendation::undecided(ws.to_vec(), ns, before);
     let traffic: Vec<&WorkloadTraffic> = ws.iter().filter_map(|w| obs.of(*w)).collect();
     let mut current = Vec::new();
     for &w in ws {
