@@ -495,10 +495,6 @@ fn quiet_silences_summaries_but_not_warnings_or_errors() {
 
 // === diff (live) ===
 
-fn sidecar_names(c: &Cluster, ns: &str) -> String {
-    c.sidecar_names(ns)
-}
-
 #[test]
 fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
     meshscope_e2e::needs_cluster!();
@@ -557,7 +553,7 @@ fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
         r.stderr
     );
     assert_eq!(
-        sidecar_names(c, &ns).trim(),
+        c.sidecar_names(&ns).trim(),
         "sidecar.networking.istio.io/sleep-1-deployment-meshscope",
         "diff writes nothing"
     );
@@ -669,7 +665,8 @@ fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
     );
     assert!(r.stderr.contains("1 to prune"), "{}", r.stderr);
     assert!(
-        sidecar_names(c, &ns).contains("httpbin-3-deployment-meshscope"),
+        c.sidecar_names(&ns)
+            .contains("httpbin-3-deployment-meshscope"),
         "diff deletes nothing"
     );
 
