@@ -85,10 +85,10 @@ fn build_snapshot(
 }
 
 /// Checks the traffic's cluster domain against the snapshot's: adopts it
-/// when nothing chose one (the snapshot is built again; the observations
-/// name hosts and pods, which do not depend on it), says when it differs.
+/// when nothing chose one (the snapshot is built again from the same
+/// inputs and mesh config; the observations name hosts and pods, which do
+/// not depend on it), says when it differs.
 fn check_traffic_domain(
-    m: &MeshRequest,
     inputs: &scope::Inputs,
     snap: &mut MeshSnapshot,
     obs: Option<&Observations>,
@@ -105,7 +105,7 @@ fn check_traffic_domain(
                 cluster_domain: domain,
                 ..snap.options.clone()
             };
-            *snap = build_snapshot(m, inputs, options)?;
+            *snap = MeshSnapshot::build_with_mesh(inputs, options, snap.mesh.clone());
         }
         TrafficDomain::Differs(warning) => writeln!(err, "warning: {warning}")?,
     }
@@ -161,7 +161,7 @@ impl World {
             let obs = input::read_access_logs(&snap, &m.access_logs, m.strict, err)?;
             Some(obs)
         };
-        check_traffic_domain(m, &inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         Ok(World {
             snap,
             obs,
@@ -213,7 +213,7 @@ impl World {
         }
         let ctx = LiveCtx { rt, live };
         let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), err)?;
-        check_traffic_domain(m, &inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         Ok(World {
             snap,
             obs,
