@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use meshscope_shared::admission::Policy;
+
+use crate::install;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,7 +53,7 @@ pub enum Command {
     /// Print a shell completion script
     Completion(CompletionArgs),
     /// Admission webhook helpers
-    Webhook(crate::webhook_cmd::WebhookArgs),
+    Webhook(WebhookArgs),
 }
 
 /// Where the mesh comes from and what part of it to look at.
@@ -407,4 +410,43 @@ fn split_examples(after: &str) -> Option<(String, Option<String>)> {
         Some((examples, rest)) => (examples.to_string(), Some(rest.to_string())),
         None => (after.to_string(), None),
     })
+}
+
+#[derive(Debug, Args)]
+pub struct WebhookArgs {
+    #[command(subcommand)]
+    pub command: WebhookCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Print the full install (namespace, RBAC, Deployment, Service, PDB, webhook configurations) with a fresh CA and serving certificate, for kubectl apply -f -
+    Manifests(ManifestsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManifestsArgs {
+    /// Namespace to install the webhook into
+    #[arg(short = 'n', long, default_value = install::BASE_NAMESPACE)]
+    pub namespace: String,
+    /// The meshscope-webhook image (build it from deploy/Dockerfile and push it; the default name is not published)
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Policy of namespaces without a meshscope.io/policy label: enforce, warn or off
+    #[arg(long, default_value = "warn", value_parser = parse_policy)]
+    pub default_policy: Policy,
+    /// Set exportTo: ["."] on DNS ServiceEntries without exportTo instead of denying or warning
+    #[arg(long)]
+    pub mutate_serviceentry_exportto: bool,
+    /// Istio's root namespace (holds the mesh config; never sent to the webhook except for its Sidecars)
+    #[arg(long, default_value = install::BASE_ISTIO_NAMESPACE)]
+    pub istio_namespace: String,
+    /// Days the generated CA and serving certificate are valid
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub validity_days: u32,
+}
+
+fn parse_policy(s: &str) -> Result<Policy, String> {
+    s.parse()
+        .map_err(|e: meshscope_shared::admission::InvalidPolicy| e.to_string())
 }

@@ -16,6 +16,7 @@ pub mod complete;
 pub mod detect;
 pub mod duration;
 pub mod input;
+pub mod install;
 pub mod interrupt;
 pub mod istiod;
 pub mod live;
@@ -24,7 +25,6 @@ pub mod output;
 pub mod prometheus;
 pub mod request;
 pub mod selector;
-pub mod webhook_cmd;
 pub mod world;
 
 use std::io::Write;

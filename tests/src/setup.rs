@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs, Pki};
+use kubectl_meshscope::install::{generate_pki, render, Pki, Settings};
 use meshscope_shared::admission::Policy;
 
 use crate::cluster::Cluster;
@@ -44,12 +44,12 @@ pub fn deploy_scenario_with(
     s
 }
 
-/// The arguments of `kubectl meshscope webhook manifests` the webhook tests
+/// The settings of `kubectl meshscope webhook manifests` the webhook tests
 /// install with.
-pub fn webhook_manifests_args() -> ManifestsArgs {
-    ManifestsArgs {
+pub fn webhook_manifests_args() -> Settings {
+    Settings {
         namespace: "meshscope-system".into(),
-        image: Some("meshscope-webhook:e2e".into()),
+        image: "meshscope-webhook:e2e".into(),
         default_policy: Policy::Warn,
         mutate_serviceentry_exportto: false,
         istio_namespace: "istio-system".into(),

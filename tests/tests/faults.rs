@@ -29,7 +29,7 @@ use axum::http::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use kubectl_meshscope::webhook_cmd::generate_pki;
+use kubectl_meshscope::install::generate_pki;
 use kubectl_meshscope::Outcome;
 use meshscope_e2e::cluster::{plugin_binary, Cluster};
 use meshscope_e2e::run::meshscope_at as meshscope;

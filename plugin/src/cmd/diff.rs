@@ -30,6 +30,25 @@ struct Tally {
     conflicts: usize,
 }
 
+/// One object's part of the diff, in the order the objects were diffed.
+enum Entry {
+    /// A unified diff of `ns/name` (`new` is empty for a prune).
+    Changed {
+        label: String,
+        old: String,
+        new: String,
+    },
+    /// An object apply would skip, and why (to stderr).
+    Skipped { label: String, reason: String },
+}
+
+/// The whole diff: what [`print`] renders.
+#[derive(Default)]
+struct Diff {
+    entries: Vec<Entry>,
+    tally: Tally,
+}
+
 pub fn run(a: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let (world, recs) = recommend::load(&a.spec, p)?;
     summarize_recommendations(&world, &recs, p)?;
@@ -39,36 +58,32 @@ pub fn run(a: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             meshscope_shared::notes::why_nothing(&world.snap, &recs)
         );
     }
-    let mut tally = diff_recommended(&world, &recs, a, p)?;
+    let mut diff = diff_recommended(&world, &recs, a)?;
     if a.prune {
         for (label, live_obj) in prunable(&world)? {
-            unified(&diffable(Some(&live_obj)), "", &label, p.out)?;
-            tally.prune += 1;
+            diff.entries.push(Entry::Changed {
+                label,
+                old: diffable(Some(&live_obj)),
+                new: String::new(),
+            });
+            diff.tally.prune += 1;
         }
     }
-    summarize(&tally, a.prune, p)
+    print(&diff, a.prune, p)
 }
 
 /// Diffs each recommended Sidecar against the live object.
-fn diff_recommended(
-    world: &World,
-    recs: &[Recommendation],
-    a: &DiffRequest,
-    p: &mut Printer<'_>,
-) -> Result<Tally> {
-    let (out, err) = (&mut *p.out, &mut *p.err);
+fn diff_recommended(world: &World, recs: &[Recommendation], a: &DiffRequest) -> Result<Diff> {
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
     let failure = |f: ApiFailure| anyhow!(f.to_string());
     // Workloads a user-owned Sidecar scopes get no recommended object;
     // the note above names them, and they count as skipped.
-    let mut tally = Tally {
-        user_owned: recs
-            .iter()
-            .filter(|r| matches!(r.outcome, RecOutcome::UserOwned { .. }))
-            .count(),
-        ..Tally::default()
-    };
+    let mut diff = Diff::default();
+    diff.tally.user_owned = recs
+        .iter()
+        .filter(|r| matches!(r.outcome, RecOutcome::UserOwned { .. }))
+        .count();
     for r in recs {
         let Some(sc) = r.sidecar() else { continue };
         let name = sc.metadata.name.clone().unwrap_or_default();
@@ -84,14 +99,16 @@ fn diff_recommended(
         if let Some(ex) = existing.as_ref().filter(|ex| !managed(ex)) {
             // Shown so the owner sees what meshscope would write, but apply
             // leaves the object alone.
-            let old = diffable(Some(ex));
-            let new = diffable(Some(&user_owned_view(ex, &desired)));
-            unified(&old, &new, &label, out)?;
-            writeln!(
-                err,
-                "skipped: {label}: a Sidecar with this name exists and is not labelled {MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; apply leaves it to its owner"
-            )?;
-            tally.user_owned += 1;
+            diff.entries.push(Entry::Changed {
+                label: label.clone(),
+                old: diffable(Some(ex)),
+                new: diffable(Some(&user_owned_view(ex, &desired))),
+            });
+            diff.entries.push(Entry::Skipped {
+                label,
+                reason: format!("a Sidecar with this name exists and is not labelled {MANAGED_BY_LABEL}={MANAGED_BY_VALUE}; apply leaves it to its owner"),
+            });
+            diff.tally.user_owned += 1;
             continue;
         }
         let mut pp = PatchParams::apply(FIELD_MANAGER).dry_run();
@@ -104,29 +121,41 @@ fn diff_recommended(
         {
             Ok(Patched::Object(o)) => serde_json::to_value(o)?,
             Ok(Patched::Conflict(message)) => {
-                writeln!(
-                    err,
-                    "skipped: {label}: conflict: {}; apply skips it too (--force-conflicts takes those fields over)",
-                    message
-                )?;
-                tally.conflicts += 1;
+                diff.entries.push(Entry::Skipped {
+                    label,
+                    reason: format!("conflict: {message}; apply skips it too (--force-conflicts takes those fields over)"),
+                });
+                diff.tally.conflicts += 1;
                 continue;
             }
             Err(f) => return Err(failure(f)),
         };
         let (old, new) = (diffable(existing.as_ref()), diffable(Some(&after)));
         if old == new {
-            tally.unchanged += 1;
+            diff.tally.unchanged += 1;
             continue;
         }
-        unified(&old, &new, &label, out)?;
         if existing.is_none() {
-            tally.create += 1;
+            diff.tally.create += 1;
         } else {
-            tally.change += 1;
+            diff.tally.change += 1;
+        }
+        diff.entries.push(Entry::Changed { label, old, new });
+    }
+    Ok(diff)
+}
+
+/// The diffs on stdout, what apply would skip on stderr, in the order the
+/// objects were diffed; then the summary, and the exit code as kubectl
+/// diff's.
+fn print(diff: &Diff, pruning: bool, p: &mut Printer<'_>) -> Result<Outcome> {
+    for e in &diff.entries {
+        match e {
+            Entry::Changed { label, old, new } => unified(old, new, label, p.out)?,
+            Entry::Skipped { label, reason } => writeln!(p.err, "skipped: {label}: {reason}")?,
         }
     }
-    Ok(tally)
+    summarize(&diff.tally, pruning, p)
 }
 
 /// The summary line, and the exit code as kubectl diff's.

@@ -11,6 +11,7 @@ pub mod impact;
 pub mod recommend;
 pub mod verify;
 pub mod version;
+pub mod webhook;
 
 use anyhow::Result;
 use clap::CommandFactory;
@@ -31,7 +32,7 @@ pub fn run(req: Request, p: &mut Printer<'_>) -> Result<Outcome> {
         Request::Impact(r) => impact::run(&r, p),
         Request::Codes(r) => codes::run(&r, p),
         Request::Version(r) => version::run(&r, p),
-        Request::Webhook(a) => crate::webhook_cmd::cmd_webhook(a, p.out, p.err),
+        Request::Webhook(r) => webhook::run(&r, p),
         Request::Completion(shell) => {
             let mut cmd = crate::args::Cli::command();
             clap_complete::generate(shell, &mut cmd, "kubectl-meshscope", p.out);

@@ -4,6 +4,7 @@
 //! made it; the order of the checks is the order they were made in.
 
 pub(crate) mod suppress;
+mod webhook;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ use crate::live::{ConnectOptions, Purpose};
 use crate::selector::Selector;
 
 pub use suppress::Suppression;
+pub use webhook::{ManifestsRequest, WebhookRequest};
 
 /// Whose istio-proxy logs `--from-pod-logs` reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -524,7 +526,7 @@ pub enum Request {
     Impact(ImpactRequest),
     Codes(CodesRequest),
     Version(VersionRequest),
-    Webhook(crate::webhook_cmd::WebhookArgs),
+    Webhook(WebhookRequest),
     Completion(clap_complete::Shell),
 }
 
@@ -567,7 +569,7 @@ impl Request {
             Command::Impact(a) => Request::Impact(ImpactRequest::parse(a)?),
             Command::Codes(a) => Request::Codes(CodesRequest::parse(&a)?),
             Command::Version(a) => Request::Version(VersionRequest::parse(a)?),
-            Command::Webhook(a) => Request::Webhook(a),
+            Command::Webhook(a) => Request::Webhook(WebhookRequest::parse(a)?),
             Command::Completion(a) => Request::Completion(a.shell),
         };
         Ok((request, style))

@@ -26,7 +26,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use kubectl_meshscope::webhook_cmd::{generate_pki, render, ManifestsArgs};
+use kubectl_meshscope::install::{generate_pki, render, Settings};
 use meshscope_e2e::cluster::{repo_root, Cluster};
 use meshscope_shared::admission::Policy;
 use meshscope_test_support::net::{admin_get, free_port, rss_kib};
@@ -752,9 +752,9 @@ fn cluster_down(dir: &Path) {
 }
 
 fn setup_cluster(kubeconfig: &Path) -> Result<()> {
-    let args = ManifestsArgs {
+    let args = Settings {
         namespace: "meshscope-system".into(),
-        image: Some("meshscope-webhook:soak".into()),
+        image: "meshscope-webhook:soak".into(),
         default_policy: Policy::Warn,
         mutate_serviceentry_exportto: false,
         istio_namespace: "istio-system".into(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use kubectl_meshscope::webhook_cmd::{render, Pki};
+use kubectl_meshscope::install::{render, Pki};
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster};
 use meshscope_e2e::setup::{
     install_webhook_rbac, webhook_files, webhook_manifests_args, WebhookFiles,

@@ -1,17 +1,16 @@
-//! `kubectl meshscope webhook`: helpers for installing `meshscope-webhook`.
+//! Installing `meshscope-webhook`: what `kubectl meshscope webhook
+//! manifests` prints.
 //!
-//! `webhook manifests` renders the kustomize base in `deploy/base` (embedded
+//! It renders the kustomize base in `deploy/base` (embedded
 //! at build time, so there is one source of truth) as plain multi-document
 //! YAML, with a freshly generated CA and serving certificate: a
 //! `kubernetes.io/tls` Secret for the Deployment and the CA as `caBundle`
 //! of the webhook configurations. `kubectl meshscope webhook manifests |
 //! kubectl apply -f -` installs the webhook without cert-manager.
 
-use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
@@ -23,45 +22,22 @@ use rcgen::{
 use serde::Deserialize;
 use serde_yaml::Value as Yaml;
 
-use crate::outcome::Outcome;
-
-#[derive(Debug, Args)]
-pub struct WebhookArgs {
-    #[command(subcommand)]
-    pub command: WebhookCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum WebhookCommand {
-    /// Print the full install (namespace, RBAC, Deployment, Service, PDB, webhook configurations) with a fresh CA and serving certificate, for kubectl apply -f -
-    Manifests(ManifestsArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct ManifestsArgs {
-    /// Namespace to install the webhook into
-    #[arg(short = 'n', long, default_value = BASE_NAMESPACE)]
+/// What `webhook manifests` renders: the flags, checked (see
+/// `crate::request::webhook`).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Namespace to install the webhook into.
     pub namespace: String,
-    /// The meshscope-webhook image (build it from deploy/Dockerfile and push it; the default name is not published)
-    #[arg(long)]
-    pub image: Option<String>,
-    /// Policy of namespaces without a meshscope.io/policy label: enforce, warn or off
-    #[arg(long, default_value = "warn", value_parser = parse_policy)]
+    /// The meshscope-webhook image.
+    pub image: String,
+    /// Policy of namespaces without a meshscope.io/policy label.
     pub default_policy: Policy,
-    /// Set exportTo: ["."] on DNS ServiceEntries without exportTo instead of denying or warning
-    #[arg(long)]
+    /// Set `exportTo: ["."]` on DNS ServiceEntries without exportTo.
     pub mutate_serviceentry_exportto: bool,
-    /// Istio's root namespace (holds the mesh config; never sent to the webhook except for its Sidecars)
-    #[arg(long, default_value = BASE_ISTIO_NAMESPACE)]
+    /// Istio's root namespace.
     pub istio_namespace: String,
-    /// Days the generated CA and serving certificate are valid
-    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    /// Days the generated CA and serving certificate are valid.
     pub validity_days: u32,
-}
-
-fn parse_policy(s: &str) -> Result<Policy, String> {
-    s.parse()
-        .map_err(|e: meshscope_shared::admission::InvalidPolicy| e.to_string())
 }
 
 pub const DEFAULT_IMAGE: &str = concat!(
@@ -69,8 +45,8 @@ pub const DEFAULT_IMAGE: &str = concat!(
     env!("CARGO_PKG_VERSION")
 );
 /// The names the base uses, replaced when rendering.
-const BASE_NAMESPACE: &str = "meshscope-system";
-const BASE_ISTIO_NAMESPACE: &str = "istio-system";
+pub const BASE_NAMESPACE: &str = "meshscope-system";
+pub const BASE_ISTIO_NAMESPACE: &str = "istio-system";
 pub const SERVICE_NAME: &str = "meshscope-webhook";
 pub const TLS_SECRET: &str = "meshscope-webhook-tls";
 
@@ -102,7 +78,7 @@ pub const BASE: &[(&str, &str)] = &[
 pub const KUSTOMIZATION: &str = include_str!("../../deploy/base/kustomization.yaml");
 
 /// A namespace name the API server accepts (an RFC 1123 label).
-fn valid_namespace(ns: &str) -> bool {
+pub fn valid_namespace(ns: &str) -> bool {
     !ns.is_empty()
         && ns.len() <= 63
         && ns
@@ -110,45 +86,6 @@ fn valid_namespace(ns: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !ns.starts_with('-')
         && !ns.ends_with('-')
-}
-
-pub fn cmd_webhook(a: WebhookArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
-    match a.command {
-        WebhookCommand::Manifests(mut m) => {
-            for (flag, ns) in [
-                ("-n", &m.namespace),
-                ("--istio-namespace", &m.istio_namespace),
-            ] {
-                if !valid_namespace(ns) {
-                    anyhow::bail!(
-                        "{flag} {ns:?} is not a valid namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
-                    );
-                }
-            }
-            if m.image.is_none() {
-                writeln!(
-                    err,
-                    "warning: no --image given: {DEFAULT_IMAGE} is not published; build deploy/Dockerfile, push it, and pass --image REGISTRY/meshscope-webhook:TAG"
-                )?;
-                m.image = Some(DEFAULT_IMAGE.to_string());
-            }
-            let names = service_names(&m.namespace);
-            let pki = generate_pki(&names, m.validity_days)?;
-            let docs = render(&m, &pki)?;
-            writeln!(
-                out,
-                "# meshscope-webhook for namespace {}, rendered by kubectl meshscope webhook manifests.\n# A fresh CA (valid {} days) signs the serving certificate for {}.\n# Re-running this replaces both; until the pods see the new Secret, calls fail open.",
-                m.namespace,
-                m.validity_days,
-                names.join(", ")
-            )?;
-            for doc in docs {
-                writeln!(out, "---")?;
-                out.write_all(serde_yaml::to_string(&doc)?.as_bytes())?;
-            }
-            Ok(Outcome::Ok)
-        }
-    }
 }
 
 /// The DNS names the API server uses for the webhook Service.
@@ -238,7 +175,7 @@ fn civil_date(t: SystemTime) -> (i32, u8, u8) {
 
 /// The base's objects, adapted to the flags, with the Secret and the
 /// caBundle filled in. YAML values keep the base's field order.
-pub fn render(m: &ManifestsArgs, pki: &Pki) -> Result<Vec<Yaml>> {
+pub fn render(m: &Settings, pki: &Pki) -> Result<Vec<Yaml>> {
     let mut docs = Vec::new();
     for (file, text) in BASE {
         for doc in serde_yaml::Deserializer::from_str(text) {
@@ -325,7 +262,7 @@ fn rename_namespaces(v: &mut Yaml, namespace: &str, istio: &str) {
     }
 }
 
-fn configure_deployment(doc: &mut Yaml, m: &ManifestsArgs) -> Result<()> {
+fn configure_deployment(doc: &mut Yaml, m: &Settings) -> Result<()> {
     let container = doc
         .get_mut("spec")
         .and_then(|s| s.get_mut("template"))
@@ -334,13 +271,7 @@ fn configure_deployment(doc: &mut Yaml, m: &ManifestsArgs) -> Result<()> {
         .and_then(|c| c.get_mut(0))
         .and_then(Yaml::as_mapping_mut)
         .context("deploy/base/deployment.yaml has no container")?;
-    container.insert(
-        "image".into(),
-        m.image
-            .clone()
-            .unwrap_or_else(|| DEFAULT_IMAGE.to_string())
-            .into(),
-    );
+    container.insert("image".into(), m.image.clone().into());
     let settings = [
         ("MESHSCOPE_DEFAULT_POLICY", m.default_policy.to_string()),
         (
@@ -375,25 +306,23 @@ fn configure_deployment(doc: &mut Yaml, m: &ManifestsArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
     use serde_json::Value;
 
     use super::*;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        m: ManifestsArgs,
+    /// The flags' defaults.
+    fn defaults() -> Settings {
+        Settings {
+            namespace: BASE_NAMESPACE.into(),
+            image: DEFAULT_IMAGE.into(),
+            default_policy: Policy::Warn,
+            mutate_serviceentry_exportto: false,
+            istio_namespace: BASE_ISTIO_NAMESPACE.into(),
+            validity_days: 365,
+        }
     }
 
-    fn args(extra: &[&str]) -> ManifestsArgs {
-        let mut argv = vec!["manifests"];
-        argv.extend_from_slice(extra);
-        Cli::parse_from(argv).m
-    }
-
-    fn rendered(extra: &[&str]) -> (Vec<Value>, Pki) {
-        let m = args(extra);
+    fn rendered(m: Settings) -> (Vec<Value>, Pki) {
         let pki = generate_pki(&service_names(&m.namespace), m.validity_days).unwrap();
         let docs = render(&m, &pki).unwrap();
         let docs = docs
@@ -424,7 +353,7 @@ mod tests {
 
     #[test]
     fn the_install_has_every_base_object_plus_the_tls_secret() {
-        let (docs, pki) = rendered(&[]);
+        let (docs, pki) = rendered(defaults());
         let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
         assert_eq!(
             kinds,
@@ -462,18 +391,15 @@ mod tests {
     }
 
     #[test]
-    fn flags_rename_the_namespace_and_set_image_and_policy() {
-        let (docs, _) = rendered(&[
-            "-n",
-            "mesh-tools",
-            "--image",
-            "registry.local/msw:dev",
-            "--default-policy",
-            "enforce",
-            "--mutate-serviceentry-exportto",
-            "--istio-namespace",
-            "mesh-root",
-        ]);
+    fn settings_rename_the_namespace_and_set_image_and_policy() {
+        let (docs, _) = rendered(Settings {
+            namespace: "mesh-tools".into(),
+            image: "registry.local/msw:dev".into(),
+            default_policy: Policy::Enforce,
+            mutate_serviceentry_exportto: true,
+            istio_namespace: "mesh-root".into(),
+            validity_days: 365,
+        });
         let text = serde_json::to_string(&docs).unwrap();
         assert!(!text.contains("meshscope-system"), "{text}");
         assert!(!text.contains("istio-system"), "{text}");
@@ -528,57 +454,12 @@ mod tests {
     }
 
     #[test]
-    fn namespaces_are_validated_and_an_explicit_image_needs_no_warning() {
-        let run = |extra: &[&str]| {
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let r = cmd_webhook(
-                WebhookArgs {
-                    command: WebhookCommand::Manifests(args(extra)),
-                },
-                &mut out,
-                &mut err,
-            );
-            (r, String::from_utf8(err).unwrap())
-        };
-        let (r, _) = run(&["-n", "Bad_NS"]);
-        let e = r.unwrap_err().to_string();
-        assert!(
-            e.starts_with("-n \"Bad_NS\" is not a valid namespace name"),
-            "{e}"
-        );
-        let (r, _) = run(&["--istio-namespace=x-"]);
-        assert!(r.is_err());
-        let (r, err) = run(&["--image", "registry.example.com/meshscope-webhook:1"]);
-        assert_eq!(r.unwrap(), Outcome::Ok);
-        assert_eq!(err, "");
-    }
-
-    #[test]
-    fn the_output_is_yaml_kubectl_can_apply() {
-        let mut out = Vec::new();
-        let a = WebhookArgs {
-            command: WebhookCommand::Manifests(args(&[])),
-        };
-        let mut err = Vec::new();
-        assert_eq!(cmd_webhook(a, &mut out, &mut err).unwrap(), Outcome::Ok);
-        // No --image: the default is named, and said not to be published.
-        let err = String::from_utf8(err).unwrap();
-        assert!(
-            err.starts_with(&format!(
-                "warning: no --image given: {DEFAULT_IMAGE} is not published"
-            )),
-            "{err}"
-        );
-        let text = String::from_utf8(out).unwrap();
-        let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| Value::deserialize(d).unwrap())
-            .filter(|v| !v.is_null())
-            .collect();
-        assert_eq!(docs.len(), 10);
-        // Fields keep the base's order: apiVersion and kind first.
-        for doc in text.split("\n---\n").skip(1) {
-            assert!(doc.starts_with("apiVersion: "), "{doc}");
+    fn namespace_names_are_rfc_1123_labels() {
+        for ok in ["a", "mesh-tools", "x1", &"a".repeat(63)] {
+            assert!(valid_namespace(ok), "{ok}");
         }
-        assert!(text.starts_with("# meshscope-webhook for namespace meshscope-system"));
+        for bad in ["", "Bad_NS", "x-", "-x", "a.b", &"a".repeat(64)] {
+            assert!(!valid_namespace(bad), "{bad}");
+        }
     }
 }
