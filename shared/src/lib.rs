@@ -39,6 +39,7 @@ pub mod telemetry;
 pub mod verify;
 pub mod version;
 pub mod visibility;
+pub mod watch;
 
 pub use error::Error;
 

@@ -19,7 +19,7 @@ mod selector;
 use hosts::{add_required, entry_for, needed_hosts, parse_listeners};
 use objects::{build_sidecar, evidence_meta, keeps, name_taken, own_sidecar, workload_meta};
 pub use objects::{
-    generated_for, orphaned, sidecar_name, EGRESS_ANNOTATION, NAMESPACE_SIDECAR_NAME,
+    generated_for, orphaned, sidecar_name, with_hosts, EGRESS_ANNOTATION, NAMESPACE_SIDECAR_NAME,
     REQUESTS_ANNOTATION, SOURCES_ANNOTATION, WINDOW_ANNOTATION, WORKLOAD_KIND_LABEL,
     WORKLOAD_NAME_FULL_ANNOTATION, WORKLOAD_NAME_LABEL,
 };

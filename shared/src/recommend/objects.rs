@@ -202,6 +202,26 @@ pub(super) fn name_taken(snap: &MeshSnapshot, ns: &str, name: &str) -> Option<St
         })
 }
 
+/// `sc` with `hosts` as its one egress listener's hosts (the closed scope
+/// when there are none), and the egress annotation to match.
+pub fn with_hosts(sc: &Sidecar, mut hosts: Vec<String>) -> Sidecar {
+    if hosts.is_empty() {
+        hosts.push(super::CLOSED.to_string());
+    }
+    let mut out = sc.clone();
+    out.spec.egress = vec![EgressListener {
+        hosts,
+        ..Default::default()
+    }];
+    if let Some(a) = out.metadata.annotations.as_mut() {
+        a.insert(
+            EGRESS_ANNOTATION.to_string(),
+            serde_json::to_string(&out.spec.egress).unwrap_or_default(),
+        );
+    }
+    out
+}
+
 pub(super) fn build_sidecar(
     name: String,
     ns: &str,

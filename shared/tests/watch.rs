@@ -1,0 +1,251 @@
+//! Watch mode's pass decisions: what widens, what narrows after
+//! `--prune-after`, what is never narrowed, and what is reported once.
+
+use meshscope_test_support::access_log;
+use meshscope_test_support::fixtures::{observe, snap};
+
+use meshscope_shared::edges::Meets;
+use meshscope_shared::observe::Observations;
+use meshscope_shared::recommend::{self, RecommendOptions};
+use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
+use meshscope_shared::watch::{self, Change, Ledger, PassPlan, PassSettings};
+
+const CART: &str = "shop/cart.shop.svc.cluster.local";
+const PAY: &str = "shop/pay.shop.svc.cluster.local";
+
+fn deploy(name: &str, ip: &str) -> String {
+    format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
+    )
+}
+
+fn service(name: &str, ip: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  clusterIP: {ip}\n  selector: {{app: {name}}}\n  ports:\n  - {{name: http, port: 80}}\n")
+}
+
+/// A managed Sidecar for deployment `web` with `hosts`.
+fn managed(hosts: &[&str]) -> String {
+    let hosts: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
+    format!("---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: web-deployment\n  namespace: shop\n  labels: {{app.kubernetes.io/managed-by: kubectl-meshscope}}\nspec:\n  workloadSelector:\n    labels: {{app: web}}\n  egress:\n  - hosts: [{}]\n", hosts.join(", "))
+}
+
+fn mesh(extra: &str) -> MeshSnapshot {
+    let yaml = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n".to_string()
+        + &deploy("web", "10.0.0.1")
+        + &deploy("cart", "10.0.0.2")
+        + &deploy("pay", "10.0.0.3")
+        + &service("cart", "10.96.0.2")
+        + &service("pay", "10.96.0.3")
+        + extra;
+    snap(&yaml)
+}
+
+/// web's calls, each through `cluster`, to the listed Service IPs.
+fn calls(s: &MeshSnapshot, to: &[(&str, &str)]) -> Observations {
+    let lines: Vec<String> = to
+        .iter()
+        .map(|(cluster, ip)| access_log::line("10.0.0.1", "a", cluster, &format!("{ip}:80")))
+        .collect();
+    observe(s, &lines.join("\n"))
+}
+
+fn web(s: &MeshSnapshot) -> WorkloadId {
+    s.find_workload(&WorkloadKind::Deployment, "shop", "web")
+        .unwrap()
+}
+
+fn pass(
+    s: &MeshSnapshot,
+    obs: &Observations,
+    ledger: &mut Ledger,
+    now: u64,
+    prune_after: Option<u64>,
+) -> PassPlan {
+    let recs = recommend::recommend(s, obs, &[web(s)], &RecommendOptions::default());
+    let settings = PassSettings {
+        now,
+        prune_after,
+        include: Vec::new(),
+    };
+    watch::plan(s, obs, &recs, ledger, &settings)
+}
+
+fn hosts(w: &watch::Write) -> Vec<String> {
+    w.sidecar.spec.egress[0].hosts.clone()
+}
+
+#[test]
+fn a_workload_without_a_sidecar_gets_one_from_its_first_traffic() {
+    let s = mesh("");
+    let obs = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
+    let p = pass(&s, &obs, &mut Ledger::default(), 0, None);
+    assert_eq!(p.widen.len(), 1);
+    assert_eq!(
+        p.widen[0].change,
+        Change::Create {
+            hosts: vec![CART.into()]
+        }
+    );
+    assert!(p.narrow.is_empty());
+    // No Sidecar yet: the implicit scope imports everything, nothing is outside.
+    assert!(p.outside.is_empty());
+}
+
+#[test]
+fn a_call_outside_the_scope_widens_it_and_says_what_it_met() {
+    let s = mesh(&managed(&[CART]));
+    let obs = calls(
+        &s,
+        &[
+            ("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2"),
+            ("PassthroughCluster", "10.96.0.3"),
+        ],
+    );
+    let p = pass(&s, &obs, &mut Ledger::default(), 0, None);
+    assert_eq!(p.widen.len(), 1, "{:?}", p.widen);
+    let w = &p.widen[0];
+    assert_eq!(
+        w.change,
+        Change::Widen {
+            added: vec![PAY.into()]
+        }
+    );
+    assert_eq!(hosts(w), vec![CART.to_string(), PAY.to_string()]);
+    assert_eq!(w.outside.len(), 1);
+    assert_eq!(w.outside[0].host, "pay.shop.svc.cluster.local");
+    // The mesh default is ALLOW_ANY.
+    assert_eq!(w.outside[0].meets, Meets::Passthrough);
+    assert_eq!(p.outside.len(), 1);
+}
+
+#[test]
+fn traffic_that_stays_in_scope_writes_nothing() {
+    let s = mesh(&managed(&[CART]));
+    let obs = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
+    let mut ledger = Ledger::default();
+    for now in [0, 30, 60] {
+        let p = pass(&s, &obs, &mut ledger, now, Some(3600));
+        assert!(p.widen.is_empty() && p.narrow.is_empty(), "{p:?}");
+    }
+}
+
+#[test]
+fn hosts_no_traffic_reached_for_prune_after_are_narrowed_and_only_those() {
+    let s = mesh(&managed(&[CART, PAY]));
+    let to_cart = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
+    let mut ledger = Ledger::default();
+    // Both hosts are first known at 0; cart is called every pass.
+    for now in [0, 30, 59] {
+        let p = pass(&s, &to_cart, &mut ledger, now, Some(60));
+        assert!(p.narrow.is_empty(), "at {now}: {:?}", p.narrow);
+    }
+    let p = pass(&s, &to_cart, &mut ledger, 60, Some(60));
+    assert!(p.widen.is_empty());
+    assert_eq!(p.narrow.len(), 1);
+    assert_eq!(
+        p.narrow[0].change,
+        Change::Narrow {
+            removed: vec![PAY.into()]
+        }
+    );
+    assert_eq!(hosts(&p.narrow[0]), vec![CART.to_string()]);
+    // The annotation verify compares with says the same.
+    let ann = p.narrow[0].sidecar.metadata.annotations.as_ref().unwrap();
+    assert!(ann[recommend::EGRESS_ANNOTATION].contains(CART));
+    assert!(!ann[recommend::EGRESS_ANNOTATION].contains(PAY));
+}
+
+#[test]
+fn a_host_called_again_before_prune_after_is_kept() {
+    let s = mesh(&managed(&[CART, PAY]));
+    let to_cart = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
+    let to_both = calls(
+        &s,
+        &[
+            ("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2"),
+            ("outbound|80||pay.shop.svc.cluster.local", "10.96.0.3"),
+        ],
+    );
+    let mut ledger = Ledger::default();
+    pass(&s, &to_cart, &mut ledger, 0, Some(60));
+    pass(&s, &to_both, &mut ledger, 50, Some(60));
+    let p = pass(&s, &to_cart, &mut ledger, 100, Some(60));
+    assert!(p.narrow.is_empty(), "{:?}", p.narrow);
+    let p = pass(&s, &to_cart, &mut ledger, 110, Some(60));
+    assert_eq!(p.narrow.len(), 1);
+}
+
+#[test]
+fn included_hosts_are_never_narrowed() {
+    let s = mesh(&managed(&[CART, PAY]));
+    let to_cart = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
+    let mut ledger = Ledger::default();
+    let opts = RecommendOptions {
+        include: vec![PAY.into()],
+        ..Default::default()
+    };
+    let settings = |now| PassSettings {
+        now,
+        prune_after: Some(10),
+        include: vec![PAY.into()],
+    };
+    for now in [0, 100] {
+        let recs = recommend::recommend(&s, &to_cart, &[web(&s)], &opts);
+        let p = watch::plan(&s, &to_cart, &recs, &mut ledger, &settings(now));
+        assert!(p.narrow.is_empty(), "{:?}", p.narrow);
+    }
+}
+
+#[test]
+fn silence_is_not_evidence_an_idle_workload_keeps_its_scope() {
+    let s = mesh(&managed(&[CART, PAY]));
+    let mut ledger = Ledger::default();
+    for now in [0, 1000, 100_000] {
+        let p = pass(&s, &Observations::default(), &mut ledger, now, Some(60));
+        assert!(p.widen.is_empty() && p.narrow.is_empty(), "{p:?}");
+    }
+}
+
+#[test]
+fn a_user_owned_sidecar_is_reported_once_per_change_and_never_written() {
+    let mine = "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: shop\nspec:\n  workloadSelector:\n    labels: {app: web}\n  egress:\n  - hosts: [\"istio-system/*\"]\n";
+    let s = mesh(mine);
+    let to_cart = calls(&s, &[("PassthroughCluster", "10.96.0.2")]);
+    let to_both = calls(
+        &s,
+        &[
+            ("PassthroughCluster", "10.96.0.2"),
+            ("PassthroughCluster", "10.96.0.3"),
+        ],
+    );
+    let mut ledger = Ledger::default();
+    let p = pass(&s, &to_cart, &mut ledger, 0, Some(1));
+    assert!(p.widen.is_empty() && p.narrow.is_empty());
+    assert_eq!(p.user_owned.len(), 1);
+    assert_eq!(p.user_owned[0].sidecar, "mine");
+    assert_eq!(p.user_owned[0].missing, vec![CART.to_string()]);
+    assert!(pass(&s, &to_cart, &mut ledger, 10, Some(1))
+        .user_owned
+        .is_empty());
+    let p = pass(&s, &to_both, &mut ledger, 20, Some(1));
+    assert_eq!(
+        p.user_owned[0].missing,
+        vec![CART.to_string(), PAY.to_string()]
+    );
+    assert_eq!(p.outside.len(), 2);
+}
