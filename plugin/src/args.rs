@@ -221,6 +221,42 @@ pub struct ApplyArgs {
     pub wait: Option<String>,
     #[command(flatten)]
     pub istiod: IstiodFlags,
+    #[command(flatten)]
+    pub watch: WatchFlags,
+}
+
+/// `apply --watch`: keep scopes current as traffic shows new dependencies.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Watch mode")]
+pub struct WatchFlags {
+    /// Keep running: each pass reads the traffic since the last one and widens the managed Sidecars whose workloads called hosts outside their scope, confirmed on istiod as --wait does
+    #[arg(long)]
+    pub watch: bool,
+    /// Time between the starts of two passes (--watch)
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub interval: String,
+    /// Remove a host from a managed Sidecar once no traffic reached it for this long (--watch; never a host the mesh requires; default: never narrow)
+    #[arg(long, value_name = "DURATION")]
+    pub prune_after: Option<String>,
+    /// Serve /metrics (Prometheus text) and /healthz on this address, such as :9090 or 127.0.0.1:9090 (--watch)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Elect one writer among replicas through this coordination.k8s.io Lease, as NAMESPACE/NAME (--watch)
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub lease: Option<String>,
+    /// This replica's name in the Lease (--watch; default: $POD_NAME, else the host name)
+    #[arg(long, value_name = "NAME")]
+    pub identity: Option<String>,
+    /// How --watch reports each change: text lines on stderr, or json (one object per line on stdout)
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: EventOutput,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum EventOutput {
+    #[default]
+    Text,
+    Json,
 }
 
 /// How to reach istiod's debug endpoints (`verify`, `apply --wait`).

@@ -26,13 +26,37 @@ pub struct World {
     /// `None` means every namespace.
     pub namespaces: Option<BTreeSet<String>>,
     pub selector: Option<Selector>,
-    /// The cluster connection, in live mode.
-    pub live: Option<LiveCtx>,
+    /// The cluster connection, in live mode (shared with the next pass's
+    /// world in watch mode).
+    pub live: Option<std::sync::Arc<LiveCtx>>,
 }
 
 pub struct LiveCtx {
     pub rt: tokio::runtime::Runtime,
     pub live: live::Live,
+}
+
+impl LiveCtx {
+    /// An async runtime and a connection to the cluster `m` names.
+    pub fn connect(m: &MeshRequest) -> Result<LiveCtx> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let live = rt.block_on(live::Live::connect(&m.connect))?;
+        Ok(LiveCtx { rt, live })
+    }
+}
+
+/// Where `apply --watch` has read its traffic sources to, carried from
+/// one pass to the next: each pass reads only what is new.
+#[derive(Debug, Default)]
+pub struct Cursor {
+    pub logs: live::LogCursor,
+    pub files: input::FileOffsets,
+    /// When the previous pass asked Prometheus.
+    pub prometheus: Option<std::time::Instant>,
 }
 
 /// The engine's options: the flags, else what the pods say (the Istio
@@ -112,6 +136,20 @@ fn check_traffic_domain(
     Ok(())
 }
 
+/// How far back a watch pass asks Prometheus: since the previous pass,
+/// with a scrape interval's slack (increase() needs two samples of a
+/// series in the window), or `--since` on the first pass.
+fn prometheus_window(
+    m: &MeshRequest,
+    last: &mut Option<std::time::Instant>,
+) -> std::time::Duration {
+    let now = std::time::Instant::now();
+    match last.replace(now) {
+        Some(t) => now.duration_since(t) + std::time::Duration::from_secs(30),
+        None => m.prometheus_window(),
+    }
+}
+
 /// Adds `o` to the observations so far.
 fn add(obs: &mut Option<Observations>, o: Observations) {
     match obs {
@@ -172,12 +210,18 @@ impl World {
     }
 
     fn load_live(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
-        let live = rt.block_on(live::Live::connect(&m.connect))?;
+        Self::load_live_in(m, std::sync::Arc::new(LiveCtx::connect(m)?), None, err)
+    }
+
+    /// The world of a live cluster through `ctx`; with a `cursor`, only the
+    /// traffic since it (watch mode), which moves it on.
+    pub fn load_live_in(
+        m: &MeshRequest,
+        ctx: std::sync::Arc<LiveCtx>,
+        cursor: Option<&mut Cursor>,
+        err: &mut dyn Write,
+    ) -> Result<World> {
+        let (rt, live) = (&ctx.rt, &ctx.live);
         let namespaces = if m.all_namespaces {
             None
         } else {
@@ -199,7 +243,7 @@ impl World {
             writeln!(err, "note: {note}")?;
         }
         let inputs = read.inputs;
-        let istiod = rt.block_on(crate::detect::istiod_pods(&live));
+        let istiod = rt.block_on(crate::detect::istiod_pods(live));
         let (options, domain_source) = options(m, &inputs, &istiod, err)?;
         let mut snap = build_snapshot(m, &inputs, options)?;
         // A typo in -n must not read as a clean namespace.
@@ -211,8 +255,7 @@ impl World {
                 );
             }
         }
-        let ctx = LiveCtx { rt, live };
-        let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), err)?;
+        let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), cursor, err)?;
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         Ok(World {
             snap,
@@ -230,12 +273,16 @@ impl World {
         snap: &MeshSnapshot,
         inputs: &scope::Inputs,
         namespaces: Option<&BTreeSet<String>>,
+        mut cursor: Option<&mut Cursor>,
         err: &mut dyn Write,
     ) -> Result<Option<Observations>> {
         let (rt, live) = (&ctx.rt, &ctx.live);
         let mut obs: Option<Observations> = None;
         if !m.access_logs.is_empty() {
-            let o = input::read_access_logs(snap, &m.access_logs, m.strict, err)?;
+            let o = match cursor.as_deref_mut() {
+                Some(c) => input::tail_access_logs(snap, &m.access_logs, &mut c.files, err)?,
+                None => input::read_access_logs(snap, &m.access_logs, m.strict, err)?,
+            };
             add(&mut obs, o);
         }
         if m.from_pod_logs {
@@ -256,7 +303,11 @@ impl World {
                         && only.as_ref().is_none_or(|n| *n == pod.namespace)
                 })
                 .collect();
-            let (o, failed) = rt.block_on(live.pod_logs(snap, &pods, since, &inputs.pods, err));
+            let window = match cursor.as_deref_mut() {
+                Some(c) => live::LogWindow::After(&mut c.logs, since),
+                None => live::LogWindow::Last(since),
+            };
+            let (o, failed) = rt.block_on(live.pod_logs(snap, &pods, window, &inputs.pods, err));
             for (pod, why) in &failed {
                 writeln!(
                     err,
@@ -266,7 +317,11 @@ impl World {
             add(&mut obs, o);
         }
         if let Some(url) = &m.prometheus {
-            let o = prometheus::observe(snap, url, m.prometheus_window())?;
+            let window = match cursor {
+                Some(c) => prometheus_window(m, &mut c.prometheus),
+                None => m.prometheus_window(),
+            };
+            let o = prometheus::observe(snap, url, window)?;
             add(&mut obs, o);
         }
         Ok(obs)

@@ -256,7 +256,10 @@ fn plan_managed(
         ledger.keep_only(&key, &hosts.iter().map(String::as_str).collect());
         return;
     }
-    let left: Vec<String> = hosts.iter().filter(|h| !stale(h)).cloned().collect();
+    let mut left: Vec<String> = hosts.iter().filter(|h| !stale(h)).cloned().collect();
+    if left.is_empty() {
+        left.push(CLOSED.to_string());
+    }
     let narrowed = with_hosts(object, left.clone());
     ledger.keep_only(&key, &left.iter().map(String::as_str).collect());
     out.narrow.push(Write {

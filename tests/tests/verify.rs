@@ -22,6 +22,9 @@ use serde_json::Value;
 /// The tests run one after another: a proxy without a Sidecar sees every
 /// namespace's services, so another test's world appearing or going away
 /// mid-check would change what istiod sends it.
+#[path = "verify/watch.rs"]
+mod watch;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {

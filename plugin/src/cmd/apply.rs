@@ -130,7 +130,8 @@ struct Planned {
     pods: Vec<PodId>,
 }
 
-type Row = (ApplyResult, String, String, String);
+/// A Sidecar's outcome: the result, namespace, name and why.
+pub(crate) type Row = (ApplyResult, String, String, String);
 
 /// Sidecars read or written at once: enough to hide the round trips, few
 /// enough that the API server's in-flight limits (400 reads, 200 writes by
@@ -240,44 +241,18 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             meshscope_shared::notes::why_nothing(&world.snap, &recs)
         );
     }
-    let ctx = world.live.as_ref().expect("live mode has a connection");
-    // --wait needs istiod: find it before writing anything.
     let mut istiods = match a.wait {
-        Some(_) => Some(
-            ctx.rt
-                .block_on(verify::connect_istiods(&world, &a.istiod, a.timeout_secs))
-                .map_err(|e| {
-                    anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
-                })?,
-        ),
+        Some(_) => Some(connect_for_wait(&world, a)?),
         None => None,
     };
-    let mut results: Vec<Row> = Vec::new();
-    let plan = read_plan(&world, ctx, &recs, a.wait.is_some(), &mut results)?;
-    let mut progress = Progress::new(plan.len());
-    if let Some(istiods) = istiods.as_mut() {
-        let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
-        progress.waits.before = ctx
-            .rt
-            .block_on(waiting::snapshot(&world, istiods, &pods, p.err))
-            .map_err(|e| {
-                anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
-            })?;
-    }
     // From here on, Ctrl-C finishes the writes in flight and starts no more.
     let stop = Interrupt::install();
-    let steps = Steps {
-        world: &world,
-        ctx,
-        a,
-        plan: &plan,
-        stop: &stop,
-    };
-    steps.widen(istiods.as_deref_mut(), &mut progress, &mut results, p.err)?;
-    if progress.waits.timed_out.is_empty() && !stop.requested() {
-        steps.narrow(istiods.as_deref_mut(), &mut progress, &mut results, p.err)?;
-    }
-    let not_narrowed = steps.rows(&progress, &mut results, p)?;
+    let Pass {
+        mut results,
+        progress,
+        not_narrowed,
+        planned,
+    } = write_pass(&world, &recs, a, istiods.as_deref_mut(), true, &stop, p)?;
     if a.prune && !stop.requested() {
         prune(&world, a, &mut results)?;
     }
@@ -286,7 +261,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         bail!(
             "interrupted: {} of {} not written{}; each write is one server-side apply, so what was written is whole. Run the same command again to finish",
             progress.not_written.len(),
-            plural(plan.len(), "Sidecar", "Sidecars"),
+            plural(planned, "Sidecar", "Sidecars"),
             if not_narrowed == 0 {
                 String::new()
             } else {
@@ -300,6 +275,73 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         }
     }
     Ok(outcome)
+}
+
+/// `--wait` needs istiod: found before anything is written.
+pub(crate) fn connect_for_wait(world: &World, a: &ApplyRequest) -> Result<Vec<Istiod>> {
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    ctx.rt
+        .block_on(verify::connect_istiods(world, &a.istiod, a.timeout_secs))
+        .map_err(|e| {
+            anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+        })
+}
+
+/// One round of writes and what came of them.
+pub(crate) struct Pass {
+    /// A row per Sidecar: written, unchanged, skipped or failed.
+    pub results: Vec<Row>,
+    pub progress: Progress,
+    /// Sidecars left with their old hosts as well as the new ones.
+    pub not_narrowed: usize,
+    /// Sidecars there were to write.
+    pub planned: usize,
+}
+
+/// Writes the Sidecars of `recs` (a Sidecar that drops hosts in two steps
+/// when `two_step` and `--wait`: the old and new hosts first), waiting for
+/// istiod after each step when `istiods` are given.
+pub(crate) fn write_pass(
+    world: &World,
+    recs: &[Recommendation],
+    a: &ApplyRequest,
+    mut istiods: Option<&mut [Istiod]>,
+    two_step: bool,
+    stop: &Interrupt,
+    p: &mut Printer<'_>,
+) -> Result<Pass> {
+    let ctx = world.live.as_ref().expect("live mode has a connection");
+    let mut results: Vec<Row> = Vec::new();
+    let waiting = a.wait.is_some() && two_step;
+    let plan = read_plan(world, ctx, recs, waiting, &mut results)?;
+    let mut progress = Progress::new(plan.len());
+    if let Some(istiods) = istiods.as_deref_mut() {
+        let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
+        progress.waits.before = ctx
+            .rt
+            .block_on(waiting::snapshot(world, istiods, &pods, p.err))
+            .map_err(|e| {
+                anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+            })?;
+    }
+    let steps = Steps {
+        world,
+        ctx,
+        a,
+        plan: &plan,
+        stop,
+    };
+    steps.widen(istiods.as_deref_mut(), &mut progress, &mut results, p.err)?;
+    if progress.waits.timed_out.is_empty() && !stop.requested() {
+        steps.narrow(istiods, &mut progress, &mut results, p.err)?;
+    }
+    let not_narrowed = steps.rows(&progress, &mut results, p)?;
+    Ok(Pass {
+        results,
+        progress,
+        not_narrowed,
+        planned: plan.len(),
+    })
 }
 
 /// What each recommended name holds now, read [`IN_FLIGHT`] at a time:
@@ -370,8 +412,8 @@ fn read_plan(
 }
 
 /// Where the writes stand.
-struct Progress {
-    waits: Waits,
+pub(crate) struct Progress {
+    pub waits: Waits,
     /// The object as the server has it, once its final form is written.
     applied: Vec<Option<Value>>,
     /// Written in step 1: the index and the Sidecar as written.
@@ -757,15 +799,15 @@ fn applied_changed(plan: &[Planned], applied: &[Option<Value>]) -> Vec<bool> {
 
 /// What the waits add up to.
 #[derive(Default)]
-struct Waits {
+pub(crate) struct Waits {
     before: waiting::Before,
-    elapsed: Duration,
+    pub elapsed: Duration,
     steps: usize,
     sidecars: usize,
-    confirmed: usize,
-    pods: std::collections::BTreeSet<PodId>,
-    not_connected: Vec<String>,
-    timed_out: Vec<String>,
+    pub confirmed: usize,
+    pub pods: std::collections::BTreeSet<PodId>,
+    pub not_connected: Vec<String>,
+    pub timed_out: Vec<String>,
 }
 
 impl Waits {
@@ -793,7 +835,7 @@ impl Waits {
 mod waiting;
 
 /// Deletes managed Sidecars whose workload no longer exists, and only those.
-fn prune(world: &World, a: &ApplyRequest, results: &mut Vec<Row>) -> Result<()> {
+pub(crate) fn prune(world: &World, a: &ApplyRequest, results: &mut Vec<Row>) -> Result<()> {
     let ctx = world.live.as_ref().expect("live mode has a connection");
     let live = &ctx.live;
     let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");

@@ -11,6 +11,7 @@ pub mod impact;
 pub mod recommend;
 pub mod verify;
 pub mod version;
+pub mod watch;
 pub mod webhook;
 
 use anyhow::Result;
@@ -24,6 +25,7 @@ use crate::request::Request;
 pub fn run(req: Request, p: &mut Printer<'_>) -> Result<Outcome> {
     match req {
         Request::Recommend(r) => recommend::run(&r, p),
+        Request::Apply(r) if r.watch.is_some() => watch::run(&r, p),
         Request::Apply(r) => apply::run(&r, p),
         Request::Diff(r) => diff::run(&r, p),
         Request::Verify(r) => verify::run(&r, p),

@@ -59,6 +59,12 @@ pub fn load(
     if world.obs.is_none() {
         writeln!(p.err, "warning: {}", scope::notes::no_traffic_source())?;
     }
+    let recs = recommend_in(&world, spec)?;
+    Ok((world, recs))
+}
+
+/// The recommendations `spec` asks for, in a loaded world.
+pub fn recommend_in(world: &World, spec: &RecommendSpec) -> Result<Vec<recommend::Recommendation>> {
     let snap = &world.snap;
     let mut targets: Vec<WorkloadId> = Vec::new();
     if let Some(workload) = &spec.workload {
@@ -86,8 +92,7 @@ pub fn load(
         prune: spec.prune_hosts,
         per_namespace: spec.per_namespace,
     };
-    let recs = recommendations(&world, &targets, &opts);
-    Ok((world, recs))
+    Ok(recommendations(world, &targets, &opts))
 }
 
 /// The recommendations for `workloads` of `world`.

@@ -42,6 +42,7 @@ pub use failure::{systemic_cause, ApiFailure, FailureKind};
 pub use grants::{rbac_file, APPLIER_FILE, READER_FILE, VERIFIER_FILE};
 pub use kubeconfig::load_kubeconfig;
 pub use list::{resource_of, Select};
+pub use logs::{LogCursor, LogWindow};
 pub use permissions::{rbac_error, role_for, Need, Purpose};
 pub use read::Read;
 pub use write::Patched;

@@ -4,6 +4,7 @@
 //! made it; the order of the checks is the order they were made in.
 
 pub(crate) mod suppress;
+mod watch;
 mod webhook;
 
 use std::collections::BTreeSet;
@@ -22,6 +23,7 @@ use crate::live::{ConnectOptions, Purpose};
 use crate::selector::Selector;
 
 pub use suppress::Suppression;
+pub use watch::WatchRequest;
 pub use webhook::{ManifestsRequest, WebhookRequest};
 
 /// Whose istio-proxy logs `--from-pod-logs` reads.
@@ -237,6 +239,8 @@ pub struct ApplyRequest {
     pub istiod: IstiodRequest,
     /// The request timeout, for istiod's port-forwards.
     pub timeout_secs: u64,
+    /// `--watch`: keep running.
+    pub watch: Option<WatchRequest>,
 }
 
 impl ApplyRequest {
@@ -244,6 +248,7 @@ impl ApplyRequest {
         if !a.common.manifests.is_empty() {
             bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
         }
+        let watch = WatchRequest::parse(&a.watch, &a.common, a.dry_run, a.diff, a.prune_hosts)?;
         let wait = match &a.wait {
             Some(_) if a.dry_run != DryRun::None => {
                 bail!("--wait waits for istiod to push what was written; a dry run writes nothing")
@@ -251,6 +256,11 @@ impl ApplyRequest {
             Some(t) => Some(Wait {
                 limit: parse_duration(t).map_err(|e| anyhow!("--wait: {e}"))?,
                 given: t.clone(),
+            }),
+            // --watch confirms each write on istiod.
+            None if watch.is_some() => Some(Wait {
+                limit: WATCH_WAIT,
+                given: "2m".into(),
             }),
             None => None,
         };
@@ -272,9 +282,14 @@ impl ApplyRequest {
             wait,
             istiod,
             timeout_secs: a.common.request_timeout.secs(),
+            watch,
         })
     }
 }
+
+/// How long `--watch` waits for istiod to confirm a pass's writes, unless
+/// `--wait` says.
+const WATCH_WAIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug)]
 pub struct DiffRequest {
@@ -675,5 +690,62 @@ mod tests {
             }
         );
         assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn watch_flags_are_checked_up_front() {
+        let e = error(&["apply", "--interval", "5s"]);
+        assert!(e.starts_with("--interval is a --watch flag"), "{e}");
+        let e = error(&["apply", "--watch"]);
+        assert!(e.starts_with("--watch needs a traffic source"), "{e}");
+        let e = error(&["apply", "--watch", "--from-pod-logs", "--dry-run=server"]);
+        assert!(e.starts_with("--watch writes as traffic changes"), "{e}");
+        let e = error(&["apply", "--watch", "--from-pod-logs", "--prune-hosts"]);
+        assert!(e.starts_with("--prune-hosts drops every host"), "{e}");
+        let e = error(&["apply", "--watch", "--access-log", "-"]);
+        assert!(e.contains("stdin (-) cannot be read again"), "{e}");
+        let e = error(&[
+            "apply",
+            "--watch",
+            "--from-pod-logs",
+            "--interval",
+            "1m",
+            "--prune-after",
+            "30s",
+        ]);
+        assert!(
+            e.starts_with("--prune-after is shorter than --interval"),
+            "{e}"
+        );
+        let e = error(&["apply", "--watch", "--from-pod-logs", "--lease", "nope"]);
+        assert!(
+            e.starts_with("--lease \"nope\": expected NAMESPACE/NAME"),
+            "{e}"
+        );
+        let Request::Apply(a) = parse(&[
+            "apply",
+            "--watch",
+            "--from-pod-logs",
+            "--prune-after",
+            "1h",
+            "--metrics-addr",
+            ":9090",
+        ])
+        .unwrap() else {
+            panic!("an apply request")
+        };
+        let w = a.watch.expect("a watch request");
+        assert_eq!(w.interval, Duration::from_secs(30));
+        assert_eq!(w.prune_after, Some(Duration::from_secs(3600)));
+        assert_eq!(w.metrics_addr.unwrap().port(), 9090);
+        // --watch confirms on istiod, so the RBAC check includes istiod's.
+        assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(120)));
+        assert_eq!(
+            a.spec.mesh.purpose,
+            Purpose::Apply {
+                prune: false,
+                istiod: Some("istio-system".into())
+            }
+        );
     }
 }

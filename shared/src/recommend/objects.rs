@@ -202,12 +202,9 @@ pub(super) fn name_taken(snap: &MeshSnapshot, ns: &str, name: &str) -> Option<St
         })
 }
 
-/// `sc` with `hosts` as its one egress listener's hosts (the closed scope
-/// when there are none), and the egress annotation to match.
-pub fn with_hosts(sc: &Sidecar, mut hosts: Vec<String>) -> Sidecar {
-    if hosts.is_empty() {
-        hosts.push(super::CLOSED.to_string());
-    }
+/// `sc` with `hosts` as its one egress listener's hosts, and the egress
+/// annotation to match.
+pub fn with_hosts(sc: &Sidecar, hosts: Vec<String>) -> Sidecar {
     let mut out = sc.clone();
     out.spec.egress = vec![EgressListener {
         hosts,

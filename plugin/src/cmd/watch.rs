@@ -1,0 +1,353 @@
+//! `kubectl meshscope apply --watch`: apply, again and again. Each pass
+//! reads only the traffic since the previous one (pod logs after the last
+//! line read, Prometheus' increase over the time since, access-log files
+//! from where they were left), lets `shared::watch` decide what to write
+//! (widen on calls outside a scope; narrow with `--prune-after`), writes
+//! the widenings, waits for istiod to confirm them, and only then writes
+//! the narrowings. SIGTERM or Ctrl-C finishes the write in flight and ends
+//! the loop with exit 0.
+
+mod events;
+mod metrics;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use k8s_openapi::jiff::Timestamp;
+use meshscope_shared::recommend::{Outcome as RecOutcome, Recommendation};
+use meshscope_shared::watch::{self as plan, Change, Ledger, PassSettings};
+
+use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass};
+use crate::cmd::recommend::recommend_in;
+use crate::interrupt::Interrupt;
+use crate::istiod::Istiod;
+use crate::outcome::Outcome;
+use crate::output::Printer;
+use crate::request::{ApplyRequest, WatchRequest};
+use crate::world::{Cursor, LiveCtx, World};
+use events::{emit, Event};
+use metrics::Metrics;
+
+/// The watcher's state between passes.
+struct Watcher<'a> {
+    a: &'a ApplyRequest,
+    w: &'a WatchRequest,
+    ctx: Arc<LiveCtx>,
+    metrics: Arc<Metrics>,
+    stop: &'a Interrupt,
+    cursor: Cursor,
+    ledger: Ledger,
+    /// Connected on the first pass that writes; dropped on an error.
+    istiods: Option<Vec<Istiod>>,
+    /// Diagnostics already printed (a pass repeats what the last said).
+    said: BTreeSet<String>,
+    passes: u64,
+    started: Instant,
+}
+
+pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
+    let w = a.watch.as_ref().expect("a --watch request");
+    let ctx = Arc::new(LiveCtx::connect(&a.spec.mesh)?);
+    let wait = a.wait.as_ref().map_or(Duration::ZERO, |w| w.limit);
+    let metrics = Metrics::new(w.interval * 3 + wait + Duration::from_secs(60));
+    if let Some(addr) = w.metrics_addr {
+        let bound = metrics::serve(&ctx.rt, addr, metrics.clone())?;
+        writeln!(p.err, "serving /metrics and /healthz on {bound}")?;
+    }
+    let stop = Interrupt::install();
+    let mut watcher = Watcher {
+        a,
+        w,
+        ctx,
+        metrics,
+        stop: &stop,
+        cursor: Cursor::default(),
+        ledger: Ledger::default(),
+        istiods: None,
+        said: BTreeSet::new(),
+        passes: 0,
+        started: Instant::now(),
+    };
+    emit(
+        &Event::new("started").message(watcher.describe()),
+        w.output,
+        p,
+    )?;
+    while !stop.requested() {
+        let began = Instant::now();
+        let leading = watcher.leading(p)?;
+        match watcher.pass(leading, p) {
+            Ok(()) => watcher.metrics.pass(true),
+            // A first pass that fails is a setup problem: say it and stop.
+            Err(e) if watcher.passes == 0 => return Err(e),
+            Err(e) => {
+                watcher.metrics.pass(false);
+                watcher.istiods = None;
+                emit(
+                    &Event::new("pass-error").message(format!("{e:#}; retrying next pass")),
+                    w.output,
+                    p,
+                )?;
+            }
+        }
+        watcher.passes += 1;
+        let next = began + w.interval;
+        watcher.ctx.rt.block_on(async {
+            tokio::select! {
+                () = tokio::time::sleep_until(next.into()) => {}
+                () = stop.wait() => {}
+            }
+        });
+    }
+    emit(
+        &Event::new("stopped").message(format!("after {} passes", watcher.passes)),
+        w.output,
+        p,
+    )?;
+    Ok(Outcome::Ok)
+}
+
+impl Watcher<'_> {
+    fn describe(&self) -> String {
+        let mut s = format!(
+            "a pass every {}",
+            crate::duration::show_duration(self.w.interval)
+        );
+        match self.w.prune_after {
+            Some(d) => {
+                s += &format!(
+                    ", hosts unseen for {} removed",
+                    crate::duration::show_duration(d)
+                )
+            }
+            None => s += ", never narrowing (no --prune-after)",
+        }
+        s
+    }
+
+    /// Whether this replica writes this pass.
+    fn leading(&mut self, _p: &mut Printer<'_>) -> Result<bool> {
+        self.metrics.alive();
+        self.metrics.leader(true);
+        Ok(true)
+    }
+
+    /// Prints the diagnostics of `buf` not printed before.
+    fn say(&mut self, buf: &[u8], p: &mut Printer<'_>) -> Result<()> {
+        for line in String::from_utf8_lossy(buf).lines() {
+            if self.said.insert(line.to_string()) {
+                writeln!(p.err, "{line}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pass(&mut self, leading: bool, p: &mut Printer<'_>) -> Result<()> {
+        let read_at = Timestamp::now();
+        let mut buf = Vec::new();
+        let world = World::load_live_in(
+            &self.a.spec.mesh,
+            self.ctx.clone(),
+            Some(&mut self.cursor),
+            &mut buf,
+        );
+        self.say(&buf, p)?;
+        let world = world?;
+        let recs = recommend_in(&world, &self.a.spec)?;
+        let empty = Default::default();
+        let obs = world.obs.as_ref().unwrap_or(&empty);
+        let settings = PassSettings {
+            now: self.started.elapsed().as_secs(),
+            prune_after: self.w.prune_after.map(|d| d.as_secs()),
+            include: self.a.spec.include.clone(),
+        };
+        let plan = plan::plan(&world.snap, obs, &recs, &mut self.ledger, &settings);
+        for (_, e) in &plan.outside {
+            self.metrics.outside(e.meets.as_str(), 1);
+        }
+        for m in &plan.user_owned {
+            let mut e = Event::new("user-owned").sidecar(&m.namespace, &m.sidecar);
+            e.hosts = m.missing.clone();
+            e.message = Some(format!("{} calls these hosts outside the scope of a Sidecar meshscope does not own; it is left to its owner", m.workload));
+            emit(&e, self.w.output, p)?;
+        }
+        if !leading {
+            return Ok(());
+        }
+        if !plan.widen.is_empty() || !plan.narrow.is_empty() {
+            if self.istiods.is_none() {
+                self.istiods = Some(connect_for_wait(&world, self.a)?);
+            }
+            let confirmed = self.write(&world, &recs, &plan.widen, read_at, p)?;
+            // Narrow only once every widening of the pass is confirmed.
+            if confirmed && !plan.narrow.is_empty() && !self.stop.requested() {
+                self.write(&world, &recs, &plan.narrow, read_at, p)?;
+            }
+        }
+        if self.a.prune && !self.stop.requested() {
+            let mut rows = Vec::new();
+            prune(&world, self.a, &mut rows)?;
+            for (res, ns, name, why) in rows {
+                let e = Event::new(if res == ApplyResult::Pruned {
+                    "pruned"
+                } else {
+                    "failed"
+                })
+                .sidecar(&ns, &name);
+                let e = if why.is_empty() { e } else { e.message(why) };
+                emit(&e, self.w.output, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `writes` and waits for istiod; says what happened to each.
+    /// Returns whether every write was confirmed.
+    fn write(
+        &mut self,
+        world: &World,
+        recs: &[Recommendation],
+        writes: &[plan::Write],
+        read_at: Timestamp,
+        p: &mut Printer<'_>,
+    ) -> Result<bool> {
+        if writes.is_empty() {
+            return Ok(true);
+        }
+        let desired: Vec<Recommendation> = writes
+            .iter()
+            .map(|wr| with_object(&recs[wr.rec], &wr.sidecar))
+            .collect();
+        let pass = write_pass(
+            world,
+            &desired,
+            self.a,
+            self.istiods.as_deref_mut(),
+            false,
+            self.stop,
+            p,
+        )?;
+        let confirmed_at = Timestamp::now();
+        let all = pass.progress.waits.timed_out.is_empty()
+            && pass.progress.waits.not_connected.is_empty()
+            && !self.stop.requested();
+        for wr in writes {
+            self.report(world, recs, wr, &pass, all, read_at, confirmed_at, p)?;
+        }
+        if !pass.progress.waits.timed_out.is_empty() {
+            let e = Event::new("not-confirmed").message(format!(
+                "istiod did not confirm within {}: {}; narrowing waits for a pass whose widenings are confirmed",
+                self.a.wait.as_ref().map(|w| w.given.as_str()).unwrap_or_default(),
+                pass.progress.waits.timed_out.join(", ")
+            ));
+            emit(&e, self.w.output, p)?;
+        }
+        Ok(all
+            && pass
+                .results
+                .iter()
+                .all(|r| !matches!(r.0, ApplyResult::Failed | ApplyResult::Skipped)))
+    }
+
+    /// The event (and the metrics) of one write.
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        world: &World,
+        recs: &[Recommendation],
+        wr: &plan::Write,
+        pass: &Pass,
+        confirmed: bool,
+        read_at: Timestamp,
+        confirmed_at: Timestamp,
+        p: &mut Printer<'_>,
+    ) -> Result<()> {
+        let Some((res, _, _, why)) = pass
+            .results
+            .iter()
+            .find(|r| r.1 == wr.key.0 && r.2 == wr.key.1)
+        else {
+            return Ok(()); // not written: interrupted
+        };
+        let (ns, name) = (&wr.key.0, &wr.key.1);
+        let mut e = match res {
+            ApplyResult::Created | ApplyResult::Configured => match &wr.change {
+                Change::Create { hosts } => Event {
+                    hosts: hosts.clone(),
+                    ..Event::new("created")
+                },
+                Change::Widen { added } => Event {
+                    hosts: added.clone(),
+                    ..Event::new("widened")
+                },
+                Change::Narrow { removed } => Event {
+                    hosts: removed.clone(),
+                    ..Event::new("narrowed")
+                },
+            },
+            ApplyResult::Unchanged | ApplyResult::Pruned => return Ok(()),
+            ApplyResult::Skipped | ApplyResult::Failed => {
+                self.metrics.write_failed(1);
+                let word = if *res == ApplyResult::Skipped {
+                    "skipped"
+                } else {
+                    "failed"
+                };
+                return emit(
+                    &Event::new(word).sidecar(ns, name).message(why.clone()),
+                    self.w.output,
+                    p,
+                );
+            }
+        };
+        e = e.sidecar(ns, name);
+        e.met = wr
+            .outside
+            .iter()
+            .map(|o| format!("{}: {}", o.meets.as_str(), o.destination))
+            .collect();
+        if confirmed {
+            e.confirmed_in = Some(pass.progress.waits.elapsed.as_secs_f64());
+        }
+        match wr.change {
+            Change::Narrow { .. } => self.metrics.narrowed(1),
+            _ => {
+                self.metrics.widened(1);
+                if confirmed {
+                    let first = self.first_sample(world, &recs[wr.rec]).unwrap_or(read_at);
+                    let secs = confirmed_at.duration_since(first).as_secs_f64();
+                    self.metrics.scope_latency(secs.max(0.0));
+                }
+            }
+        }
+        emit(&e, self.w.output, p)
+    }
+
+    /// The first pod-log line of the pass that showed one of `r`'s
+    /// workloads calling outside its scope.
+    fn first_sample(&self, world: &World, r: &Recommendation) -> Option<Timestamp> {
+        let snap = &world.snap;
+        snap.pods
+            .iter()
+            .filter(|pod| r.workloads.contains(&pod.workload))
+            .filter_map(|pod| {
+                self.cursor
+                    .logs
+                    .first_outside
+                    .get(&format!("{}/{}", pod.namespace, pod.name))
+                    .copied()
+            })
+            .min()
+    }
+}
+
+/// `r` with `sc` as the Sidecar to write.
+fn with_object(r: &Recommendation, sc: &meshscope_shared::istio::Sidecar) -> Recommendation {
+    let mut r = r.clone();
+    if let RecOutcome::Sidecar { object, .. } = &mut r.outcome {
+        **object = sc.clone();
+    }
+    r
+}

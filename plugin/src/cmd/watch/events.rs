@@ -1,0 +1,120 @@
+//! What `apply --watch` says as it goes: one line per change on stderr,
+//! or with `-o json` one JSON object per line on stdout.
+
+use anyhow::Result;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::args::EventOutput;
+use crate::output::Printer;
+
+/// One thing the watcher did or saw.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Event {
+    pub time: String,
+    /// `started`, `leading`, `following`, `created`, `widened`,
+    /// `narrowed`, `not-confirmed`, `failed`, `skipped`, `user-owned`,
+    /// `pass-error`, `stopped`.
+    pub event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The Sidecar.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidecar: Option<String>,
+    /// Hosts added, removed, or missing (user-owned).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// What the calls that made it widen met: `passthrough: a:80`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub met: Vec<String>,
+    /// Seconds from the write to istiod's confirmation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmed_in: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Event {
+    pub fn new(event: &'static str) -> Event {
+        Event {
+            time: Timestamp::now()
+                .round(k8s_openapi::jiff::Unit::Millisecond)
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+            event,
+            ..Event::default()
+        }
+    }
+
+    pub fn sidecar(mut self, ns: &str, name: &str) -> Event {
+        self.namespace = Some(ns.to_string());
+        self.sidecar = Some(name.to_string());
+        self
+    }
+
+    pub fn message(mut self, m: impl Into<String>) -> Event {
+        self.message = Some(m.into());
+        self
+    }
+
+    /// The text line.
+    fn line(&self) -> String {
+        let mut l = format!("{} {}", self.time, self.event);
+        if let (Some(ns), Some(name)) = (&self.namespace, &self.sidecar) {
+            l += &format!(" sidecar {ns}/{name}");
+        }
+        if !self.hosts.is_empty() {
+            let sign = match self.event {
+                "created" | "widened" => "+",
+                "narrowed" => "-",
+                _ => "",
+            };
+            let hosts: Vec<String> = self.hosts.iter().map(|h| format!("{sign}{h}")).collect();
+            l += &format!(" {}", hosts.join(" "));
+        }
+        if !self.met.is_empty() {
+            l += &format!(" (calls met {})", self.met.join("; "));
+        }
+        if let Some(s) = self.confirmed_in {
+            l += &format!(", confirmed by istiod in {s:.2} s");
+        }
+        if let Some(m) = &self.message {
+            l += &format!(": {m}");
+        }
+        l
+    }
+}
+
+/// Prints `e` as `output` says.
+pub fn emit(e: &Event, output: EventOutput, p: &mut Printer<'_>) -> Result<()> {
+    match output {
+        EventOutput::Text => writeln!(p.err, "{}", e.line())?,
+        EventOutput::Json => {
+            serde_json::to_writer(&mut *p.out, e)?;
+            writeln!(p.out)?;
+            p.out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_say_the_change() {
+        let mut e = Event::new("widened").sidecar("shop", "web-deployment");
+        e.time = "T".into();
+        e.hosts = vec!["shop/pay.shop.svc.cluster.local".into()];
+        e.met = vec!["passthrough: pay.shop.svc.cluster.local:80".into()];
+        e.confirmed_in = Some(1.234);
+        assert_eq!(
+            e.line(),
+            "T widened sidecar shop/web-deployment +shop/pay.shop.svc.cluster.local (calls met passthrough: pay.shop.svc.cluster.local:80), confirmed by istiod in 1.23 s"
+        );
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["event"], "widened");
+        assert!(json.get("message").is_none());
+    }
+}

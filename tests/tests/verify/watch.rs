@@ -1,0 +1,393 @@
+//! `apply --watch` as a process against the real API server and the real
+//! istiod, with simulated sidecars: it creates Sidecars from the first
+//! traffic, widens one when its workload calls a Service outside its scope
+//! (istiod confirms, the sidecar gets the cluster), narrows a host no
+//! traffic reached for `--prune-after` only after that, writes nothing at
+//! a steady mesh, serves /metrics and /healthz, and ends with exit 0 on
+//! SIGTERM.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use meshscope_e2e::cluster::plugin_binary;
+use meshscope_e2e::outbound_text_line;
+use meshscope_test_support::net::{admin_get, free_port};
+use serde_json::Value;
+
+use super::{serial, setup, Setup};
+
+/// The watcher, its events (stdout, JSON lines) and its stderr.
+struct Watcher {
+    child: Child,
+    events: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Watcher {
+    fn start(s: &Setup, log: &str, metrics_port: u16) -> Watcher {
+        let mut child = Command::new(plugin_binary())
+            .args([
+                "apply",
+                "--watch",
+                "-n",
+                &s.ns,
+                "--access-log",
+                log,
+                "--interval",
+                "2s",
+                "--prune-after",
+                "12s",
+                "--istiod-url",
+                &s.url,
+                "--metrics-addr",
+                &format!("127.0.0.1:{metrics_port}"),
+                "-o",
+                "json",
+                "--kubeconfig",
+                s.c.kubeconfig.to_str().unwrap(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl-meshscope starts");
+        let (tx, events) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("an event is one JSON object per line ({e}): {line}")
+                });
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (err, sink) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        Watcher {
+            child,
+            events,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// The first event (from now) that `want` accepts, within `limit`.
+    fn until(&mut self, what: &str, limit: Duration, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(e) => {
+                    self.seen.push(e.clone());
+                    if want(&e) {
+                        return e;
+                    }
+                }
+                Err(_) => panic!(
+                    "no {what} event within {limit:?}; events: {:#?}\nstderr:\n{}",
+                    self.seen,
+                    self.stderr.lock().unwrap()
+                ),
+            }
+        }
+    }
+
+    /// Every event that arrives within `d`.
+    fn during(&mut self, d: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + d;
+        let mut out = Vec::new();
+        while let Ok(e) = self
+            .events
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(e.clone());
+            out.push(e);
+        }
+        out
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn event_for(e: &Value, kind: &str, sidecar: &str) -> bool {
+    e["event"] == kind && e["sidecar"] == sidecar
+}
+
+#[test]
+fn apply_watch_widens_narrows_and_stops_cleanly_against_a_real_istiod() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    let s = setup("wch", 850);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&s)));
+    s.sim.close();
+    if let Err(e) = s.sc.world.delete(s.c) {
+        eprintln!("cleanup: {e:#}");
+    }
+    if let Err(p) = result {
+        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
+        std::panic::resume_unwind(p);
+    }
+}
+
+fn scenario(s: &Setup) {
+    let ns = s.ns.as_str();
+    let ip = |pod: &str| {
+        s.sc.world
+            .pods
+            .iter()
+            .find(|p| p.name == pod)
+            .map(|p| p.ip.clone())
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::copy(s.log.path(), &log_path).unwrap();
+    let log = log_path.to_str().unwrap().to_string();
+    let append = |lines: &str| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        f.write_all(lines.as_bytes()).unwrap();
+    };
+    let port = free_port();
+    let mut w = Watcher::start(s, &log, port);
+
+    // Pass 1: client-0 and web-0 get Sidecars from the traffic so far.
+    let client = loop {
+        let name = s.sidecar_of("client-0");
+        if !name.is_empty() {
+            break name;
+        }
+        w.until("created", Duration::from_secs(90), |e| {
+            e["event"] == "created"
+        });
+    };
+    let created = w
+        .seen
+        .iter()
+        .find(|e| event_for(e, "created", &client))
+        .cloned();
+    let created = created.unwrap_or_else(|| {
+        w.until("created client", Duration::from_secs(30), |e| {
+            event_for(e, "created", &client)
+        })
+    });
+    assert!(created["confirmed_in"].as_f64().is_some(), "{created}");
+    let web_sc = loop {
+        let name = s.sidecar_of("web-0");
+        if !name.is_empty() {
+            break name;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        s.outbound("client-0"),
+        vec![s.cluster("db", 5432), s.cluster("web", 80)]
+    );
+
+    // client-0 starts calling extra, outside its scope: under the mesh's
+    // ALLOW_ANY the proxy sends it through PassthroughCluster.
+    let extra_ip =
+        s.c.kubectl_ok(
+            &[
+                "get",
+                "svc",
+                "extra",
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+            None,
+        )
+        .trim()
+        .to_string();
+    let passthrough = |n: u64| {
+        outbound_text_line(
+            n,
+            &ip("client-0"),
+            &s.host("extra"),
+            80,
+            &format!("{extra_ip}:80"),
+        )
+        .replace(
+            &format!("outbound|80||{}", s.host("extra")),
+            "PassthroughCluster",
+        )
+    };
+    let t_new = Instant::now();
+    append(&(passthrough(100) + &passthrough(101)));
+    let widened = w.until("widened", Duration::from_secs(60), |e| {
+        event_for(e, "widened", &client)
+    });
+    let took = t_new.elapsed();
+    assert_eq!(
+        widened["hosts"][0],
+        format!("{ns}/{}", s.host("extra")),
+        "{widened}"
+    );
+    let met = widened["met"].as_array().unwrap();
+    assert!(
+        met.iter()
+            .any(|m| m == &Value::from(format!("passthrough: {}:80", s.host("extra")))),
+        "{widened}"
+    );
+    assert!(widened["confirmed_in"].as_f64().is_some(), "{widened}");
+    // Confirmed means pushed and ACKed: the sidecar has the cluster now.
+    assert!(
+        s.outbound("client-0").contains(&s.cluster("extra", 80)),
+        "{:?}",
+        s.outbound("client-0")
+    );
+    eprintln!("new dependency to confirmed widened scope: {took:?} (interval 2s)");
+
+    let (status, metrics) = admin_get(port, "/metrics", Duration::from_secs(5));
+    assert_eq!(status, 200, "{metrics}");
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("meshscope_watch_widenings_total"), 3.0, "{metrics}");
+    assert_eq!(value("meshscope_watch_narrowings_total"), 0.0, "{metrics}");
+    assert!(value("meshscope_watch_passes_total") >= 2.0, "{metrics}");
+    assert!(
+        value("meshscope_watch_edges_outside_scope_total{meets=\"passthrough\"}") >= 1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        value("meshscope_watch_scope_latency_seconds_count"),
+        3.0,
+        "{metrics}"
+    );
+    assert_eq!(value("meshscope_watch_leader"), 1.0, "{metrics}");
+    assert_eq!(admin_get(port, "/healthz", Duration::from_secs(5)).0, 200);
+
+    // From now on client-0 calls web and extra, never db again: db is
+    // narrowed once 12 s pass without a call to it, not before.
+    let feeding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let feeder = {
+        let (feeding, log_path) = (feeding.clone(), log_path.clone());
+        let (client_ip, web, extra) = (ip("client-0"), s.host("web"), s.host("extra"));
+        std::thread::spawn(move || {
+            let mut n = 300;
+            while feeding.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&log_path)
+                    .unwrap();
+                let mut lines = outbound_text_line(n, &client_ip, &web, 80, "10.255.0.1:80");
+                // In scope now: through extra's own cluster.
+                lines += &outbound_text_line(n + 1, &client_ip, &extra, 80, "10.255.0.2:80");
+                f.write_all(lines.as_bytes()).unwrap();
+                n += 2;
+                std::thread::sleep(Duration::from_millis(700));
+            }
+        })
+    };
+    let t_feed = Instant::now();
+    let narrowed = w.until("narrowed", Duration::from_secs(60), |e| {
+        event_for(e, "narrowed", &client)
+    });
+    assert_eq!(
+        narrowed["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("db"))]),
+        "{narrowed}"
+    );
+    // Not before --prune-after since db was last seen (the first pass).
+    assert!(
+        t_new.elapsed() >= Duration::from_secs(10),
+        "narrowed after {:?}",
+        t_new.elapsed()
+    );
+    // Widen first, narrow after: the widening came before, confirmed.
+    let order: Vec<&str> = w
+        .seen
+        .iter()
+        .filter(|e| e["sidecar"] == client.as_str())
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["created", "widened", "narrowed"], "{:#?}", w.seen);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while s.outbound("client-0").contains(&s.cluster("db", 5432)) {
+        assert!(
+            Instant::now() < deadline,
+            "client-0 still has db: {:?}",
+            s.outbound("client-0")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
+    // web-0 had no traffic since the first pass: silence is not evidence,
+    // its Sidecar keeps db.
+    let web_hosts = s.c.kubectl_ok(
+        &[
+            "get",
+            "sidecar",
+            &web_sc,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.spec.egress[0].hosts}",
+        ],
+        None,
+    );
+    assert!(web_hosts.contains(&s.host("db")), "{web_hosts}");
+    eprintln!("narrowed {:?} after the feed started", t_feed.elapsed());
+
+    // A steady mesh: the same calls, pass after pass, write nothing.
+    let rv = s.c.sidecar_resource_version(ns, &client);
+    let quiet = w.during(Duration::from_secs(7));
+    assert!(
+        quiet
+            .iter()
+            .all(|e| !["created", "widened", "narrowed"]
+                .contains(&e["event"].as_str().unwrap_or(""))),
+        "{quiet:#?}"
+    );
+    assert_eq!(s.c.sidecar_resource_version(ns, &client), rv);
+    feeding.store(false, std::sync::atomic::Ordering::SeqCst);
+    feeder.join().unwrap();
+
+    // SIGTERM: the loop ends, exit 0, and says so.
+    let st = Command::new("kill")
+        .args(["-TERM", &w.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let stopped = w.until("stopped", Duration::from_secs(15), |e| {
+        e["event"] == "stopped"
+    });
+    assert!(
+        stopped["message"].as_str().unwrap().starts_with("after "),
+        "{stopped}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = w.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "still running after SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}\n{}", w.stderr.lock().unwrap());
+}
