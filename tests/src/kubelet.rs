@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use tungstenite::protocol::{Role, WebSocket};
@@ -40,6 +41,13 @@ pub enum LogReply {
 /// previous instance of a restarted container.
 pub type Logs = HashMap<String, LogReply>;
 
+/// Logs that grow while the stand-in runs, keyed as [`Logs`]: each line
+/// with the time it was written. They are served as the kubelet serves a
+/// container's log: `sinceTime` (RFC 3339, lines at or after it) and
+/// `sinceSeconds` filter, `timestamps=true` puts each line's time
+/// (RFC 3339 with nanoseconds) and a space before it.
+type TimedLogs = HashMap<String, Vec<(Timestamp, String)>>;
+
 /// Port-forward targets keyed by `ns/pod:port`: where the stand-in connects
 /// when a client forwards that port of that pod.
 pub type Forwards = HashMap<String, SocketAddr>;
@@ -53,6 +61,7 @@ pub struct StandInKubelet {
     pub port: u16,
     requests: Arc<Mutex<Vec<String>>>,
     forwards: Arc<Mutex<Forwards>>,
+    timed: Arc<Mutex<TimedLogs>>,
 }
 
 impl StandInKubelet {
@@ -83,18 +92,24 @@ impl StandInKubelet {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let forwards = Arc::new(Mutex::new(forwards));
         let logs = Arc::new(logs);
-        let (seen, fwd) = (Arc::clone(&requests), Arc::clone(&forwards));
+        let timed: Arc<Mutex<TimedLogs>> = Arc::default();
+        let (seen, fwd, grown) = (
+            Arc::clone(&requests),
+            Arc::clone(&forwards),
+            Arc::clone(&timed),
+        );
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (config, logs, seen, fwd) = (
+                let (config, logs, seen, fwd, grown) = (
                     Arc::clone(&config),
                     Arc::clone(&logs),
                     Arc::clone(&seen),
                     Arc::clone(&fwd),
+                    Arc::clone(&grown),
                 );
                 std::thread::spawn(move || {
                     // A failed connection only fails the request it carried.
-                    let _ = serve(conn, config, &logs, &seen, &fwd);
+                    let _ = serve(conn, config, &logs, &grown, &seen, &fwd);
                 });
             }
         });
@@ -102,6 +117,7 @@ impl StandInKubelet {
             port,
             requests,
             forwards,
+            timed,
         })
     }
 
@@ -111,6 +127,16 @@ impl StandInKubelet {
             .lock()
             .unwrap()
             .insert(ns_pod_port.to_string(), to);
+    }
+
+    /// Appends `line` to the growing log `ns/pod/container`, written now.
+    pub fn append(&self, key: &str, line: &str) {
+        self.timed
+            .lock()
+            .unwrap()
+            .entry(key.to_string())
+            .or_default()
+            .push((Timestamp::now(), line.to_string()));
     }
 
     /// Every request path (with its query) received so far.
@@ -123,6 +149,7 @@ fn serve(
     tcp: TcpStream,
     config: Arc<ServerConfig>,
     logs: &Logs,
+    timed: &Mutex<TimedLogs>,
     seen: &Mutex<Vec<String>>,
     forwards: &Mutex<Forwards>,
 ) -> Result<()> {
@@ -153,6 +180,12 @@ fn serve(
         return port_forward(tls, early, rest, query, &headers, forwards);
     }
     let previous = query.split('&').any(|kv| kv == "previous=true");
+    if let Some(key) = route.strip_prefix("/containerLogs/") {
+        if let Some(lines) = timed.lock().unwrap().get(key) {
+            let body = timed_log(lines, query);
+            return respond(tls, 200, &body);
+        }
+    }
     let reply = route.strip_prefix("/containerLogs/").and_then(|key| {
         let key = if previous {
             format!("{key}#previous")
@@ -167,6 +200,38 @@ fn serve(
         None => (404, format!("no log for {route}")),
     };
     respond(tls, status, &body)
+}
+
+/// A growing log as the kubelet serves it for `query`.
+fn timed_log(lines: &[(Timestamp, String)], query: &str) -> String {
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .map(unescape)
+    };
+    let since = match (param("sinceTime"), param("sinceSeconds")) {
+        (Some(t), _) => t.parse::<Timestamp>().ok(),
+        (None, Some(s)) => s.parse::<i64>().ok().and_then(|s| {
+            Timestamp::now()
+                .checked_sub(SignedDuration::from_secs(s))
+                .ok()
+        }),
+        (None, None) => None,
+    };
+    let stamps = param("timestamps").as_deref() == Some("true");
+    let mut out = String::new();
+    for (t, line) in lines {
+        if since.is_some_and(|s| *t < s) {
+            continue;
+        }
+        if stamps {
+            out.push_str(&format!("{t} "));
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// A plain (non-upgrade) answer, then the end of the connection.
@@ -191,8 +256,27 @@ fn header<'a>(headers: &'a [(String, String)], name: &'a str) -> impl Iterator<I
 }
 
 /// Decodes the few percent-escapes a port list can carry (`%2C`).
+/// A query value, percent-decoded (`+` is a space, as forms encode it).
 fn unescape(s: &str) -> String {
-    s.replace("%2C", ",").replace("%2c", ",")
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(v) => {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `GET /portForward/{ns}/{pod}[/{uid}]?port=P[,Q...]`, upgraded to a

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use meshscope_e2e::cluster::plugin_binary;
+use meshscope_e2e::kubelet::{Logs, StandInKubelet};
 use meshscope_e2e::outbound_text_line;
 use meshscope_test_support::net::{admin_get, free_port};
 use serde_json::Value;
@@ -28,15 +29,12 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn start(s: &Setup, log: &str, metrics_port: u16) -> Watcher {
+    /// `apply --watch` of the setup's namespace from `source`.
+    fn start(s: &Setup, source: &[&str], metrics_port: u16) -> Watcher {
         let mut child = Command::new(plugin_binary())
+            .args(["apply", "--watch", "-n", &s.ns])
+            .args(source)
             .args([
-                "apply",
-                "--watch",
-                "-n",
-                &s.ns,
-                "--access-log",
-                log,
                 "--interval",
                 "2s",
                 "--prune-after",
@@ -166,7 +164,7 @@ fn scenario(s: &Setup) {
         f.write_all(lines.as_bytes()).unwrap();
     };
     let port = free_port();
-    let mut w = Watcher::start(s, &log, port);
+    let mut w = Watcher::start(s, &["--access-log", &log], port);
 
     // Pass 1: client-0 and web-0 get Sidecars from the traffic so far.
     let client = loop {
@@ -390,4 +388,124 @@ fn scenario(s: &Setup) {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(status.success(), "{status:?}\n{}", w.stderr.lock().unwrap());
+}
+
+#[test]
+fn apply_watch_reads_pod_logs_from_where_it_left_off() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    let s = setup("wcp", 860);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pod_logs(&s)));
+    s.sim.close();
+    if let Err(e) = s.sc.world.delete(s.c) {
+        eprintln!("cleanup: {e:#}");
+    }
+    if let Err(p) = result {
+        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
+        std::panic::resume_unwind(p);
+    }
+}
+
+fn pod_logs(s: &Setup) {
+    let ns = s.ns.as_str();
+    let ip = |pod: &str| {
+        s.sc.world
+            .pods
+            .iter()
+            .find(|p| p.name == pod)
+            .map(|p| p.ip.clone())
+            .unwrap()
+    };
+    let kubelet = StandInKubelet::start(Logs::new()).unwrap();
+    let node = s.c.stand_in_node("watchnode", kubelet.port).unwrap();
+    for p in &s.sc.world.pods {
+        s.c.bind_pod(ns, &p.name, &node).unwrap();
+    }
+    let key = format!("{ns}/client-0/istio-proxy");
+    for n in 0..3 {
+        kubelet.append(
+            &key,
+            &outbound_text_line(n, &ip("client-0"), &s.host("web"), 80, "10.255.0.1:80"),
+        );
+    }
+    let port = free_port();
+    let mut w = Watcher::start(s, &["--from-pod-logs"], port);
+    let created = w.until("created", Duration::from_secs(90), |e| {
+        e["event"] == "created"
+    });
+    let client = s.sidecar_of("client-0");
+    assert_eq!(created["sidecar"], client.as_str(), "{created}");
+    assert_eq!(
+        created["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("web"))])
+    );
+
+    // A new dependency, through PassthroughCluster (out of scope).
+    let extra_ip =
+        s.c.kubectl_ok(
+            &[
+                "get",
+                "svc",
+                "extra",
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+            None,
+        )
+        .trim()
+        .to_string();
+    let line = outbound_text_line(
+        10,
+        &ip("client-0"),
+        &s.host("extra"),
+        80,
+        &format!("{extra_ip}:80"),
+    )
+    .replace(
+        &format!("outbound|80||{}", s.host("extra")),
+        "PassthroughCluster",
+    );
+    kubelet.append(&key, line.trim_end());
+    let widened = w.until("widened", Duration::from_secs(60), |e| {
+        event_for(e, "widened", &client)
+    });
+    assert_eq!(
+        widened["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("extra"))]),
+        "{widened}"
+    );
+    assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
+    // The widening pass read only the new line, not the three before it.
+    let requests = s.c.sidecar_jsonpath(
+        ns,
+        &client,
+        "{.metadata.annotations.meshscope\\.io/requests}",
+    );
+    assert_eq!(
+        requests.trim(),
+        "1",
+        "the pass that widened counted {requests} requests"
+    );
+    // Every read after the first asks from where the last one ended.
+    let asked: Vec<String> = kubelet
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("/client-0/istio-proxy"))
+        .collect();
+    assert!(asked[0].contains("sinceSeconds="), "{asked:?}");
+    assert!(
+        asked.len() >= 2
+            && asked[1..]
+                .iter()
+                .all(|r| r.contains("sinceTime=") && r.contains("timestamps=true")),
+        "{asked:?}"
+    );
+    let (_, metrics) = admin_get(port, "/metrics", Duration::from_secs(5));
+    assert!(
+        metrics.contains("meshscope_watch_edges_outside_scope_total{meets=\"passthrough\"} 1\n"),
+        "{metrics}"
+    );
+    drop(w);
 }
