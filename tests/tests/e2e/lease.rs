@@ -1,0 +1,503 @@
+//! The election of `apply --watch`'s writer (`plugin/src/live/lease.rs`) on
+//! the real API server: one leader of two, a release handed over at once,
+//! a leader that stops renewing replaced once its lease expires, RBAC
+//! denials named; and `deploy/watch/` against what watch mode asks for
+//! (`plugin/src/live/permissions.rs`, `read.rs`), offline and applied.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kubectl_meshscope::live::{
+    everything_needed, ConnectOptions, Live, Need, Purpose, LEASE_GROUP,
+};
+use meshscope_e2e::cluster::{repo_root, Cluster};
+use meshscope_test_support::fixtures::yaml_docs;
+use serde_json::Value;
+use tokio::time::timeout;
+
+/// Short enough for tests, long enough that a loaded machine's slow
+/// answers do not make a leader skip a renewal (renewed after 4s, read
+/// every 500 ms, leading until 1s before it expires).
+const LEASE: Duration = Duration::from_secs(6);
+/// `grace` of [`LEASE`]: the renewal comes this long before expiry.
+const GRACE: Duration = Duration::from_secs(2);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn connect(kubeconfig: &Path) -> Live {
+    Live::connect(&ConnectOptions {
+        kubeconfig: Some(kubeconfig.to_path_buf()),
+        chunk_size: 500,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// The Lease's holder, as kubectl reads it.
+fn holder(c: &Cluster, ns: &str, name: &str) -> String {
+    c.kubectl_ok(
+        &[
+            "get",
+            "lease",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        None,
+    )
+}
+
+#[test]
+fn exactly_one_of_two_replicas_leads_and_a_release_hands_over_at_once() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("lease-one", &[]);
+    runtime().block_on(async {
+        let live = connect(&c.kubeconfig).await;
+        let mut a = live.elect(&ns, "writer", "a", LEASE).await.unwrap();
+        let mut b = live.elect(&ns, "writer", "b", LEASE).await.unwrap();
+        timeout(Duration::from_secs(10), async {
+            tokio::select! {
+                r = a.leading() => r.unwrap(),
+                r = b.leading() => r.unwrap(),
+            }
+        })
+        .await
+        .expect("one of two leads");
+        // Through two lease durations, renewals included: always exactly
+        // one (never both, and the leader does not lapse while it renews).
+        let end = Instant::now() + 2 * LEASE;
+        let first = a.is_leader();
+        while Instant::now() < end {
+            assert!(
+                a.is_leader() != b.is_leader(),
+                "a leads: {}, b leads: {}",
+                a.is_leader(),
+                b.is_leader()
+            );
+            assert_eq!(a.is_leader(), first, "the leader changed without cause");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (leader, mut other) = if first { (a, b) } else { (b, a) };
+        let (lid, oid) = (leader.identity().to_string(), other.identity().to_string());
+        assert_eq!(holder(c, &ns, "writer"), lid);
+
+        // Released: the other leads within about a second, not a lease.
+        let released = Instant::now();
+        leader.release().await.unwrap();
+        timeout(Duration::from_secs(2), other.leading())
+            .await
+            .unwrap_or_else(|_| panic!("{oid} does not lead 2s after {lid} released"))
+            .unwrap();
+        eprintln!("handed over in {:?}", released.elapsed());
+        assert_eq!(holder(c, &ns, "writer"), oid);
+        other.release().await.unwrap();
+    });
+    assert_eq!(holder(c, &ns, "writer"), "", "released, no one holds it");
+}
+
+#[test]
+fn a_leader_that_stops_renewing_is_replaced_once_its_lease_expires() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("lease-drop", &[]);
+    runtime().block_on(async {
+        let live = connect(&c.kubeconfig).await;
+        let mut a = live.elect(&ns, "writer", "a", LEASE).await.unwrap();
+        timeout(Duration::from_secs(10), a.leading())
+            .await
+            .expect("a alone leads")
+            .unwrap();
+        let mut b = live.elect(&ns, "writer", "b", LEASE).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(a.is_leader() && !b.is_leader());
+        // a stops renewing without giving the Lease up (a crash).
+        let dropped = Instant::now();
+        drop(a);
+        let mut changes = Vec::new();
+        timeout(LEASE + Duration::from_secs(4), async {
+            changes.push(b.changed().await.unwrap());
+        })
+        .await
+        .expect("b leads once a's lease expired");
+        let took = dropped.elapsed();
+        eprintln!("taken over {took:?} after the leader stopped");
+        assert_eq!(changes, [true]);
+        assert!(b.is_leader());
+        // a had renewed at most LEASE - GRACE before it stopped, so its
+        // lease held for at least GRACE more (less a slow renewal).
+        assert!(took >= GRACE - Duration::from_millis(500), "{took:?}");
+        assert_eq!(holder(c, &ns, "writer"), "b");
+        b.release().await.unwrap();
+    });
+}
+
+#[test]
+fn rbac_denials_on_the_lease_name_the_permission() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("lease-rbac", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let user = format!("lease-user-{ns}");
+    let kubeconfig = c.impersonating(&user, dir.path()).unwrap();
+    runtime().block_on(async {
+        let live = connect(&kubeconfig).await;
+        // Nothing granted: joining fails at once, naming the permission.
+        let e = live
+            .elect(&ns, "writer", "a", LEASE)
+            .await
+            .err()
+            .expect("no permission on leases")
+            .to_string();
+        let first = e.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "RBAC forbids get on leases.coordination.k8s.io in namespace \"{ns}\""
+            )) && first.contains("grant deploy/watch/rbac.yaml"),
+            "{e}"
+        );
+        assert!(
+            e.contains("kind: Role\n")
+                && e.contains(&format!("namespace: {ns}"))
+                && e.contains("apiGroups: [\"coordination.k8s.io\"]")
+                && e.contains("verbs: [\"get\"]"),
+            "{e}"
+        );
+
+        // get alone: joining works, taking the Lease does not, and the
+        // election ends with the denial instead of retrying forever.
+        c.apply(&format!(
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: writer\n  namespace: {ns}\nspec: {{}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: lease-get\n  namespace: {ns}\nrules:\n- apiGroups: [\"coordination.k8s.io\"]\n  resources: [\"leases\"]\n  resourceNames: [\"writer\"]\n  verbs: [\"get\"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: lease-get\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: lease-get\nsubjects:\n- kind: User\n  name: {user}\n"
+        ));
+        let mut a = live.elect(&ns, "writer", "a", LEASE).await.unwrap();
+        let e = timeout(Duration::from_secs(10), a.leading())
+            .await
+            .expect("the denial ends the election")
+            .expect_err("no permission to patch")
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "RBAC forbids patch on leases.coordination.k8s.io in namespace \"{ns}\""
+            )),
+            "{e}"
+        );
+        assert!(!a.is_leader());
+    });
+    assert_eq!(holder(c, &ns, "writer"), "");
+}
+
+/// deploy/watch, file by file in kustomization order.
+fn watch_install() -> Vec<Value> {
+    let dir = repo_root().join("deploy/watch");
+    let k = &yaml_docs(&std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap())[0];
+    let mut out = Vec::new();
+    for r in k["resources"].as_array().unwrap() {
+        out.extend(yaml_docs(
+            &std::fs::read_to_string(dir.join(r.as_str().unwrap())).unwrap(),
+        ));
+    }
+    out
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "exactly one {kind}");
+    found[0]
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// The Deployment's arguments, and the watch Purpose and pod-log reading
+/// they give.
+fn deployment_purpose(docs: &[Value]) -> (Vec<String>, Purpose, bool) {
+    let d = one(docs, "Deployment");
+    let args = strs(&d["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let value = |flag: &str| {
+        args.iter()
+            .find_map(|a| a.strip_prefix(&format!("{flag}=")).map(str::to_string))
+    };
+    let has = |flag: &str| {
+        args.iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let lease = value("--lease").map(|l| {
+        let (ns, name) = l.split_once('/').expect("--lease NAMESPACE/NAME");
+        (ns.to_string(), name.to_string())
+    });
+    let purpose = Purpose::Watch {
+        prune: has("--prune"),
+        istiod: (has("--wait") && !has("--istiod-url"))
+            .then(|| value("--istio-namespace").unwrap_or_else(|| "istio-system".into())),
+        lease,
+    };
+    (args.clone(), purpose, has("--from-pod-logs"))
+}
+
+/// One permission as RBAC grants or a command needs it: verb, group,
+/// resource, namespace (`None`: all), object (`None`: all).
+type Grant = (String, String, String, Option<String>, Option<String>);
+
+fn need_grant(n: &Need) -> Grant {
+    (
+        n.verb.into(),
+        n.group.into(),
+        n.resource.into(),
+        n.namespace.clone(),
+        n.name.clone(),
+    )
+}
+
+/// Everything the install's RBAC grants `subject` (namespace/name of a
+/// ServiceAccount), rule by rule.
+fn granted(docs: &[Value], subject: (&str, &str)) -> Vec<Grant> {
+    let binds = |b: &Value| {
+        b["subjects"].as_array().unwrap().iter().any(|s| {
+            s["kind"] == "ServiceAccount" && s["namespace"] == subject.0 && s["name"] == subject.1
+        })
+    };
+    let mut out = Vec::new();
+    for (binding, role, cluster_wide) in [
+        ("ClusterRoleBinding", "ClusterRole", true),
+        ("RoleBinding", "Role", false),
+    ] {
+        for b in docs.iter().filter(|d| d["kind"] == binding && binds(d)) {
+            let ns =
+                (!cluster_wide).then(|| b["metadata"]["namespace"].as_str().unwrap().to_string());
+            assert_eq!(b["roleRef"]["kind"], role, "{b}");
+            let r = docs
+                .iter()
+                .find(|d| {
+                    d["kind"] == role
+                        && d["metadata"]["name"] == b["roleRef"]["name"]
+                        && (cluster_wide
+                            || d["metadata"]["namespace"] == b["metadata"]["namespace"])
+                })
+                .unwrap_or_else(|| panic!("{binding} binds a {role} the install lacks: {b}"));
+            for rule in r["rules"].as_array().unwrap() {
+                let names: Vec<Option<String>> = match strs(&rule["resourceNames"]) {
+                    n if n.is_empty() => vec![None],
+                    n => n.into_iter().map(Some).collect(),
+                };
+                for g in strs(&rule["apiGroups"]) {
+                    for res in strs(&rule["resources"]) {
+                        for v in strs(&rule["verbs"]) {
+                            for name in &names {
+                                out.push((
+                                    v.clone(),
+                                    g.clone(),
+                                    res.clone(),
+                                    ns.clone(),
+                                    name.clone(),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `grant` allows `need` (a grant in all namespaces or on all
+/// objects covers one).
+fn covers(grant: &Grant, need: &Grant) -> bool {
+    grant.0 == need.0
+        && grant.1 == need.1
+        && grant.2 == need.2
+        && (grant.3.is_none() || grant.3 == need.3)
+        && (grant.4.is_none() || grant.4 == need.4)
+}
+
+#[test]
+fn the_watch_install_grants_exactly_what_watch_mode_asks_for() {
+    let docs = watch_install();
+    let (args, purpose, pod_logs) = deployment_purpose(&docs);
+    for flag in [
+        "--watch",
+        "--all-namespaces",
+        "--from-pod-logs",
+        "--wait=2m",
+    ] {
+        assert!(
+            args.iter().any(|a| a == flag),
+            "{flag} missing from {args:?}"
+        );
+    }
+    assert!(!args.iter().any(|a| a == "--prune"), "{args:?}");
+    let sa = one(&docs, "ServiceAccount");
+    let subject = (
+        sa["metadata"]["namespace"].as_str().unwrap(),
+        sa["metadata"]["name"].as_str().unwrap(),
+    );
+    let d = one(&docs, "Deployment");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["serviceAccountName"],
+        subject.1
+    );
+    assert_eq!(d["metadata"]["namespace"], subject.0);
+    // The Lease it runs for is the one the install ships.
+    let lease = one(&docs, "Lease");
+    let Purpose::Watch {
+        lease: Some((lns, lname)),
+        ..
+    } = &purpose
+    else {
+        panic!("the Deployment passes --lease: {args:?}")
+    };
+    assert_eq!(
+        (
+            lease["metadata"]["namespace"].as_str(),
+            lease["metadata"]["name"].as_str()
+        ),
+        (Some(lns.as_str()), Some(lname.as_str()))
+    );
+    assert_eq!(lease["apiVersion"], format!("{LEASE_GROUP}/v1"));
+
+    let needs: Vec<Grant> = everything_needed(&purpose, pod_logs)
+        .iter()
+        .map(need_grant)
+        .collect();
+    let grants = granted(&docs, subject);
+    let missing: Vec<&Grant> = needs
+        .iter()
+        .filter(|n| !grants.iter().any(|g| covers(g, n)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "deploy/watch/rbac.yaml lacks {missing:#?}"
+    );
+    // Nothing more: every grant is one watch mode asks for, no wider.
+    let extra: Vec<&Grant> = grants.iter().filter(|g| !needs.contains(g)).collect();
+    assert!(
+        extra.is_empty(),
+        "deploy/watch/rbac.yaml grants more than watch mode asks for: {extra:#?}"
+    );
+    let mut unique = grants.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), grants.len(), "a grant said twice");
+
+    // Probes and scraping reach the port --metrics-addr listens on.
+    let addr = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--metrics-addr="))
+        .expect("--metrics-addr");
+    let port: u64 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+    let container = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["ports"][0]["containerPort"], port);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
+        assert_eq!(
+            container[probe]["httpGet"]["port"],
+            container["ports"][0]["name"]
+        );
+    }
+    assert_eq!(
+        d["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"],
+        port.to_string()
+    );
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert!(
+        args.contains(&"--identity=$(POD_NAME)".to_string()),
+        "{args:?}"
+    );
+    assert_eq!(
+        container["env"][0],
+        serde_json::json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    );
+}
+
+#[test]
+fn the_watch_install_is_accepted_and_its_service_account_can_hold_the_lease() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let dir = repo_root().join("deploy/watch");
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    c.kubectl_ok(&["apply", "-f", &path("namespace.yaml")], None);
+    // The whole install, Deployment included, as the API server checks it
+    // (no pods: this control plane has no scheduler or kubelet anyway).
+    let out = c.kubectl_ok(&["apply", "-k", &path(""), "--dry-run=server"], None);
+    for object in [
+        "serviceaccount/meshscope-watch",
+        "clusterrole.rbac.authorization.k8s.io/meshscope-watch",
+        "clusterrolebinding.rbac.authorization.k8s.io/meshscope-watch",
+        "role.rbac.authorization.k8s.io/meshscope-watch",
+        "rolebinding.rbac.authorization.k8s.io/meshscope-watch",
+        "lease.coordination.k8s.io/meshscope-watch",
+        "service/meshscope-watch",
+        "deployment.apps/meshscope-watch",
+        "poddisruptionbudget.policy/meshscope-watch",
+    ] {
+        assert!(out.contains(object), "{object} missing from:\n{out}");
+    }
+    // For real: what the ServiceAccount runs with.
+    let docs = yaml_docs(&c.kubectl_ok(&["kustomize", &path("")], None));
+    let keep = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Lease",
+    ];
+    for d in docs
+        .iter()
+        .filter(|d| keep.contains(&d["kind"].as_str().unwrap()))
+    {
+        c.apply(&serde_yaml::to_string(d).unwrap());
+    }
+    let (_, purpose, pod_logs) = deployment_purpose(&watch_install());
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = c
+        .impersonating(
+            "system:serviceaccount:meshscope-system:meshscope-watch",
+            tmp.path(),
+        )
+        .unwrap();
+    runtime().block_on(async {
+        let live = connect(&kubeconfig).await;
+        // The API server agrees that it may do all watch mode asks...
+        let denied = live
+            .check(&everything_needed(&purpose, pod_logs))
+            .await
+            .unwrap();
+        assert!(denied.is_empty(), "{denied:#?}");
+        // ...and no more: no deleting Sidecars, no other Lease, no
+        // port-forwards outside istio-system.
+        let beyond = [
+            Need::new("delete", "networking.istio.io", "sidecars", None),
+            Need::named("patch", LEASE_GROUP, "leases", "meshscope-system", "other"),
+            Need::new("create", "", "pods/portforward", Some("default")),
+            Need::new("list", "", "configmaps", Some("istio-system")),
+            Need::new("list", "", "secrets", None),
+        ];
+        assert_eq!(live.check(&beyond).await.unwrap(), beyond);
+        // It holds the shipped Lease, and gives it up.
+        let identity = format!("e2e-{}", std::process::id());
+        let mut e = live
+            .elect("meshscope-system", "meshscope-watch", &identity, LEASE)
+            .await
+            .unwrap();
+        timeout(LEASE + Duration::from_secs(10), e.leading())
+            .await
+            .expect("the ServiceAccount takes the Lease")
+            .unwrap();
+        assert_eq!(holder(c, "meshscope-system", "meshscope-watch"), identity);
+        e.release().await.unwrap();
+    });
+    assert_eq!(holder(c, "meshscope-system", "meshscope-watch"), "");
+}
