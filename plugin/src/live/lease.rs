@@ -266,11 +266,15 @@ impl Ballot {
             loop {
                 tokio::select! {
                     biased;
-                    _ = &mut stop => {
-                        // Stop writing first, then hand over.
+                    r = &mut stop => {
+                        // Stop writing first, then hand over (unless the
+                        // Election was dropped: then the lease expires).
                         publish(None);
                         drop(changed);
-                        return self.release(&m).await;
+                        return match r {
+                            Ok(()) => self.release(&m).await,
+                            Err(_) => Ok(()),
+                        };
                     }
                     r = &mut changed => match r {
                         Ok(now) => {

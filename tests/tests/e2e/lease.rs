@@ -178,6 +178,13 @@ fn rbac_denials_on_the_lease_name_the_permission() {
         c.apply(&format!(
             "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: writer\n  namespace: {ns}\nspec: {{}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: lease-get\n  namespace: {ns}\nrules:\n- apiGroups: [\"coordination.k8s.io\"]\n  resources: [\"leases\"]\n  resourceNames: [\"writer\"]\n  verbs: [\"get\"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: lease-get\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: lease-get\nsubjects:\n- kind: User\n  name: {user}\n"
         ));
+        // The authorizer sees a new RoleBinding a moment later.
+        let get = [Need::named("get", LEASE_GROUP, "leases", &ns, "writer")];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !live.check(&get).await.unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the Role never took effect");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let mut a = live.elect(&ns, "writer", "a", LEASE).await.unwrap();
         let e = timeout(Duration::from_secs(10), a.leading())
             .await
@@ -470,12 +477,18 @@ fn the_watch_install_is_accepted_and_its_service_account_can_hold_the_lease() {
         .unwrap();
     runtime().block_on(async {
         let live = connect(&kubeconfig).await;
-        // The API server agrees that it may do all watch mode asks...
-        let denied = live
-            .check(&everything_needed(&purpose, pod_logs))
-            .await
-            .unwrap();
-        assert!(denied.is_empty(), "{denied:#?}");
+        // The API server agrees that it may do all watch mode asks (once
+        // the authorizer has seen the new bindings)...
+        let needs = everything_needed(&purpose, pod_logs);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let denied = live.check(&needs).await.unwrap();
+            if denied.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{denied:#?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         // ...and no more: no deleting Sidecars, no other Lease, no
         // port-forwards outside istio-system.
         let beyond = [
