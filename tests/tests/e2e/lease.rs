@@ -1,10 +1,13 @@
 //! The election of `apply --watch`'s writer (`plugin/src/live/lease.rs`) on
 //! the real API server: one leader of two, a release handed over at once,
-//! a leader that stops renewing replaced once its lease expires, RBAC
+//! a leader that stops renewing replaced once its lease expires, a leader
+//! cut off from the API server stopping before another starts, RBAC
 //! denials named; and `deploy/watch/` against what watch mode asks for
 //! (`plugin/src/live/permissions.rs`, `read.rs`), offline and applied.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubectl_meshscope::live::{
@@ -13,6 +16,9 @@ use kubectl_meshscope::live::{
 use meshscope_e2e::cluster::{repo_root, Cluster};
 use meshscope_test_support::fixtures::yaml_docs;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 
 /// Short enough for tests, long enough that a loaded machine's slow
@@ -138,6 +144,131 @@ fn a_leader_that_stops_renewing_is_replaced_once_its_lease_expires() {
         assert!(took >= GRACE - Duration::from_millis(500), "{took:?}");
         assert_eq!(holder(c, &ns, "writer"), "b");
         b.release().await.unwrap();
+    });
+}
+
+/// A TCP relay to the API server that can be frozen: while it is, bytes
+/// are held in both directions and connections stay open, as a network
+/// partition (or a paused API server) looks to a client.
+struct Relay {
+    addr: std::net::SocketAddr,
+    frozen: Arc<AtomicBool>,
+}
+
+impl Relay {
+    async fn start(upstream: String) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let f = frozen.clone();
+        tokio::spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                let Ok(up) = TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let (dr, dw) = down.into_split();
+                let (ur, uw) = up.into_split();
+                tokio::spawn(pump(dr, uw, f.clone()));
+                tokio::spawn(pump(ur, dw, f.clone()));
+            }
+        });
+        Relay { addr, frozen }
+    }
+
+    fn freeze(&self, on: bool) {
+        self.frozen.store(on, Ordering::SeqCst);
+    }
+}
+
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, frozen: Arc<AtomicBool>) {
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        while frozen.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// The admin kubeconfig, its server reached through `relay`; and the
+/// server's `host:port`.
+fn through(c: &Cluster, relay: Option<&Relay>, dir: &Path) -> (std::path::PathBuf, String) {
+    let text = std::fs::read_to_string(&c.kubeconfig).unwrap();
+    let mut v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let mut upstream = String::new();
+    for cl in v["clusters"].as_sequence_mut().unwrap() {
+        let server = cl["cluster"]["server"].as_str().unwrap().to_string();
+        upstream = server
+            .trim_start_matches("https://")
+            .trim_end_matches('/')
+            .to_string();
+        if let Some(r) = relay {
+            cl["cluster"]["server"] = format!("https://{}", r.addr).into();
+        }
+    }
+    let path = dir.join("relayed.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&v).unwrap()).unwrap();
+    (path, upstream)
+}
+
+#[test]
+fn a_leader_cut_off_from_the_api_server_stops_leading_before_another_starts() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("lease-cut", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let (_, upstream) = through(c, None, dir.path());
+        let relay = Relay::start(upstream).await;
+        let (relayed, _) = through(c, Some(&relay), dir.path());
+        let mut a = connect(&relayed)
+            .await
+            .elect(&ns, "writer", "a", LEASE)
+            .await
+            .unwrap();
+        timeout(Duration::from_secs(10), a.leading())
+            .await
+            .expect("a alone leads")
+            .unwrap();
+        let b = connect(&c.kubeconfig)
+            .await
+            .elect(&ns, "writer", "b", LEASE)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(a.is_leader() && !b.is_leader());
+        // a's renewals and reads now hang (well within --request-timeout),
+        // and a must stop leading on its own clock before b can start.
+        let cut = Instant::now();
+        relay.freeze(true);
+        let mut a_stopped = None;
+        let deadline = cut + LEASE + Duration::from_secs(5);
+        while !b.is_leader() {
+            assert!(Instant::now() < deadline, "b never took over");
+            let (al, bl) = (a.is_leader(), b.is_leader());
+            assert!(!(al && bl), "both lead");
+            if !al && a_stopped.is_none() {
+                a_stopped = Some(cut.elapsed());
+            }
+            if a_stopped.is_some() {
+                assert!(!a.is_leader(), "a leads again while cut off");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let b_started = cut.elapsed();
+        let a_stopped = a_stopped.expect("a stopped leading before b started");
+        eprintln!("cut off: a stopped leading after {a_stopped:?}, b led after {b_started:?}");
+        assert!(a_stopped <= LEASE, "{a_stopped:?}");
+        assert!(!a.is_leader());
+        relay.freeze(false);
+        b.release().await.unwrap();
+        drop(a);
     });
 }
 
