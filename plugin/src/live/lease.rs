@@ -293,9 +293,15 @@ impl Ballot {
                             break;
                         }
                     },
-                    () = tokio::time::sleep_until(poll_at.into()) => {
+                    // A read in flight is dropped when another branch
+                    // wins (a stop is not held up by a slow answer), and
+                    // made again right away.
+                    r = async {
+                        tokio::time::sleep_until(poll_at.into()).await;
+                        self.read(&api).await
+                    } => {
                         poll_at = Instant::now() + poll;
-                        match self.read(&api).await {
+                        match r {
                             Ok(Holder::Me(u)) => until = u,
                             Ok(Holder::Other) => until = None,
                             Ok(Holder::Free) => {
