@@ -21,12 +21,15 @@
 //!   bounded parallelism, and naming what could not be read;
 //! - `write`: reading, server-side applying and deleting Sidecars;
 //! - `logs`: the istio-proxy logs of pods;
-//! - `portforward`: port-forwards to a pod (istiod's debug port).
+//! - `portforward`: port-forwards to a pod (istiod's debug port);
+//! - `lease`: the election on a Lease that picks the one replica of
+//!   `apply --watch` that writes ([`Election`]).
 
 mod client;
 mod failure;
 mod grants;
 mod kubeconfig;
+mod lease;
 mod list;
 mod logs;
 mod permissions;
@@ -39,10 +42,11 @@ pub use crate::duration::{
 };
 pub use client::{istio, istio_in, ConnectOptions, Live, NOTE_AFTER, PARALLELISM};
 pub use failure::{systemic_cause, ApiFailure, FailureKind};
-pub use grants::{rbac_file, APPLIER_FILE, READER_FILE, VERIFIER_FILE};
+pub use grants::{rbac_file, APPLIER_FILE, READER_FILE, VERIFIER_FILE, WATCH_FILE};
 pub use kubeconfig::load_kubeconfig;
+pub use lease::{Election, LEASE_DURATION};
 pub use list::{resource_of, Select};
 pub use logs::{LogCursor, LogWindow};
-pub use permissions::{rbac_error, role_for, Need, Purpose};
-pub use read::Read;
+pub use permissions::{lease_needs, rbac_error, role_for, Need, Purpose, LEASE_GROUP};
+pub use read::{everything_needed, read_needs, Read};
 pub use write::Patched;

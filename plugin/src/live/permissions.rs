@@ -23,6 +23,14 @@ pub enum Purpose {
     /// verify: port-forwards to istiod in this namespace (`None` with
     /// `--istiod-url`).
     Verify { istiod: Option<String> },
+    /// apply --watch: what apply needs, and holding the Lease
+    /// `(namespace, name)` that elects the writer among replicas (`None`:
+    /// one replica, no election; see `live/lease.rs`).
+    Watch {
+        prune: bool,
+        istiod: Option<String>,
+        lease: Option<(String, String)>,
+    },
 }
 
 impl Purpose {
@@ -32,6 +40,7 @@ impl Purpose {
             Purpose::Read => "meshscope-reader",
             Purpose::Apply { .. } => "meshscope-applier",
             Purpose::Verify { .. } => "meshscope-verifier",
+            Purpose::Watch { .. } => "meshscope-watch",
         }
     }
 
@@ -63,9 +72,41 @@ impl Purpose {
                 v
             }
             Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
+            Purpose::Watch {
+                prune,
+                istiod,
+                lease,
+            } => {
+                let mut v = Purpose::Apply {
+                    prune: *prune,
+                    istiod: istiod.clone(),
+                }
+                .needs(ns);
+                if let Some((lns, name)) = lease {
+                    v.extend(lease_needs(lns, name));
+                }
+                v
+            }
         }
     }
 }
+
+/// What holding the Lease `ns/name` takes (`live/lease.rs`, through
+/// kube-lease-manager): reading it (`get`) and taking, renewing and
+/// releasing it (`patch`: server-side apply and strategic merge), both
+/// limited to its name; and `create`, for when it does not exist yet
+/// (RBAC cannot limit `create` to a name). Never `update`, `list` or
+/// `watch`.
+pub fn lease_needs(ns: &str, name: &str) -> Vec<Need> {
+    vec![
+        Need::named("get", LEASE_GROUP, "leases", ns, name),
+        Need::named("patch", LEASE_GROUP, "leases", ns, name),
+        Need::new("create", LEASE_GROUP, "leases", Some(ns)),
+    ]
+}
+
+/// The API group of Leases.
+pub const LEASE_GROUP: &str = "coordination.k8s.io";
 
 /// A permission a command needs, for the one-pass RBAC check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +116,9 @@ pub struct Need {
     /// `pods` or `pods/portforward`.
     pub resource: &'static str,
     pub namespace: Option<String>,
+    /// The one object it is about (RBAC's `resourceNames`), when it is
+    /// not every object of the resource.
+    pub name: Option<String>,
 }
 
 impl Need {
@@ -91,6 +135,21 @@ impl Need {
             group,
             resource,
             namespace: ns.map(str::to_string),
+            name: None,
+        }
+    }
+
+    /// `verb` on the object `name` of `resource` in namespace `ns`.
+    pub fn named(
+        verb: &'static str,
+        group: &'static str,
+        resource: &'static str,
+        ns: &str,
+        name: &str,
+    ) -> Need {
+        Need {
+            name: Some(name.to_string()),
+            ..Need::new(verb, group, resource, Some(ns))
         }
     }
 }
@@ -128,6 +187,7 @@ impl Live {
                             resource: Some(resource.into()),
                             subresource: sub,
                             namespace: n.namespace.clone(),
+                            name: n.name.clone(),
                             ..Default::default()
                         }),
                         ..Default::default()
@@ -168,7 +228,10 @@ pub fn rbac_error(missing: &[Need], purpose: &Purpose) -> String {
     // that lack the same verbs: "get, patch on sidecars... in namespace x".
     let mut verbs: Vec<(String, Option<&str>, Vec<&str>)> = Vec::new();
     for n in missing {
-        let what = qualified(n.group, n.resource);
+        let mut what = qualified(n.group, n.resource);
+        if let Some(name) = &n.name {
+            what = format!("{what}/{name}");
+        }
         let ns = n.namespace.as_deref();
         match verbs.iter_mut().find(|(w, s, _)| *w == what && *s == ns) {
             Some((_, _, v)) if !v.contains(&n.verb) => v.push(n.verb),
@@ -228,27 +291,30 @@ pub fn role_for(name: &str, missing: &[Need]) -> String {
             _ => String::new(),
         }
     );
-    // The verbs of each resource...
-    let mut by_resource: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    // The verbs of each resource (and object, for a named need)...
+    type Verbs<'a> = Vec<&'a str>;
+    let mut by_resource: Vec<(&str, &str, Option<&str>, Verbs<'_>)> = Vec::new();
     for n in missing {
+        let name = n.name.as_deref();
         match by_resource
             .iter_mut()
-            .find(|(g, r, _)| *g == n.group && *r == n.resource)
+            .find(|(g, r, o, _)| *g == n.group && *r == n.resource && *o == name)
         {
-            Some((_, _, verbs)) if !verbs.contains(&n.verb) => verbs.push(n.verb),
+            Some((_, _, _, verbs)) if !verbs.contains(&n.verb) => verbs.push(n.verb),
             Some(_) => {}
-            None => by_resource.push((n.group, n.resource, vec![n.verb])),
+            None => by_resource.push((n.group, n.resource, name, vec![n.verb])),
         }
     }
-    // ...and the resources of each group that take the same verbs.
-    let mut rules: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
-    for (g, r, verbs) in by_resource {
+    // ...and the resources of each group that take the same verbs (on
+    // the same object).
+    let mut rules: Vec<(&str, Vec<&str>, Option<&str>, Verbs<'_>)> = Vec::new();
+    for (g, r, name, verbs) in by_resource {
         match rules
             .iter_mut()
-            .find(|(rg, _, rv)| *rg == g && *rv == verbs)
+            .find(|(rg, _, ro, rv)| *rg == g && *ro == name && *rv == verbs)
         {
-            Some((_, resources, _)) => resources.push(r),
-            None => rules.push((g, vec![r], verbs)),
+            Some((_, resources, _, _)) => resources.push(r),
+            None => rules.push((g, vec![r], name, verbs)),
         }
     }
     let quoted = |v: &[&str]| {
@@ -257,10 +323,12 @@ pub fn role_for(name: &str, missing: &[Need]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for (g, resources, verbs) in rules {
+    for (g, resources, name, verbs) in rules {
         out.push_str(&format!(
-            "\n- apiGroups: [\"{g}\"]\n  resources: [{}]\n  verbs: [{}]",
+            "\n- apiGroups: [\"{g}\"]\n  resources: [{}]{}\n  verbs: [{}]",
             quoted(&resources),
+            name.map(|n| format!("\n  resourceNames: [\"{n}\"]"))
+                .unwrap_or_default(),
             quoted(&verbs)
         ));
     }
@@ -278,6 +346,7 @@ mod tests {
             group: "",
             resource,
             namespace: ns.map(String::from),
+            name: None,
         };
         let r = role_for(
             "meshscope-verifier",
@@ -299,12 +368,46 @@ mod tests {
     }
 
     #[test]
+    fn watch_mode_holds_its_lease_by_name() {
+        let purpose = Purpose::Watch {
+            prune: false,
+            istiod: None,
+            lease: Some(("meshscope-system".into(), "meshscope-watch".into())),
+        };
+        let needs = purpose.needs(None);
+        for n in lease_needs("meshscope-system", "meshscope-watch") {
+            assert!(needs.contains(&n), "{n:?}");
+        }
+        assert!(!needs.iter().any(|n| n.verb == "delete"), "{needs:?}");
+        let one = Purpose::Watch {
+            prune: false,
+            istiod: None,
+            lease: None,
+        };
+        assert!(!one.needs(None).iter().any(|n| n.resource == "leases"));
+        let r = role_for(
+            "meshscope-watch",
+            &lease_needs("meshscope-system", "meshscope-watch"),
+        );
+        assert_eq!(
+            r,
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: meshscope-watch\n  namespace: meshscope-system\nrules:\n- apiGroups: [\"coordination.k8s.io\"]\n  resources: [\"leases\"]\n  resourceNames: [\"meshscope-watch\"]\n  verbs: [\"get\", \"patch\"]\n- apiGroups: [\"coordination.k8s.io\"]\n  resources: [\"leases\"]\n  verbs: [\"create\"]"
+        );
+        let e = rbac_error(&lease_needs("ns", "w")[..2], &purpose);
+        assert!(
+            e.starts_with("RBAC forbids get, patch on leases.coordination.k8s.io/w in namespace \"ns\"; grant deploy/watch/rbac.yaml"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn one_error_for_everything_rbac_forbids() {
         let need = |verb, group, resource, ns: Option<&str>| Need {
             verb,
             group,
             resource,
             namespace: ns.map(String::from),
+            name: None,
         };
         let e = rbac_error(
             &[

@@ -54,6 +54,53 @@ const SHARED: [(&str, &str); 7] = [
     ("security.istio.io", "authorizationpolicies"),
 ];
 
+/// What reading `namespaces` (all when `None`) and `purpose` need, as
+/// [`Live::read`] checks it: what the result cannot do without (reads in
+/// the namespaces in scope, and what the command itself does there), and
+/// what only a complete result needs besides (the shared kinds from every
+/// namespace, and the namespaces' labels).
+pub fn read_needs(
+    namespaces: Option<&BTreeSet<String>>,
+    purpose: &Purpose,
+    pod_logs: bool,
+) -> (Vec<Need>, Vec<Need>) {
+    let mut required: Vec<Need> = Vec::new();
+    for ns in scopes(namespaces) {
+        for (g, r) in WORKLOADS.iter().chain(&SHARED) {
+            required.push(Need::new("list", g, r, ns));
+        }
+        if pod_logs {
+            required.push(Need::new("get", "", "pods/log", ns));
+        }
+        required.extend(purpose.needs(ns));
+    }
+    let mut wide: Vec<Need> = vec![Need::new("list", "", "namespaces", None)];
+    if namespaces.is_some() {
+        wide.extend(SHARED.iter().map(|(g, r)| Need::new("list", g, r, None)));
+        wide.push(Need::new("list", DISCOVERY_GROUP, "endpointslices", None));
+    }
+    (required, wide)
+}
+
+/// Everything a command reading all namespaces (`-A`) with `purpose` asks
+/// of the API server, each once: [`read_needs`], and the mesh config
+/// (ConfigMap `istio` in `istio-system`), which a read does without when
+/// forbidden. What `deploy/watch/rbac.yaml` grants (a test compares them).
+pub fn everything_needed(purpose: &Purpose, pod_logs: bool) -> Vec<Need> {
+    let (required, wide) = read_needs(None, purpose, pod_logs);
+    let mut all: Vec<Need> = Vec::new();
+    let mesh = Need::named("get", "", "configmaps", MESH_NAMESPACE, "istio");
+    for n in required.into_iter().chain(wide).chain([mesh]) {
+        if !all.contains(&n) {
+            all.push(n);
+        }
+    }
+    all
+}
+
+/// Where the mesh config is read from.
+const MESH_NAMESPACE: &str = "istio-system";
+
 /// Why a read failed: permissions (all of those missing), or a call.
 enum ReadError {
     Rbac(Vec<Need>),
@@ -309,25 +356,7 @@ impl Live {
         purpose: &Purpose,
         pod_logs: bool,
     ) -> Result<Vec<Need>, ReadError> {
-        // What the result cannot do without: reads in the namespaces in
-        // scope, and what the command itself does there.
-        let mut required: Vec<Need> = Vec::new();
-        for ns in scopes(namespaces) {
-            for (g, r) in WORKLOADS.iter().chain(&SHARED) {
-                required.push(Need::new("list", g, r, ns));
-            }
-            if pod_logs {
-                required.push(Need::new("get", "", "pods/log", ns));
-            }
-            required.extend(purpose.needs(ns));
-        }
-        // What a complete result needs besides: the shared kinds from every
-        // namespace, and the namespaces' labels.
-        let mut wide: Vec<Need> = vec![Need::new("list", "", "namespaces", None)];
-        if namespaces.is_some() {
-            wide.extend(SHARED.iter().map(|(g, r)| Need::new("list", g, r, None)));
-            wide.push(Need::new("list", DISCOVERY_GROUP, "endpointslices", None));
-        }
+        let (required, wide) = read_needs(namespaces, purpose, pod_logs);
         let mut all = required.clone();
         all.extend(wide.iter().cloned());
         let denied = self.check(&all).await?;
@@ -356,12 +385,12 @@ impl Live {
         inputs: &mut Inputs,
         limitations: &mut Vec<String>,
     ) -> Result<(), ApiFailure> {
-        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), "istio-system");
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), MESH_NAMESPACE);
         let cm = self
-            .bounded("get", "configmaps", Some("istio-system"), async {
+            .bounded("get", "configmaps", Some(MESH_NAMESPACE), async {
                 cms.get_opt("istio").await.map_err(|e| {
                     let ar = ApiResource::erase::<ConfigMap>(&());
-                    self.fail(e, "get", &ar, Some("istio-system"))
+                    self.fail(e, "get", &ar, Some(MESH_NAMESPACE))
                 })
             })
             .await;

@@ -21,6 +21,7 @@ mod complete;
 mod fuzz_regressions;
 mod habits;
 mod hosts;
+mod lease;
 mod live;
 mod offline;
 mod plumbing;
