@@ -23,6 +23,7 @@ use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass};
 use crate::cmd::recommend::recommend_in;
 use crate::interrupt::Interrupt;
 use crate::istiod::Istiod;
+use crate::live::{Election, LEASE_DURATION};
 use crate::outcome::Outcome;
 use crate::output::Printer;
 use crate::request::{ApplyRequest, WatchRequest};
@@ -41,6 +42,10 @@ struct Watcher<'a> {
     ledger: Ledger,
     /// Connected on the first pass that writes; dropped on an error.
     istiods: Option<Vec<Istiod>>,
+    /// With `--lease`: whether this replica writes.
+    election: Option<Election>,
+    /// Whether it led at the last look (for the leading/following events).
+    led: Option<bool>,
     /// Diagnostics already printed (a pass repeats what the last said).
     said: BTreeSet<String>,
     passes: u64,
@@ -56,6 +61,14 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         let bound = metrics::serve(&ctx.rt, addr, metrics.clone())?;
         writeln!(p.err, "serving /metrics and /healthz on {bound}")?;
     }
+    let election = match &w.lease {
+        Some((ns, name)) => Some(
+            ctx.rt
+                .block_on(ctx.live.elect(ns, name, &w.identity, LEASE_DURATION))
+                .map_err(|f| anyhow::anyhow!(f.to_string()))?,
+        ),
+        None => None,
+    };
     let stop = Interrupt::install();
     let mut watcher = Watcher {
         a,
@@ -66,6 +79,8 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         cursor: Cursor::default(),
         ledger: Ledger::default(),
         istiods: None,
+        election,
+        led: None,
         said: BTreeSet::new(),
         passes: 0,
         started: Instant::now(),
@@ -77,8 +92,11 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     )?;
     while !stop.requested() {
         let began = Instant::now();
-        let leading = watcher.leading(p)?;
-        match watcher.pass(leading, p) {
+        if !watcher.leading(p)? {
+            watcher.follow()?;
+            continue;
+        }
+        match watcher.pass(true, p) {
             Ok(()) => watcher.metrics.pass(true),
             // A first pass that fails is a setup problem: say it and stop.
             Err(e) if watcher.passes == 0 => return Err(e),
@@ -100,6 +118,12 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
                 () = stop.wait() => {}
             }
         });
+    }
+    if let Some(e) = watcher.election.take() {
+        // Hand the Lease over now rather than when it expires.
+        if let Err(f) = watcher.ctx.rt.block_on(e.release()) {
+            writeln!(p.err, "warning: {f}")?;
+        }
     }
     emit(
         &Event::new("stopped").message(format!("after {} passes", watcher.passes)),
@@ -127,11 +151,46 @@ impl Watcher<'_> {
         s
     }
 
-    /// Whether this replica writes this pass.
-    fn leading(&mut self, _p: &mut Printer<'_>) -> Result<bool> {
+    /// Whether this replica writes this pass; says when that changes.
+    fn leading(&mut self, p: &mut Printer<'_>) -> Result<bool> {
         self.metrics.alive();
-        self.metrics.leader(true);
-        Ok(true)
+        let leading = self.election.as_ref().is_none_or(Election::is_leader);
+        self.metrics.leader(leading);
+        if self.election.is_some() && self.led != Some(leading) {
+            let e = if leading {
+                Event::new("leading")
+                    .message(format!("{} holds the Lease and writes", self.w.identity))
+            } else {
+                Event::new("following").message(format!(
+                    "{} waits: another replica holds the Lease",
+                    self.w.identity
+                ))
+            };
+            emit(&e, self.w.output, p)?;
+            // A replica that leads again starts afresh: what it read as a
+            // follower (nothing) is no guide to what changed meanwhile.
+            self.cursor = Cursor::default();
+            self.istiods = None;
+        }
+        self.led = Some(leading);
+        Ok(leading)
+    }
+
+    /// Waits, as a follower, until this replica may lead, the interval
+    /// passes (to stay healthy) or a signal comes.
+    /// An election that ended for a cause retrying cannot fix (RBAC,
+    /// credentials) is an error.
+    fn follow(&mut self) -> Result<()> {
+        let (Some(e), stop, interval) = (self.election.as_mut(), self.stop, self.w.interval) else {
+            return Ok(());
+        };
+        self.ctx.rt.block_on(async {
+            tokio::select! {
+                r = e.leading() => r.map_err(|f| anyhow::anyhow!(f.to_string())),
+                () = tokio::time::sleep(interval) => Ok(()),
+                () = stop.wait() => Ok(()),
+            }
+        })
     }
 
     /// Prints the diagnostics of `buf` not printed before.
@@ -215,6 +274,10 @@ impl Watcher<'_> {
     ) -> Result<bool> {
         if writes.is_empty() {
             return Ok(true);
+        }
+        // The pass read for a while: write only if this replica still leads.
+        if self.election.as_ref().is_some_and(|e| !e.is_leader()) {
+            return Ok(false);
         }
         let desired: Vec<Recommendation> = writes
             .iter()

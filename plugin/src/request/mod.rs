@@ -268,9 +268,17 @@ impl ApplyRequest {
         let mut spec = RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?;
         // Every permission apply needs is checked with the reads, in one pass.
         if a.dry_run != DryRun::Client {
-            spec.mesh.purpose = Purpose::Apply {
-                prune: a.prune,
-                istiod: wait.as_ref().and_then(|_| istiod.port_forward_namespace()),
+            let istiod = wait.as_ref().and_then(|_| istiod.port_forward_namespace());
+            spec.mesh.purpose = match &watch {
+                Some(w) => Purpose::Watch {
+                    prune: a.prune,
+                    istiod,
+                    lease: w.lease.clone(),
+                },
+                None => Purpose::Apply {
+                    prune: a.prune,
+                    istiod,
+                },
             };
         }
         Ok(ApplyRequest {
@@ -742,9 +750,10 @@ mod tests {
         assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(120)));
         assert_eq!(
             a.spec.mesh.purpose,
-            Purpose::Apply {
+            Purpose::Watch {
                 prune: false,
-                istiod: Some("istio-system".into())
+                istiod: Some("istio-system".into()),
+                lease: Some(("meshscope-system".into(), "watch".into())),
             }
         );
     }

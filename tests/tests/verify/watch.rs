@@ -509,3 +509,119 @@ fn pod_logs(s: &Setup) {
     );
     drop(w);
 }
+
+#[test]
+fn apply_watch_replicas_elect_one_writer_and_hand_over_on_sigterm() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    let s = setup("wcl", 870);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| replicas(&s)));
+    s.sim.close();
+    if let Err(e) = s.sc.world.delete(s.c) {
+        eprintln!("cleanup: {e:#}");
+    }
+    if let Err(p) = result {
+        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
+        std::panic::resume_unwind(p);
+    }
+}
+
+fn sigterm(w: &Watcher) {
+    let st = Command::new("kill")
+        .args(["-TERM", &w.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn replicas(s: &Setup) {
+    let ns = s.ns.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::copy(s.log.path(), &log_path).unwrap();
+    let log = log_path.to_str().unwrap().to_string();
+    let lease = format!("{ns}/meshscope-watch");
+    let args = |id: &'static str| -> Vec<String> {
+        ["--access-log", &log, "--lease", &lease, "--identity", id]
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let start = |id: &'static str| {
+        let a = args(id);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        Watcher::start(s, &a, free_port())
+    };
+    let mut a = start("replica-a");
+    let first = a.until("leading", Duration::from_secs(30), |e| {
+        e["event"] == "leading"
+    });
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("replica-a holds the Lease"),
+        "{first}"
+    );
+    let mut b = start("replica-b");
+    b.until("following", Duration::from_secs(30), |e| {
+        e["event"] == "following"
+    });
+    let client = loop {
+        let name = s.sidecar_of("client-0");
+        if !name.is_empty() {
+            break name;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    a.until("created", Duration::from_secs(60), |e| {
+        event_for(e, "created", &client)
+    });
+    // The follower writes nothing while the leader runs.
+    let quiet = b.during(Duration::from_secs(5));
+    assert!(
+        quiet
+            .iter()
+            .all(|e| e["event"] != "created" && e["event"] != "widened"),
+        "{quiet:#?}"
+    );
+
+    // SIGTERM: the leader releases the Lease, the follower takes over at once.
+    let t = Instant::now();
+    sigterm(&a);
+    a.until("stopped", Duration::from_secs(15), |e| {
+        e["event"] == "stopped"
+    });
+    b.until("leading", Duration::from_secs(10), |e| {
+        e["event"] == "leading"
+    });
+    let handover = t.elapsed();
+    assert!(a.child.wait().unwrap().success());
+    // And the new leader writes: a call outside client-0's scope widens it.
+    let ip =
+        s.sc.world
+            .pods
+            .iter()
+            .find(|p| p.name == "client-0")
+            .unwrap()
+            .ip
+            .clone();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log_path)
+        .unwrap();
+    f.write_all(outbound_text_line(50, &ip, &s.host("extra"), 80, "10.255.0.3:80").as_bytes())
+        .unwrap();
+    let widened = b.until("widened", Duration::from_secs(60), |e| {
+        event_for(e, "widened", &client)
+    });
+    assert_eq!(
+        widened["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("extra"))])
+    );
+    eprintln!("handover after SIGTERM: {handover:?}");
+    sigterm(&b);
+    b.until("stopped", Duration::from_secs(15), |e| {
+        e["event"] == "stopped"
+    });
+}
