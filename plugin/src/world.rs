@@ -28,6 +28,8 @@ pub struct World {
     pub selector: Option<Selector>,
     /// The cluster connection, in live mode.
     pub live: Option<LiveCtx>,
+    /// What the workloads' manifests name (`--from-manifest-hints`).
+    pub hints: Option<scope::hints::ManifestHints>,
 }
 
 pub struct LiveCtx {
@@ -112,6 +114,16 @@ fn check_traffic_domain(
     Ok(())
 }
 
+/// The manifest hints of the snapshot's workloads, when asked for.
+fn hints(
+    m: &MeshRequest,
+    inputs: &scope::Inputs,
+    snap: &MeshSnapshot,
+) -> Option<scope::hints::ManifestHints> {
+    m.manifest_hints
+        .then(|| scope::hints::ManifestHints::collect(inputs, snap))
+}
+
 /// Adds `o` to the observations so far.
 fn add(obs: &mut Option<Observations>, o: Observations) {
     match obs {
@@ -130,7 +142,11 @@ impl World {
     }
 
     fn load_files(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
-        let inputs = input::load_manifests(&m.manifests)?;
+        let inputs = scope::Inputs {
+            read_config_maps: m.manifest_hints,
+            ..Default::default()
+        };
+        let inputs = input::load_manifests_into(&m.manifests, inputs)?;
         if let Some(note) = inputs.skipped_note() {
             writeln!(
                 err,
@@ -162,12 +178,14 @@ impl World {
             Some(obs)
         };
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        let hints = hints(m, &inputs, &snap);
         Ok(World {
             snap,
             obs,
             namespaces,
             selector: m.selector.clone(),
             live: None,
+            hints,
         })
     }
 
@@ -190,8 +208,13 @@ impl World {
         // cluster-wide narrows the result, and is said.
         // explain and impact read every namespace, but -n suffices.
         let fallback = m.namespace.as_deref().filter(|_| m.all_namespaces);
-        let read =
-            rt.block_on(live.read(namespaces.as_ref(), fallback, &m.purpose, m.from_pod_logs))?;
+        let read = rt.block_on(live.read(
+            namespaces.as_ref(),
+            fallback,
+            &m.purpose,
+            m.from_pod_logs,
+            m.manifest_hints,
+        ))?;
         for limitation in &read.limitations {
             writeln!(err, "warning: {limitation}")?;
         }
@@ -214,12 +237,14 @@ impl World {
         let ctx = LiveCtx { rt, live };
         let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), err)?;
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        let hints = hints(m, &inputs, &snap);
         Ok(World {
             snap,
             obs,
             namespaces,
             selector: m.selector.clone(),
             live: Some(ctx),
+            hints,
         })
     }
 

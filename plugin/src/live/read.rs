@@ -91,6 +91,8 @@ struct Plan {
     /// Under -n, the pods of other namespaces are not read: the
     /// EndpointSlices of headless Services name their IPs.
     headless_slices: bool,
+    /// The ConfigMaps of the namespaces in scope (`--from-manifest-hints`).
+    config_maps: bool,
     limitations: Vec<String>,
 }
 
@@ -130,9 +132,18 @@ impl Plan {
             shared_in_scope,
             list_namespaces: !denied("", "namespaces"),
             headless_slices,
+            config_maps: false,
             limitations,
         }
     }
+}
+
+/// ConfigMaps for manifest hints, without their binary data (never read).
+fn add_config_maps(inputs: &mut Inputs, items: Vec<ConfigMap>) {
+    inputs.config_maps.extend(items.into_iter().map(|mut cm| {
+        cm.binary_data = None;
+        cm
+    }));
 }
 
 /// The namespaces in scope, one by one; `None` alone for all of them.
@@ -244,14 +255,17 @@ impl Live {
         fallback: Option<&str>,
         purpose: &Purpose,
         pod_logs: bool,
+        config_maps: bool,
     ) -> anyhow::Result<Read> {
-        let first = self.read_scoped(namespaces, purpose, pod_logs).await;
+        let first = self
+            .read_scoped(namespaces, purpose, pod_logs, config_maps)
+            .await;
         let (Err(ReadError::Rbac(missing)), None, Some(ns)) = (&first, namespaces, fallback) else {
             return first.map_err(|e| e.into_anyhow(purpose));
         };
         let set = BTreeSet::from([ns.to_string()]);
         let mut read = self
-            .read_scoped(Some(&set), purpose, pod_logs)
+            .read_scoped(Some(&set), purpose, pod_logs, config_maps)
             .await
             .map_err(|e| e.into_anyhow(purpose))?;
         let elsewhere: Vec<String> = missing
@@ -276,15 +290,20 @@ impl Live {
         Ok(read)
     }
 
-    /// [`Live::read`] of the workloads of `namespaces` (all when `None`).
+    /// [`Live::read`] of the workloads of `namespaces` (all when `None`),
+    /// and of their ConfigMaps with `config_maps` (manifest hints).
     async fn read_scoped(
         &self,
         namespaces: Option<&BTreeSet<String>>,
         purpose: &Purpose,
         pod_logs: bool,
+        config_maps: bool,
     ) -> Result<Read, ReadError> {
-        let wide_denied = self.permitted(namespaces, purpose, pod_logs).await?;
-        let plan = Plan::new(namespaces, &wide_denied);
+        let wide_denied = self
+            .permitted(namespaces, purpose, pod_logs, config_maps)
+            .await?;
+        let mut plan = Plan::new(namespaces, &wide_denied);
+        plan.config_maps = config_maps;
         let mut limitations = plan.limitations.clone();
         let mut inputs = self.list_everything(namespaces, &plan).await?;
         if !plan.list_namespaces {
@@ -308,6 +327,7 @@ impl Live {
         namespaces: Option<&BTreeSet<String>>,
         purpose: &Purpose,
         pod_logs: bool,
+        config_maps: bool,
     ) -> Result<Vec<Need>, ReadError> {
         // What the result cannot do without: reads in the namespaces in
         // scope, and what the command itself does there.
@@ -318,6 +338,9 @@ impl Live {
             }
             if pod_logs {
                 required.push(Need::new("get", "", "pods/log", ns));
+            }
+            if config_maps {
+                required.push(Need::new("list", "", "configmaps", ns));
             }
             required.extend(purpose.needs(ns));
         }
@@ -437,6 +460,9 @@ impl Live {
         jobs.extend(self.shared_jobs(per_scope));
         for ns in scopes.iter().copied() {
             jobs.extend(self.workload_jobs(ns));
+            if plan.config_maps {
+                jobs.push(self.list_typed::<ConfigMap>(ns, add_config_maps).boxed());
+            }
         }
         // try_collect stops at the first failure, so a server that hangs
         // costs one timeout, not one per wave of PARALLELISM lists.
