@@ -171,7 +171,7 @@ fn the_fix_audit_prints_for_a_workload_not_running_yet_scopes_it_as_printed() {
     assert_eq!(
         fix,
         format!(
-            "kubectl meshscope apply -n {ns} --workload deployment/worker --from-manifest-hints"
+            "kubectl meshscope apply -n {ns} --workload deployment/worker --from-manifest-hints --allow-idle"
         )
     );
     let (ok, err) = run_printed(c, &fix);
@@ -179,6 +179,53 @@ fn the_fix_audit_prints_for_a_workload_not_running_yet_scopes_it_as_printed() {
     assert_eq!(ms0001_for(c, &ns, "worker"), None);
     assert_eq!(
         hosts(c, &ns, "worker-deployment-meshscope"),
+        [
+            format!("{ns}/ratings.{ns}.svc.cluster.local"),
+            format!("{ns}/reviews.{ns}.svc.cluster.local"),
+        ]
+    );
+}
+
+#[test]
+fn listing_config_maps_joins_the_permission_check_and_the_shipped_reader_grants_it() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("hints-rbac", &[("istio-injection", "enabled")]);
+    let other = c.namespace("hints-rbac-other", &[]);
+    world(c, &ns, &other, "web");
+    let dir = tempfile::tempdir().unwrap();
+
+    // Nothing granted: the one error names configmaps only with the flag.
+    let nobody = c
+        .impersonating(&format!("meshscope-nobody-{ns}"), dir.path())
+        .unwrap();
+    let plain = meshscope(&nobody, &["recommend", "-n", &ns]).error();
+    assert!(!plain.contains("configmaps"), "{plain}");
+    let e = meshscope(&nobody, &["recommend", "-n", &ns, "--from-manifest-hints"]).error();
+    assert!(
+        e.contains(", configmaps in namespace") && e.contains("\"configmaps\""),
+        "{e}"
+    );
+
+    // deploy/rbac/meshscope-reader.yaml is enough.
+    let user = format!("meshscope-reader-{ns}");
+    c.bind_reader(&user);
+    let reader = c.impersonating(&user, dir.path()).unwrap();
+    let r = meshscope(
+        &reader,
+        &[
+            "recommend",
+            "-n",
+            &ns,
+            "--from-manifest-hints",
+            "-o",
+            "yaml",
+        ],
+    );
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    let hosts = meshscope_e2e::sidecar_hosts(&r.stdout);
+    assert_eq!(
+        hosts["web-deployment-meshscope"],
         [
             format!("{ns}/ratings.{ns}.svc.cluster.local"),
             format!("{ns}/reviews.{ns}.svc.cluster.local"),

@@ -329,7 +329,7 @@ fn exists(c: &Cluster, kind: &str, ns: &str, name: &str) -> bool {
 
 fn unscoped_denial(ns: &str, name: &str) -> String {
     format!(
-        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-manifest-hints)"
+        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-manifest-hints --allow-idle)"
     )
 }
 
