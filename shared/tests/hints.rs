@@ -345,3 +345,78 @@ fn a_workload_without_traffic_gets_a_sidecar_from_its_hints_and_hidden_hosts_are
         recs[0].outcome
     );
 }
+
+#[test]
+fn traffic_adds_what_the_hints_missed_and_each_stays_identifiable() {
+    let mut objects = registry();
+    objects.push(deployment("shop", "web", &["reviews:9080"], &[], &[], &[]));
+    objects.push(deployment(
+        "shop",
+        "cli",
+        &["https://api.example.com/"],
+        &[],
+        &[],
+        &[],
+    ));
+    let (inputs, snap) = world(objects);
+    let web = snap
+        .find_workload(&WorkloadKind::Deployment, "shop", "web")
+        .unwrap();
+    let cli = snap
+        .find_workload(&WorkloadKind::Deployment, "shop", "cli")
+        .unwrap();
+    let mut obs = Observations::default();
+    obs.add_edge(web, "ratings.data.svc.cluster.local", 9080, 5, "pod-logs");
+    obs.add_edge(web, "reviews.shop.svc.cluster.local", 9080, 2, "pod-logs");
+    let opts = RecommendOptions {
+        manifest_hints: Some(ManifestHints::collect(&inputs, &snap)),
+        ..Default::default()
+    };
+    let recs = recommend(&snap, &obs, &[web], &opts);
+    let r = &recs[0];
+    let sc = r.sidecar().unwrap();
+    assert_eq!(
+        sc.spec.egress[0].hosts,
+        [
+            "data/ratings.data.svc.cluster.local",
+            "shop/reviews.shop.svc.cluster.local"
+        ]
+    );
+    assert_eq!(r.dependencies, sc.spec.egress[0].hosts);
+    assert_eq!(r.hinted, ["shop/reviews.shop.svc.cluster.local"]);
+    let ann = sc.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann[SOURCES_ANNOTATION], "manifest-hints,pod-logs");
+    assert_eq!(ann["meshscope.io/requests"], "7");
+    // Without the flag the same traffic gives the same hosts, and no hint
+    // marks.
+    let plain = recommend(&snap, &obs, &[web], &RecommendOptions::default());
+    let ann = plain[0]
+        .sidecar()
+        .unwrap()
+        .metadata
+        .annotations
+        .clone()
+        .unwrap();
+    assert_eq!(ann[SOURCES_ANNOTATION], "pod-logs");
+    assert!(!ann.contains_key(HINTED_ANNOTATION));
+    assert!(plain[0].hinted.is_empty());
+
+    // Per namespace: the hints of every workload in it.
+    let opts = RecommendOptions {
+        per_namespace: true,
+        ..opts
+    };
+    let recs = recommend(&snap, &Observations::default(), &[web, cli], &opts);
+    assert_eq!(
+        recs[0]
+            .sidecar()
+            .expect("a namespace default from hints")
+            .spec
+            .egress[0]
+            .hosts,
+        [
+            "shop/api.example.com",
+            "shop/reviews.shop.svc.cluster.local"
+        ]
+    );
+}
