@@ -143,7 +143,7 @@ impl World {
 
     fn load_files(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
         let inputs = scope::Inputs {
-            read_config_maps: m.manifest_hints,
+            manifest_hints: m.manifest_hints,
             ..Default::default()
         };
         let inputs = input::load_manifests_into(&m.manifests, inputs)?;

@@ -262,6 +262,19 @@ fn port_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     Ok(ports.map_or(0, |p| p.len() as u32))
 }
 
+impl Pod {
+    /// Drops what only manifest hints read.
+    pub fn drop_hints(&mut self) {
+        if let Some(spec) = &mut self.spec {
+            spec.config_map_volumes = Vec::new();
+            for c in spec.containers.iter_mut().chain(&mut spec.init_containers) {
+                c.hint_values = Vec::new();
+                c.config_maps = Vec::new();
+            }
+        }
+    }
+}
+
 /// The Kubernetes API's name for [`Pod`], so a client can list pods straight
 /// into it.
 impl k8s_openapi::Resource for Pod {
@@ -355,11 +368,14 @@ pub struct Inputs {
     pub mesh_config_maps: Vec<ConfigMap>,
     /// EndpointSlices (only those of headless Services are used).
     pub endpoint_slices: Vec<EndpointSlice>,
-    /// Whether ConfigMaps other than `istio` are kept (for manifest hints;
-    /// set before adding objects). Off, they are read and dropped.
-    pub read_config_maps: bool,
+    /// Whether what manifest hints read is kept (set before adding
+    /// objects): ConfigMaps other than `istio`, and the strings of pods'
+    /// containers that could name a host. Off, both are dropped as they
+    /// are read, so that pods keep no more than before (a pod with a few
+    /// host-like env values keeps some 600 bytes of them).
+    pub manifest_hints: bool,
     /// Those ConfigMaps, without their `binaryData`, when
-    /// [`Inputs::read_config_maps`] is set.
+    /// [`Inputs::manifest_hints`] is set.
     pub config_maps: Vec<ConfigMap>,
     /// Objects of kinds scoping does not read, by how they were named
     /// (`Secret`, a typo such as `Deploymnet`, or a read kind under
@@ -503,7 +519,10 @@ impl Inputs {
                 self.endpoint_slices.push(decode(&kind, v)?)
             }
             ("Namespace", false) => self.namespaces.push(decode(&kind, v)?),
-            ("Pod", false) => self.pods.push(decode(&kind, v)?),
+            ("Pod", false) => {
+                let pod = decode(&kind, v)?;
+                self.add_pods(vec![pod])
+            }
             ("Deployment", false) => self.deployments.push(decode(&kind, v)?),
             ("StatefulSet", false) => self.statefulsets.push(decode(&kind, v)?),
             ("DaemonSet", false) => self.daemonsets.push(decode(&kind, v)?),
@@ -520,7 +539,7 @@ impl Inputs {
             ("Sidecar", true) => self.sidecars.push(decode(&kind, v)?),
             ("VirtualService", true) => self.virtual_services.push(decode(&kind, v)?),
             ("DestinationRule", true) => self.destination_rules.push(decode(&kind, v)?),
-            ("ConfigMap", false) if self.read_config_maps => {
+            ("ConfigMap", false) if self.manifest_hints => {
                 let mut cm: ConfigMap = decode(&kind, v)?;
                 cm.binary_data = None;
                 self.config_maps.push(cm)
@@ -534,6 +553,18 @@ impl Inputs {
             }
         }
         Ok(Added::Object)
+    }
+
+    /// Adds pods decoded elsewhere (listed from the API server), keeping
+    /// their hint strings only with [`Inputs::manifest_hints`].
+    pub fn add_pods(&mut self, pods: Vec<Pod>) {
+        let keep = self.manifest_hints;
+        self.pods.extend(pods.into_iter().map(|mut p| {
+            if !keep {
+                p.drop_hints();
+            }
+            p
+        }));
     }
 
     /// One line naming the objects skipped for their kind, if any.

@@ -72,7 +72,7 @@ fn config_map(ns: &str, name: &str, data: Value) -> Value {
 
 fn world(objects: Vec<Value>) -> (Inputs, MeshSnapshot) {
     let mut inputs = Inputs {
-        read_config_maps: true,
+        manifest_hints: true,
         ..Default::default()
     };
     for o in objects {
@@ -232,7 +232,7 @@ fn hints_come_from_env_args_and_the_config_maps_a_template_reads() {
             ("reviews.shop.svc.cluster.local", "container app"),
         ]
     );
-    // Without read_config_maps, ConfigMaps are read and dropped, as before.
+    // Without manifest_hints, ConfigMaps are read and dropped, as before.
     let mut plain = Inputs::default();
     assert_eq!(
         plain.add(config_map("shop", "web-env", json!({}))).unwrap(),
@@ -254,7 +254,14 @@ fn a_pod_keeps_only_the_strings_that_could_name_a_host() {
              "env": [{"name": "X", "value": "istiod.istio-system.svc:15012"}]}],
          "volumes": [{"name": "a", "configMap": {"name": "files"}}, {"name": "b", "secret": {"secretName": "s"}},
                      {"name": "c", "projected": {"sources": [{"configMap": {"name": "proj"}}, {"secret": {"name": "s"}}]}}]}});
-    let mut inputs = Inputs::default();
+    let mut plain = Inputs::default();
+    plain.add(pod.clone()).unwrap();
+    let spec = plain.pods[0].spec.as_ref().unwrap();
+    assert!(spec.containers[0].hint_values.is_empty() && spec.config_map_volumes.is_empty());
+    let mut inputs = Inputs {
+        manifest_hints: true,
+        ..Default::default()
+    };
     inputs.add(pod).unwrap();
     let spec = inputs.pods[0].spec.as_ref().unwrap();
     let app = &spec.containers[0];

@@ -470,7 +470,10 @@ impl Live {
             .buffer_unordered(PARALLELISM)
             .try_collect()
             .await?;
-        let mut inputs = Inputs::default();
+        let mut inputs = Inputs {
+            manifest_hints: plan.config_maps,
+            ..Default::default()
+        };
         for fill in fills {
             fill(&mut inputs)?;
         }
@@ -536,7 +539,7 @@ impl Live {
     fn workload_jobs<'a>(&'a self, ns: Option<&'a str>) -> [Listing<'a>; 7] {
         [
             // Pods decode straight into the engine's lean form.
-            self.list_typed::<ObservedPod>(ns, |i, v| i.pods.extend(v))
+            self.list_typed::<ObservedPod>(ns, |i, v| i.add_pods(v))
                 .boxed(),
             self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
                 .boxed(),
