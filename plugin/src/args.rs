@@ -302,6 +302,9 @@ pub struct RecommendFlags {
     /// Emit one selector-less Sidecar per namespace instead of one per workload
     #[arg(long)]
     pub per_namespace: bool,
+    /// Also import the hosts each workload's manifests name (env values, args, command, and the ConfigMaps it mounts or reads), so a workload with no traffic yet gets a scope; only hosts a Service or ServiceEntry defines
+    #[arg(long)]
+    pub from_manifest_hints: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

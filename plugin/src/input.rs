@@ -74,7 +74,12 @@ fn mesh_from_text(text: &str) -> Result<MeshConfig> {
 /// Loads every object from YAML/JSON manifests (multi-document, `List`s);
 /// `-` is stdin.
 pub fn load_manifests(paths: &[PathBuf]) -> Result<Inputs> {
-    let mut inputs = Inputs::default();
+    load_manifests_into(paths, Inputs::default())
+}
+
+/// [`load_manifests`] into `inputs` as configured (ConfigMaps kept for
+/// manifest hints, say).
+pub fn load_manifests_into(paths: &[PathBuf], mut inputs: Inputs) -> Result<Inputs> {
     for p in paths {
         if p.as_os_str() == "-" {
             let mut text = String::new();

@@ -29,6 +29,8 @@ pub struct World {
     /// The cluster connection, in live mode (shared with the next pass's
     /// world in watch mode).
     pub live: Option<std::sync::Arc<LiveCtx>>,
+    /// What the workloads' manifests name (`--from-manifest-hints`).
+    pub hints: Option<scope::hints::ManifestHints>,
 }
 
 pub struct LiveCtx {
@@ -150,6 +152,16 @@ fn prometheus_window(
     }
 }
 
+/// The manifest hints of the snapshot's workloads, when asked for.
+fn hints(
+    m: &MeshRequest,
+    inputs: &scope::Inputs,
+    snap: &MeshSnapshot,
+) -> Option<scope::hints::ManifestHints> {
+    m.manifest_hints
+        .then(|| scope::hints::ManifestHints::collect(inputs, snap))
+}
+
 /// Adds `o` to the observations so far.
 fn add(obs: &mut Option<Observations>, o: Observations) {
     match obs {
@@ -168,7 +180,11 @@ impl World {
     }
 
     fn load_files(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
-        let inputs = input::load_manifests(&m.manifests)?;
+        let inputs = scope::Inputs {
+            manifest_hints: m.manifest_hints,
+            ..Default::default()
+        };
+        let inputs = input::load_manifests_into(&m.manifests, inputs)?;
         if let Some(note) = inputs.skipped_note() {
             writeln!(
                 err,
@@ -200,12 +216,14 @@ impl World {
             Some(obs)
         };
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        let hints = hints(m, &inputs, &snap);
         Ok(World {
             snap,
             obs,
             namespaces,
             selector: m.selector.clone(),
             live: None,
+            hints,
         })
     }
 
@@ -234,8 +252,13 @@ impl World {
         // cluster-wide narrows the result, and is said.
         // explain and impact read every namespace, but -n suffices.
         let fallback = m.namespace.as_deref().filter(|_| m.all_namespaces);
-        let read =
-            rt.block_on(live.read(namespaces.as_ref(), fallback, &m.purpose, m.from_pod_logs))?;
+        let read = rt.block_on(live.read(
+            namespaces.as_ref(),
+            fallback,
+            &m.purpose,
+            m.from_pod_logs,
+            m.manifest_hints,
+        ))?;
         for limitation in &read.limitations {
             writeln!(err, "warning: {limitation}")?;
         }
@@ -257,12 +280,14 @@ impl World {
         }
         let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), cursor, err)?;
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
+        let hints = hints(m, &inputs, &snap);
         Ok(World {
             snap,
             obs,
             namespaces,
             selector: m.selector.clone(),
             live: Some(ctx),
+            hints,
         })
     }
 

@@ -61,7 +61,7 @@ pub const CODES: &[CodeDoc] = &[
         severity: Severity::Warning,
         title: "Unscoped injected workload",
         description: "The workload runs an Envoy sidecar and no Sidecar applies to it: none selects it, its namespace has no default, and the root namespace has no mesh default. Its proxies receive the configuration of every service visible to the namespace, and every change anywhere in the mesh is pushed to them.",
-        fix: "Apply a Sidecar made from the workload's observed traffic: kubectl meshscope apply -n NS --workload KIND/NAME --from-pod-logs (or --prometheus URL, or recommend --access-log FILE | kubectl apply -f -). For a workload that is not running yet, a namespace default made from its namespace's traffic scopes it: kubectl meshscope apply -n NS --per-namespace --from-pod-logs. Or write a namespace or mesh default Sidecar yourself.",
+        fix: "Apply a Sidecar made from the workload's observed traffic: kubectl meshscope apply -n NS --workload KIND/NAME --from-pod-logs (or --prometheus URL, or recommend --access-log FILE | kubectl apply -f -). For a workload that is not running yet (no traffic to learn from), a Sidecar made from the hosts its manifests name (env values, args, the ConfigMaps it reads; only hosts a Service or ServiceEntry defines) scopes it: kubectl meshscope apply -n NS --workload KIND/NAME --from-manifest-hints --allow-idle (a workload whose manifests name no such host gets a closed scope); its traffic widens it later. Or write a namespace or mesh default Sidecar yourself.",
     },
     CodeDoc {
         code: "MS0002",
@@ -202,8 +202,8 @@ impl AuditScope<'_> {
 /// The MS0001 message: the one text both `audit` and the webhook show.
 pub fn unscoped_message(kind: &str, ns: &str, name: &str) -> String {
     format!(
-        "{kind} {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload {}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --per-namespace --from-pod-logs)",
-        kind.to_ascii_lowercase()
+        "{kind} {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload {lower}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --workload {lower}/{name} --from-manifest-hints --allow-idle)",
+        lower = kind.to_ascii_lowercase()
     )
 }
 

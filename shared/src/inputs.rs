@@ -43,40 +43,184 @@ pub struct PodSpec {
     pub init_containers: Vec<Container>,
     #[serde(default)]
     pub host_network: Option<bool>,
+    /// The ConfigMaps the pod mounts (`volumes[].configMap` and projected
+    /// ones), for manifest hints; the volumes are not kept otherwise.
+    #[serde(default, rename = "volumes", deserialize_with = "config_map_volumes")]
+    pub config_map_volumes: Vec<String>,
+}
+
+/// A ConfigMap a container reads: all of it (`envFrom`), or one key
+/// (`env[].valueFrom.configMapKeyRef`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    pub name: String,
+    pub key: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "RawContainer")]
 pub struct Container {
     /// Missing in some hand-written manifests (Istio's analyzer fixtures
     /// among them); read as empty, as the typed API objects do.
-    #[serde(default)]
     pub name: String,
     /// How many ports the container declares (each becomes an inbound
     /// cluster); their contents are not read.
-    #[serde(default, rename = "ports", deserialize_with = "port_count")]
     pub ports: u32,
     /// The image, for the Istio version of `istio-proxy` and `discovery`.
-    #[serde(default)]
     pub image: String,
     /// The value after `--domain` in the container's args, if any: the
     /// injected `istio-proxy` gets `$(POD_NAMESPACE).svc.<cluster domain>`,
-    /// istiod's `discovery` the cluster domain itself. Nothing else of the
-    /// args is kept.
-    #[serde(default, rename = "args", deserialize_with = "domain_arg")]
+    /// istiod's `discovery` the cluster domain itself.
     pub domain: Option<String>,
+    /// The strings of `command`, `args` and `env[].value` that could name
+    /// a host (see [`may_name_host`]), for manifest hints. The proxy's own
+    /// container keeps none.
+    pub hint_values: Vec<String>,
+    /// The ConfigMaps its environment reads (`envFrom`, `valueFrom`).
+    pub config_maps: Vec<ConfigMapRef>,
 }
 
-fn domain_arg<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let args: Option<Vec<String>> = Option::deserialize(d)?;
-    let args = args.unwrap_or_default();
-    Ok(args.iter().enumerate().find_map(|(i, a)| {
+/// Could this string of a pod template name a host? It has a letter (a
+/// Service name starts with one) and is no longer than a config file
+/// worth scanning. Only these are kept of a pod's environment, so that
+/// 30k pods do not keep every flag and number they were started with.
+pub fn may_name_host(s: &str) -> bool {
+    s.len() <= 8192 && s.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+/// A container as written, before [`Container`] keeps what it reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawContainer {
+    #[serde(default)]
+    name: String,
+    #[serde(default, deserialize_with = "port_count")]
+    ports: u32,
+    #[serde(default)]
+    image: String,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    args: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    command: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    env: Vec<RawEnv>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    env_from: Vec<RawEnvFrom>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEnv {
+    #[serde(default)]
+    value: Option<String>,
+    #[serde(default)]
+    value_from: Option<RawEnvSource>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEnvSource {
+    #[serde(default)]
+    config_map_key_ref: Option<RawKeyRef>,
+}
+
+#[derive(Deserialize)]
+struct RawKeyRef {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEnvFrom {
+    #[serde(default)]
+    config_map_ref: Option<RawName>,
+}
+
+#[derive(Deserialize)]
+struct RawName {
+    #[serde(default)]
+    name: String,
+}
+
+impl From<RawContainer> for Container {
+    fn from(c: RawContainer) -> Self {
+        let domain = domain_arg(&c.args);
+        let mut hint_values = Vec::new();
+        let mut config_maps = Vec::new();
+        if c.name != crate::inject::PROXY_CONTAINER {
+            let env = c.env.iter().filter_map(|e| e.value.clone());
+            hint_values = (c.command.into_iter().chain(c.args).chain(env))
+                .filter(|v| may_name_host(v))
+                .collect();
+            for e in c.env {
+                if let Some(r) = e.value_from.and_then(|f| f.config_map_key_ref) {
+                    config_maps.push(ConfigMapRef {
+                        name: r.name,
+                        key: Some(r.key),
+                    });
+                }
+            }
+            let from = c.env_from.into_iter().filter_map(|f| f.config_map_ref);
+            config_maps.extend(from.map(|r| ConfigMapRef {
+                name: r.name,
+                key: None,
+            }));
+        }
+        Container {
+            name: c.name,
+            ports: c.ports,
+            image: c.image,
+            domain,
+            hint_values,
+            config_maps,
+        }
+    }
+}
+
+fn domain_arg(args: &[String]) -> Option<String> {
+    args.iter().enumerate().find_map(|(i, a)| {
         if let Some(v) = a.strip_prefix("--domain=") {
             return Some(v.to_string());
         }
         (a == "--domain")
             .then(|| args.get(i + 1).cloned())
             .flatten()
-    }))
+    })
+}
+
+/// The names of the ConfigMaps a pod's volumes mount, directly or through
+/// a projected volume.
+fn config_map_volumes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Volume {
+        #[serde(default)]
+        config_map: Option<RawName>,
+        #[serde(default)]
+        projected: Option<Projected>,
+    }
+    #[derive(Deserialize)]
+    struct Projected {
+        #[serde(default, deserialize_with = "null_as_empty")]
+        sources: Vec<Source>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Source {
+        #[serde(default)]
+        config_map: Option<RawName>,
+    }
+    let volumes: Vec<Volume> = null_as_empty(d)?;
+    let mut out = Vec::new();
+    for v in volumes {
+        out.extend(v.config_map.map(|n| n.name));
+        let projected = v.projected.into_iter().flat_map(|p| p.sources);
+        out.extend(projected.filter_map(|s| s.config_map).map(|n| n.name));
+    }
+    Ok(out)
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -116,6 +260,19 @@ where
 fn port_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     let ports: Option<Vec<serde::de::IgnoredAny>> = Option::deserialize(d)?;
     Ok(ports.map_or(0, |p| p.len() as u32))
+}
+
+impl Pod {
+    /// Drops what only manifest hints read.
+    pub fn drop_hints(&mut self) {
+        if let Some(spec) = &mut self.spec {
+            spec.config_map_volumes = Vec::new();
+            for c in spec.containers.iter_mut().chain(&mut spec.init_containers) {
+                c.hint_values = Vec::new();
+                c.config_maps = Vec::new();
+            }
+        }
+    }
 }
 
 /// The Kubernetes API's name for [`Pod`], so a client can list pods straight
@@ -211,6 +368,15 @@ pub struct Inputs {
     pub mesh_config_maps: Vec<ConfigMap>,
     /// EndpointSlices (only those of headless Services are used).
     pub endpoint_slices: Vec<EndpointSlice>,
+    /// Whether what manifest hints read is kept (set before adding
+    /// objects): ConfigMaps other than `istio`, and the strings of pods'
+    /// containers that could name a host. Off, both are dropped as they
+    /// are read, so that pods keep no more than before (a pod with a few
+    /// host-like env values keeps some 600 bytes of them).
+    pub manifest_hints: bool,
+    /// Those ConfigMaps, without their `binaryData`, when
+    /// [`Inputs::manifest_hints`] is set.
+    pub config_maps: Vec<ConfigMap>,
     /// Objects of kinds scoping does not read, by how they were named
     /// (`Secret`, a typo such as `Deploymnet`, or a read kind under
     /// another API group), with counts.
@@ -353,7 +519,10 @@ impl Inputs {
                 self.endpoint_slices.push(decode(&kind, v)?)
             }
             ("Namespace", false) => self.namespaces.push(decode(&kind, v)?),
-            ("Pod", false) => self.pods.push(decode(&kind, v)?),
+            ("Pod", false) => {
+                let pod = decode(&kind, v)?;
+                self.add_pods(vec![pod])
+            }
             ("Deployment", false) => self.deployments.push(decode(&kind, v)?),
             ("StatefulSet", false) => self.statefulsets.push(decode(&kind, v)?),
             ("DaemonSet", false) => self.daemonsets.push(decode(&kind, v)?),
@@ -370,6 +539,11 @@ impl Inputs {
             ("Sidecar", true) => self.sidecars.push(decode(&kind, v)?),
             ("VirtualService", true) => self.virtual_services.push(decode(&kind, v)?),
             ("DestinationRule", true) => self.destination_rules.push(decode(&kind, v)?),
+            ("ConfigMap", false) if self.manifest_hints => {
+                let mut cm: ConfigMap = decode(&kind, v)?;
+                cm.binary_data = None;
+                self.config_maps.push(cm)
+            }
             ("ConfigMap", false) => return Ok(Added::Ignored),
             _ => {
                 let (key, mistake) = skipped_key(&kind, api);
@@ -379,6 +553,18 @@ impl Inputs {
             }
         }
         Ok(Added::Object)
+    }
+
+    /// Adds pods decoded elsewhere (listed from the API server), keeping
+    /// their hint strings only with [`Inputs::manifest_hints`].
+    pub fn add_pods(&mut self, pods: Vec<Pod>) {
+        let keep = self.manifest_hints;
+        self.pods.extend(pods.into_iter().map(|mut p| {
+            if !keep {
+                p.drop_hints();
+            }
+            p
+        }));
     }
 
     /// One line naming the objects skipped for their kind, if any.
@@ -430,6 +616,7 @@ impl Inputs {
             + self.telemetries.len()
             + self.authorization_policies.len()
             + self.mesh_config_maps.len()
+            + self.config_maps.len()
     }
 
     pub fn is_empty(&self) -> bool {

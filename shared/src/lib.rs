@@ -22,6 +22,7 @@ pub mod duplicates;
 pub mod edges;
 pub mod error;
 pub mod explain;
+pub mod hints;
 pub mod host;
 pub mod inject;
 pub mod inputs;

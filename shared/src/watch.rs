@@ -207,6 +207,35 @@ fn plan_managed(
     if let Some(live) = live {
         ledger.know(&key, live.egress_hosts(), s.now);
     }
+    // Manifest hints give a new workload its first scope; once it has one,
+    // only traffic widens it (a hinted host narrowed away stays away).
+    let hinted_only: BTreeSet<&str> = match live {
+        Some(l) => {
+            let have: BTreeSet<&str> = l.egress_hosts().collect();
+            r.hinted
+                .iter()
+                .map(String::as_str)
+                .filter(|h| !have.contains(h) && !r.dependencies.iter().any(|d| d == h))
+                .collect()
+        }
+        None => BTreeSet::new(),
+    };
+    let added: Vec<String> = added
+        .iter()
+        .filter(|h| !hinted_only.contains(h.as_str()))
+        .cloned()
+        .collect();
+    let object = &if hinted_only.is_empty() {
+        object.clone()
+    } else {
+        let kept = object.spec.egress.iter().flat_map(|l| l.hosts.iter());
+        with_hosts(
+            object,
+            kept.filter(|h| !hinted_only.contains(h.as_str()))
+                .cloned()
+                .collect(),
+        )
+    };
     ledger.saw(&key, r.dependencies.iter().map(String::as_str), s.now);
     ledger.saw(&key, added.iter().map(String::as_str), s.now);
     let hosts: Vec<String> = object
@@ -221,7 +250,7 @@ fn plan_managed(
             hosts: hosts.clone(),
         }),
         Some(l) if !same_scope(&l.object, object) => Some(Change::Widen {
-            added: added.to_vec(),
+            added: added.clone(),
         }),
         Some(_) => None,
     };

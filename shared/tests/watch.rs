@@ -249,3 +249,69 @@ fn a_user_owned_sidecar_is_reported_once_per_change_and_never_written() {
     );
     assert_eq!(p.outside.len(), 2);
 }
+
+#[test]
+fn hints_give_a_first_scope_but_never_widen_an_existing_one() {
+    use meshscope_shared::hints::ManifestHints;
+    use meshscope_shared::inputs::Inputs;
+    use meshscope_shared::Options;
+    use meshscope_test_support::fixtures::yaml_docs;
+    // web's template names pay in its environment.
+    let with_env = |extra: &str| {
+        let yaml = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {istio-injection: enabled}\n".to_string()
+            + &deploy("web", "10.0.0.1").replace(
+                "containers: [{name: c, image: x}]",
+                "containers: [{name: c, image: x, env: [{name: PAY_URL, value: \"http://pay.shop.svc.cluster.local/charge\"}]}]",
+            )
+            + &service("cart", "10.96.0.2")
+            + &service("pay", "10.96.0.3")
+            + extra;
+        let mut inputs = Inputs {
+            manifest_hints: true,
+            ..Default::default()
+        };
+        for v in yaml_docs(&yaml) {
+            inputs.add(v).unwrap();
+        }
+        let s = MeshSnapshot::build(&inputs, Options::default()).unwrap();
+        let hints = ManifestHints::collect(&inputs, &s);
+        (s, hints)
+    };
+    let opts = |hints: ManifestHints| RecommendOptions {
+        manifest_hints: Some(hints),
+        allow_idle: true,
+        ..Default::default()
+    };
+    let settings = |now| PassSettings {
+        now,
+        prune_after: Some(60),
+        include: Vec::new(),
+    };
+    // No Sidecar yet: the hints are its first scope.
+    let (s, hints) = with_env("");
+    let recs = recommend::recommend(&s, &Observations::default(), &[web(&s)], &opts(hints));
+    let p = watch::plan(
+        &s,
+        &Observations::default(),
+        &recs,
+        &mut Ledger::default(),
+        &settings(0),
+    );
+    assert_eq!(p.widen.len(), 1, "{p:?}");
+    assert_eq!(
+        p.widen[0].change,
+        Change::Create {
+            hosts: vec![PAY.into()]
+        }
+    );
+    // A Sidecar without pay (it was narrowed away): traffic to cart widens
+    // it with cart only; the hint does not bring pay back.
+    let (s, hints) = with_env(&managed(&[CART]).replace(
+        "workloadSelector:\n    labels: {app: web}",
+        "workloadSelector:\n    labels: {app: web}",
+    ));
+    let obs = calls(&s, &[("PassthroughCluster", "10.96.0.2")]);
+    let recs = recommend::recommend(&s, &obs, &[web(&s)], &opts(hints));
+    let p = watch::plan(&s, &obs, &recs, &mut Ledger::default(), &settings(0));
+    assert!(p.widen.is_empty(), "{:?}", p.widen);
+}

@@ -242,7 +242,7 @@ async fn unscoped_workloads_are_denied_in_enforce_namespaces_with_the_code_and_t
         assert!(!reply.allowed(), "{file}");
         assert_eq!(
             reply.message(),
-            format!("MS0001: {kind} enforce/{name} has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload {}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --per-namespace --from-pod-logs)", kind.to_ascii_lowercase()),
+            format!("MS0001: {kind} enforce/{name} has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-manifest-hints --allow-idle)", lower = kind.to_ascii_lowercase()),
             "{file}"
         );
         assert_eq!(reply.response()["status"]["code"], 403, "{file}");

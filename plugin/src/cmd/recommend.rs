@@ -56,7 +56,7 @@ pub fn load(
 ) -> Result<(World, Vec<recommend::Recommendation>)> {
     let world = World::load(&spec.mesh, p.err)?;
     world.report_ingest(p)?;
-    if world.obs.is_none() {
+    if world.obs.is_none() && world.hints.is_none() {
         writeln!(p.err, "warning: {}", scope::notes::no_traffic_source())?;
     }
     let recs = recommend_in(&world, spec)?;
@@ -91,6 +91,7 @@ pub fn recommend_in(world: &World, spec: &RecommendSpec) -> Result<Vec<recommend
         allow_idle: spec.allow_idle,
         prune: spec.prune_hosts,
         per_namespace: spec.per_namespace,
+        manifest_hints: world.hints.clone(),
     };
     Ok(recommendations(world, &targets, &opts))
 }

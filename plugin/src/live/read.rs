@@ -63,6 +63,7 @@ pub fn read_needs(
     namespaces: Option<&BTreeSet<String>>,
     purpose: &Purpose,
     pod_logs: bool,
+    config_maps: bool,
 ) -> (Vec<Need>, Vec<Need>) {
     let mut required: Vec<Need> = Vec::new();
     for ns in scopes(namespaces) {
@@ -71,6 +72,9 @@ pub fn read_needs(
         }
         if pod_logs {
             required.push(Need::new("get", "", "pods/log", ns));
+        }
+        if config_maps {
+            required.push(Need::new("list", "", "configmaps", ns));
         }
         required.extend(purpose.needs(ns));
     }
@@ -86,8 +90,8 @@ pub fn read_needs(
 /// of the API server, each once: [`read_needs`], and the mesh config
 /// (ConfigMap `istio` in `istio-system`), which a read does without when
 /// forbidden. What `deploy/watch/rbac.yaml` grants (a test compares them).
-pub fn everything_needed(purpose: &Purpose, pod_logs: bool) -> Vec<Need> {
-    let (required, wide) = read_needs(None, purpose, pod_logs);
+pub fn everything_needed(purpose: &Purpose, pod_logs: bool, config_maps: bool) -> Vec<Need> {
+    let (required, wide) = read_needs(None, purpose, pod_logs, config_maps);
     let mut all: Vec<Need> = Vec::new();
     let mesh = Need::named("get", "", "configmaps", MESH_NAMESPACE, "istio");
     for n in required.into_iter().chain(wide).chain([mesh]) {
@@ -138,6 +142,8 @@ struct Plan {
     /// Under -n, the pods of other namespaces are not read: the
     /// EndpointSlices of headless Services name their IPs.
     headless_slices: bool,
+    /// The ConfigMaps of the namespaces in scope (`--from-manifest-hints`).
+    config_maps: bool,
     limitations: Vec<String>,
 }
 
@@ -177,9 +183,18 @@ impl Plan {
             shared_in_scope,
             list_namespaces: !denied("", "namespaces"),
             headless_slices,
+            config_maps: false,
             limitations,
         }
     }
+}
+
+/// ConfigMaps for manifest hints, without their binary data (never read).
+fn add_config_maps(inputs: &mut Inputs, items: Vec<ConfigMap>) {
+    inputs.config_maps.extend(items.into_iter().map(|mut cm| {
+        cm.binary_data = None;
+        cm
+    }));
 }
 
 /// The namespaces in scope, one by one; `None` alone for all of them.
@@ -291,14 +306,17 @@ impl Live {
         fallback: Option<&str>,
         purpose: &Purpose,
         pod_logs: bool,
+        config_maps: bool,
     ) -> anyhow::Result<Read> {
-        let first = self.read_scoped(namespaces, purpose, pod_logs).await;
+        let first = self
+            .read_scoped(namespaces, purpose, pod_logs, config_maps)
+            .await;
         let (Err(ReadError::Rbac(missing)), None, Some(ns)) = (&first, namespaces, fallback) else {
             return first.map_err(|e| e.into_anyhow(purpose));
         };
         let set = BTreeSet::from([ns.to_string()]);
         let mut read = self
-            .read_scoped(Some(&set), purpose, pod_logs)
+            .read_scoped(Some(&set), purpose, pod_logs, config_maps)
             .await
             .map_err(|e| e.into_anyhow(purpose))?;
         let elsewhere: Vec<String> = missing
@@ -323,15 +341,20 @@ impl Live {
         Ok(read)
     }
 
-    /// [`Live::read`] of the workloads of `namespaces` (all when `None`).
+    /// [`Live::read`] of the workloads of `namespaces` (all when `None`),
+    /// and of their ConfigMaps with `config_maps` (manifest hints).
     async fn read_scoped(
         &self,
         namespaces: Option<&BTreeSet<String>>,
         purpose: &Purpose,
         pod_logs: bool,
+        config_maps: bool,
     ) -> Result<Read, ReadError> {
-        let wide_denied = self.permitted(namespaces, purpose, pod_logs).await?;
-        let plan = Plan::new(namespaces, &wide_denied);
+        let wide_denied = self
+            .permitted(namespaces, purpose, pod_logs, config_maps)
+            .await?;
+        let mut plan = Plan::new(namespaces, &wide_denied);
+        plan.config_maps = config_maps;
         let mut limitations = plan.limitations.clone();
         let mut inputs = self.list_everything(namespaces, &plan).await?;
         if !plan.list_namespaces {
@@ -355,8 +378,9 @@ impl Live {
         namespaces: Option<&BTreeSet<String>>,
         purpose: &Purpose,
         pod_logs: bool,
+        config_maps: bool,
     ) -> Result<Vec<Need>, ReadError> {
-        let (required, wide) = read_needs(namespaces, purpose, pod_logs);
+        let (required, wide) = read_needs(namespaces, purpose, pod_logs, config_maps);
         let mut all = required.clone();
         all.extend(wide.iter().cloned());
         let denied = self.check(&all).await?;
@@ -466,6 +490,9 @@ impl Live {
         jobs.extend(self.shared_jobs(per_scope));
         for ns in scopes.iter().copied() {
             jobs.extend(self.workload_jobs(ns));
+            if plan.config_maps {
+                jobs.push(self.list_typed::<ConfigMap>(ns, add_config_maps).boxed());
+            }
         }
         // try_collect stops at the first failure, so a server that hangs
         // costs one timeout, not one per wave of PARALLELISM lists.
@@ -473,7 +500,10 @@ impl Live {
             .buffer_unordered(PARALLELISM)
             .try_collect()
             .await?;
-        let mut inputs = Inputs::default();
+        let mut inputs = Inputs {
+            manifest_hints: plan.config_maps,
+            ..Default::default()
+        };
         for fill in fills {
             fill(&mut inputs)?;
         }
@@ -539,7 +569,7 @@ impl Live {
     fn workload_jobs<'a>(&'a self, ns: Option<&'a str>) -> [Listing<'a>; 7] {
         [
             // Pods decode straight into the engine's lean form.
-            self.list_typed::<ObservedPod>(ns, |i, v| i.pods.extend(v))
+            self.list_typed::<ObservedPod>(ns, |i, v| i.add_pods(v))
                 .boxed(),
             self.list_typed::<Deployment>(ns, |i, v| i.deployments.extend(v))
                 .boxed(),

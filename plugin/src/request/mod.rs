@@ -61,6 +61,9 @@ pub struct MeshRequest {
     /// What the command does besides reading, for the one-pass RBAC check.
     pub purpose: Purpose,
     pub pod_logs: PodLogScope,
+    /// `--from-manifest-hints`: read the ConfigMaps workloads use, for the
+    /// hosts their manifests name.
+    pub manifest_hints: bool,
 }
 
 impl MeshRequest {
@@ -111,6 +114,7 @@ impl MeshRequest {
             connect: c.connect_options(),
             purpose: Purpose::Read,
             pod_logs: PodLogScope::Listed,
+            manifest_hints: false,
         })
     }
 
@@ -180,8 +184,10 @@ impl RecommendSpec {
             scope::notes::check_include(h, version.unwrap_or_default()).map_err(|e| anyhow!(e))?;
         }
         check_sources(c)?;
+        let mut mesh = MeshRequest::parse_rest(c, version)?;
+        mesh.manifest_hints = flags.from_manifest_hints;
         Ok(RecommendSpec {
-            mesh: MeshRequest::parse_rest(c, version)?,
+            mesh,
             workload: flags.workload.clone(),
             include: flags.include.clone(),
             allow_idle: flags.allow_idle,

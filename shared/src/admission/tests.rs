@@ -157,7 +157,7 @@ fn enforce_denies_an_unscoped_deployment_with_the_audit_message() {
     assert!(!d.allowed);
     assert_eq!(
         d.message.as_deref(),
-        Some("MS0001: Deployment enforce/worker has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --per-namespace --from-pod-logs)")
+        Some("MS0001: Deployment enforce/worker has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --workload deployment/worker --from-manifest-hints --allow-idle)")
     );
     assert_eq!(d.outcome(), Outcome::Denied);
 
@@ -723,7 +723,7 @@ fn warnings_that_fit_are_kept_whole() {
 
 #[test]
 fn long_warnings_keep_the_first_clause_and_point_at_the_code() {
-    let msg = "Deployment shop/worker has no Sidecar scope; run: kubectl meshscope apply -n shop --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n shop --per-namespace --from-pod-logs)";
+    let msg = "Deployment shop/worker has no Sidecar scope; run: kubectl meshscope apply -n shop --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n shop --workload deployment/worker --from-manifest-hints --allow-idle)";
     let w = finding_warning("MS0001", msg);
     assert_eq!(
         w,

@@ -12,10 +12,12 @@ use crate::snapshot::{
     MANAGED_BY_VALUE,
 };
 
+mod hinted;
 mod hosts;
 mod objects;
 mod selector;
 
+pub use hinted::HINTED_ANNOTATION;
 use hosts::{add_required, entry_for, needed_hosts, parse_listeners};
 use objects::{build_sidecar, evidence_meta, keeps, name_taken, own_sidecar, workload_meta};
 pub use objects::{
@@ -36,6 +38,9 @@ pub struct RecommendOptions {
     pub allow_idle: bool,
     pub prune: bool,
     pub per_namespace: bool,
+    /// `--from-manifest-hints`: every workload also needs the hosts its
+    /// manifests name, and one with hints but no traffic gets a Sidecar.
+    pub manifest_hints: Option<crate::hints::ManifestHints>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +89,10 @@ pub struct Recommendation {
     pub outcome: Outcome,
     /// Observed dependencies as `ns/host` entries.
     pub dependencies: Vec<String>,
+    /// The entries manifest hints add (`--from-manifest-hints`), whether or
+    /// not traffic shows them too; hinted hosts that are not exported here
+    /// are in `not_visible` instead.
+    pub hinted: Vec<String>,
     /// Observed destinations that are registered but not exported here.
     pub not_visible: Vec<String>,
     /// Hosts added that no traffic shows: extension-provider services the
@@ -117,6 +126,7 @@ impl Recommendation {
             namespace: ns.to_string(),
             outcome: Outcome::Skipped(String::new()),
             dependencies: Vec::new(),
+            hinted: Vec::new(),
             not_visible: Vec::new(),
             required: Vec::new(),
             unknown: Vec::new(),
@@ -317,14 +327,19 @@ fn recommend_workload(
     };
     let mut needed = needed_hosts(snap, ns, t, current.as_deref());
     rec.dependencies = needed.hosts.iter().cloned().collect();
+    let hints = opts.manifest_hints.as_ref().map(|h| h.of(w));
+    let hint_traffic = hints.filter(|h| !h.is_empty()).map(hinted::as_traffic);
+    if let Some(ht) = &hint_traffic {
+        rec.hinted = hinted::merge(snap, ns, ht, current.as_deref(), &mut needed);
+    }
     let mut req = std::mem::take(&mut needed.routed);
     add_required(snap, ns, &[Some(labels)], &mut req, &mut needed.hosts);
     rec.required = req;
     rec.not_visible = needed.not_visible.iter().cloned().collect();
     rec.unknown = needed.unknown.iter().cloned().collect();
-    if traffic.is_none() && !opts.allow_idle {
+    if traffic.is_none() && rec.hinted.is_empty() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(
-            format!("{NO_EVIDENCE}: no traffic from or to this workload was observed (use --allow-idle to close its scope anyway)"),
+            format!("{NO_EVIDENCE}: no traffic from or to this workload was observed{} (use --allow-idle to close its scope anyway)", no_hints_why(opts, hints)),
         );
         return rec;
     }
@@ -333,6 +348,7 @@ fn recommend_workload(
     if let Some(v) = required::annotation(&rec.required) {
         annotations.insert(REQUIRED_BY_ANNOTATION.to_string(), v);
     }
+    hinted::annotate(&mut annotations, &rec.hinted);
 
     // A user-owned Sidecar that selects the workload is never replaced.
     if let Some(&first) = selection.matching_selectors.first() {
@@ -342,6 +358,9 @@ fn recommend_workload(
             let policy = crate::edges::policy_for(snap, selection.source);
             rec.edges = crate::edges::workloads_edge_outcomes(snap, obs, &[w], &vis, &policy);
             let mut missing = observed_outside(snap, ns, t, &vis);
+            if let Some(ht) = &hint_traffic {
+                missing.extend(observed_outside(snap, ns, ht, &vis));
+            }
             missing.extend(required_outside(snap, &rec.required, &vis));
             missing.sort();
             missing.dedup();
@@ -508,13 +527,24 @@ fn recommend_namespace(
         unknown.extend(n.unknown);
     }
     rec.dependencies = hosts.iter().cloned().collect();
+    let hint_traffic = namespace_hints(snap, opts, ns, ws);
+    if let Some(ht) = &hint_traffic {
+        let mut n = hosts::Needed {
+            hosts,
+            not_visible,
+            routed: req,
+            unknown,
+        };
+        rec.hinted = hinted::merge(snap, ns, ht, None, &mut n);
+        (hosts, not_visible, req, unknown) = (n.hosts, n.not_visible, n.routed, n.unknown);
+    }
     rec.not_visible = not_visible.into_iter().collect();
     let mut label_sets: Vec<Option<&Labels>> = vec![None];
     label_sets.extend(ws.iter().map(|w| Some(snap.workload_labels(*w))));
     add_required(snap, ns, &label_sets, &mut req, &mut hosts);
     rec.required = req;
     rec.unknown = unknown.into_iter().collect();
-    if traffic.is_empty() && !opts.allow_idle {
+    if traffic.is_empty() && rec.hinted.is_empty() && !opts.allow_idle {
         rec.outcome = Outcome::Skipped(format!(
             "{NO_EVIDENCE}: no traffic was observed in namespace {ns} (use --allow-idle to close it anyway)"
         ));
@@ -528,7 +558,7 @@ fn recommend_namespace(
             let policy = crate::edges::policy_for(snap, source);
             rec.edges = crate::edges::workloads_edge_outcomes(snap, obs, ws, &vis, &policy);
             let mut missing = BTreeSet::new();
-            for t in &traffic {
+            for t in traffic.iter().copied().chain(hint_traffic.as_ref()) {
                 missing.extend(observed_outside(snap, ns, t, &vis));
             }
             missing.extend(required_outside(snap, &rec.required, &vis));
@@ -547,6 +577,7 @@ fn recommend_namespace(
     if let Some(v) = required::annotation(&rec.required) {
         annotations.insert(REQUIRED_BY_ANNOTATION.to_string(), v);
     }
+    hinted::annotate(&mut annotations, &rec.hinted);
     let (hosts, added, removed) = finalize_hosts(hosts, existing.as_deref(), opts);
     let mut labels = BTreeMap::new();
     labels.insert(MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string());
@@ -585,6 +616,36 @@ fn recommend_namespace(
         removed,
     };
     rec
+}
+
+/// Why a workload without traffic has no hints either, for its "no
+/// evidence" reason (nothing without `--from-manifest-hints`).
+fn no_hints_why(opts: &RecommendOptions, hints: Option<&[crate::hints::Hint]>) -> &'static str {
+    match (
+        opts.manifest_hints.is_some(),
+        hints.is_some_and(|h| !h.is_empty()),
+    ) {
+        (false, _) => "",
+        (true, false) => " and its manifests name no registered host",
+        (true, true) => " and no host its manifests name is exported to its namespace",
+    }
+}
+
+/// The hints of a namespace's workloads, as one traffic, when there are
+/// any.
+fn namespace_hints(
+    snap: &MeshSnapshot,
+    opts: &RecommendOptions,
+    ns: &str,
+    ws: &[WorkloadId],
+) -> Option<WorkloadTraffic> {
+    let h = opts.manifest_hints.as_ref()?;
+    let all: Vec<&crate::hints::Hint> = ws
+        .iter()
+        .filter(|w| snap.workloads[**w].namespace == ns)
+        .flat_map(|w| h.of(*w))
+        .collect();
+    (!all.is_empty()).then(|| hinted::as_traffic(all))
 }
 
 /// Required hosts (as written, without a problem) that a scope does not

@@ -360,28 +360,31 @@ fn strs(v: &Value) -> Vec<String> {
 
 /// The Deployment's arguments, and the watch Purpose and pod-log reading
 /// they give.
-fn deployment_purpose(docs: &[Value]) -> (Vec<String>, Purpose, bool) {
+fn deployment_purpose(docs: &[Value]) -> (Vec<String>, Purpose, bool, bool) {
+    use clap::Parser;
     let d = one(docs, "Deployment");
     let args = strs(&d["spec"]["template"]["spec"]["containers"][0]["args"]);
-    let value = |flag: &str| {
-        args.iter()
-            .find_map(|a| a.strip_prefix(&format!("{flag}=")).map(str::to_string))
+    // The arguments as the binary parses them: the request says what it needs.
+    let cli = kubectl_meshscope::args::Cli::try_parse_from(
+        std::iter::once("kubectl-meshscope".to_string()).chain(args.iter().cloned()),
+    )
+    .expect("the Deployment's arguments parse");
+    let (request, _) = kubectl_meshscope::request::Request::parse(cli.command)
+        .expect("the Deployment's arguments make a valid request");
+    let kubectl_meshscope::request::Request::Apply(a) = request else {
+        panic!("the Deployment runs apply: {args:?}")
     };
-    let has = |flag: &str| {
-        args.iter()
-            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
-    };
-    let lease = value("--lease").map(|l| {
-        let (ns, name) = l.split_once('/').expect("--lease NAMESPACE/NAME");
-        (ns.to_string(), name.to_string())
-    });
-    let purpose = Purpose::Watch {
-        prune: has("--prune"),
-        istiod: (has("--wait") && !has("--istiod-url"))
-            .then(|| value("--istio-namespace").unwrap_or_else(|| "istio-system".into())),
-        lease,
-    };
-    (args.clone(), purpose, has("--from-pod-logs"))
+    assert!(
+        a.watch.is_some(),
+        "the Deployment runs apply --watch: {args:?}"
+    );
+    let m = &a.spec.mesh;
+    (
+        args.clone(),
+        m.purpose.clone(),
+        m.from_pod_logs,
+        m.manifest_hints,
+    )
 }
 
 /// One permission as RBAC grants or a command needs it: verb, group,
@@ -463,7 +466,7 @@ fn covers(grant: &Grant, need: &Grant) -> bool {
 #[test]
 fn the_watch_install_grants_exactly_what_watch_mode_asks_for() {
     let docs = watch_install();
-    let (args, purpose, pod_logs) = deployment_purpose(&docs);
+    let (args, purpose, pod_logs, hints) = deployment_purpose(&docs);
     for flag in [
         "--watch",
         "--all-namespaces",
@@ -505,7 +508,7 @@ fn the_watch_install_grants_exactly_what_watch_mode_asks_for() {
     );
     assert_eq!(lease["apiVersion"], format!("{LEASE_GROUP}/v1"));
 
-    let needs: Vec<Grant> = everything_needed(&purpose, pod_logs)
+    let needs: Vec<Grant> = everything_needed(&purpose, pod_logs, hints)
         .iter()
         .map(need_grant)
         .collect();
@@ -598,7 +601,7 @@ fn the_watch_install_is_accepted_and_its_service_account_can_hold_the_lease() {
     {
         c.apply(&serde_yaml::to_string(d).unwrap());
     }
-    let (_, purpose, pod_logs) = deployment_purpose(&watch_install());
+    let (_, purpose, pod_logs, hints) = deployment_purpose(&watch_install());
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = c
         .impersonating(
@@ -610,7 +613,7 @@ fn the_watch_install_is_accepted_and_its_service_account_can_hold_the_lease() {
         let live = connect(&kubeconfig).await;
         // The API server agrees that it may do all watch mode asks (once
         // the authorizer has seen the new bindings)...
-        let needs = everything_needed(&purpose, pod_logs);
+        let needs = everything_needed(&purpose, pod_logs, hints);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let denied = live.check(&needs).await.unwrap();

@@ -600,7 +600,8 @@ fn impact_counts_proxies_in_every_namespace_and_n_only_locates_the_target() {
 
 /// The fix MS0001 prints (in audit, `codes` and the webhook's denial) is a
 /// command that works: run as printed, it scopes the workload, and for a
-/// workload that is not running yet the namespace default scopes it.
+/// workload that is not running yet (and whose manifests name no host) a
+/// closed scope of its own does.
 #[test]
 fn the_ms0001_fix_commands_work_as_printed() {
     meshscope_e2e::needs_cluster!();
@@ -677,18 +678,7 @@ fn the_ms0001_fix_commands_work_as_printed() {
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{args:?}: {}", r.stderr);
     let v = audit(c);
     assert_eq!(message(&v, "later"), None, "{v}");
-    let hosts = c.kubectl_ok(
-        &[
-            "get",
-            "sidecar",
-            "meshscope-namespace-default",
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.spec.egress[0].hosts}",
-        ],
-        None,
-    );
-    assert!(hosts.contains(&web), "{hosts}");
+    let hosts = c.sidecar_jsonpath(&ns, "later-deployment-meshscope", "{.spec.egress[0].hosts}");
+    assert_eq!(hosts, r#"["~/*"]"#);
     let _ = c.kubectl(&["delete", "node", &node], None);
 }

@@ -20,6 +20,7 @@
 mod complete;
 mod fuzz_regressions;
 mod habits;
+mod hints;
 mod hosts;
 mod lease;
 mod live;

@@ -329,7 +329,7 @@ fn exists(c: &Cluster, kind: &str, ns: &str, name: &str) -> bool {
 
 fn unscoped_denial(ns: &str, name: &str) -> String {
     format!(
-        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --per-namespace --from-pod-logs)"
+        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-manifest-hints --allow-idle)"
     )
 }
 
@@ -409,6 +409,69 @@ fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
         metrics.contains("meshscope_webhook_cache_synced 1"),
         "{metrics}"
     );
+}
+
+/// The fix an enforce denial offers a Deployment that is not running yet
+/// (admitted under warn, denied once the namespace enforces), run as
+/// printed: afterwards the webhook admits the Deployment's update.
+#[test]
+fn the_fix_a_denial_prints_for_a_workload_not_running_yet_gets_it_admitted() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "fix", &[]);
+    let ns = wh.namespace(c, "warn");
+    let svc = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: reviews\n  namespace: {ns}\nspec:\n  selector: {{app: reviews}}\n  ports:\n  - {{name: http, port: 9080}}\n"
+    );
+    let (ok, _, err) = apply(c, &svc, &[]);
+    assert!(ok, "{err}");
+    let dep = deployment(&ns, "worker", None).replace(
+        "        image: registry.example.com/worker:1\n",
+        "        image: registry.example.com/worker:1\n        env:\n        - {name: REVIEWS_ADDR, value: \"reviews:9080\"}\n",
+    );
+    let (ok, _, err) = apply(c, &dep, &[]);
+    assert!(ok && err.contains("Warning: MS0001"), "{err}");
+
+    c.kubectl_ok(
+        &[
+            "label",
+            "namespace",
+            &ns,
+            "meshscope.io/policy=enforce",
+            "--overwrite",
+        ],
+        None,
+    );
+    let scaled = dep.replace("replicas: 1", "replicas: 2");
+    let deadline = Instant::now() + PROPAGATION;
+    let denial = loop {
+        let (ok, _, err) = apply(c, &scaled, &[]);
+        if !ok {
+            break err;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still admitted {PROPAGATION:?} after the namespace enforces: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(denial.contains(&unscoped_denial(&ns, "worker")), "{denial}");
+    let fix = crate::hints::not_running_fix(&denial);
+    let (ok, err) = crate::hints::run_printed(c, &fix);
+    assert!(ok, "{fix}: {err}");
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let (ok, _, err) = apply(c, &scaled, &[]);
+        if ok {
+            assert!(!err.contains("Warning"), "{err}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still denied {PROPAGATION:?} after `{fix}`: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]
