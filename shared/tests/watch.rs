@@ -304,13 +304,13 @@ fn hints_give_a_first_scope_but_never_widen_an_existing_one() {
             hosts: vec![PAY.into()]
         }
     );
-    // A Sidecar without pay (it was narrowed away): traffic to cart widens
-    // it with cart only; the hint does not bring pay back.
-    let (s, hints) = with_env(&managed(&[CART]).replace(
-        "workloadSelector:\n    labels: {app: web}",
-        "workloadSelector:\n    labels: {app: web}",
-    ));
-    let obs = calls(&s, &[("PassthroughCluster", "10.96.0.2")]);
+    // A Sidecar without pay (narrowed away): web calls cart, in scope, and
+    // the hint does not bring pay back.
+    let (s, hints) = with_env(&managed(&[CART]));
+    let obs = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
     let recs = recommend::recommend(&s, &obs, &[web(&s)], &opts(hints));
     let p = watch::plan(&s, &obs, &recs, &mut Ledger::default(), &settings(0));
     assert!(p.widen.is_empty(), "{:?}", p.widen);
