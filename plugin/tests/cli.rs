@@ -202,3 +202,69 @@ fn help_examples_print_on_one_line_at_any_width() {
         }
     }
 }
+
+#[test]
+fn the_no_traffic_warning_says_what_allow_idle_does() {
+    let manifests = examples().join("manifests.yaml");
+    let m = manifests.to_str().unwrap();
+    let o = run(&["recommend", "--manifests", m, "-n", "bookinfo"]);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("every workload is \"no evidence\" unless --allow-idle closes it"),
+        "{err}"
+    );
+    let o = run(&[
+        "recommend",
+        "--manifests",
+        m,
+        "-n",
+        "bookinfo",
+        "--allow-idle",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(!err.contains("unless --allow-idle"), "{err}");
+    assert!(
+        err.contains("with --allow-idle every workload gets a closed scope (~/*)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn counts_agree_with_their_nouns() {
+    let manifests = examples().join("manifests.yaml");
+    let m = manifests.to_str().unwrap();
+    // One finding, in one namespace with one ServiceEntry, and none at all.
+    let o = run(&["audit", "--manifests", m, "--code", "MS0002"]);
+    let err = text(&o.stderr);
+    let summary = err.lines().last().unwrap_or_default();
+    assert!(
+        !summary.starts_with("1 findings") && !summary.contains(" 1 warnings"),
+        "{err}"
+    );
+    let o = run(&["audit", "--manifests", m, "-n", "nosuch"]);
+    let err = text(&o.stderr);
+    assert!(err.contains("no findings"), "{err}");
+    assert!(!err.contains("0 findings"), "{err}");
+    // explain: "1 route", never "1 routes".
+    let o = run(&[
+        "explain",
+        "workload",
+        "details-v1",
+        "-n",
+        "bookinfo",
+        "--manifests",
+        m,
+    ]);
+    let out = text(&o.stdout);
+    assert!(out.contains("Estimated xDS:"), "{out}{}", text(&o.stderr));
+    for bad in [
+        " 1 routes",
+        " 1 clusters",
+        " 1 listeners",
+        "(1 requests)",
+        " 1 imported services",
+    ] {
+        assert!(!out.contains(bad), "{bad}: {out}");
+    }
+}

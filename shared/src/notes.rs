@@ -46,14 +46,19 @@ pub fn ingest_summary(obs: &Observations) -> Vec<String> {
     lines
 }
 
-/// The warning when a recommendation has no traffic to go on.
-pub fn no_traffic_source() -> String {
-    format!("no traffic source given ({SOURCES}); every workload is \"no evidence\" unless --allow-idle closes it")
+/// The warning when a recommendation has no traffic to go on (with
+/// `--allow-idle`, what that flag then does to every workload).
+pub fn no_traffic_source(allow_idle: bool) -> String {
+    if allow_idle {
+        format!("no traffic source given ({SOURCES}); with --allow-idle every workload gets a closed scope (~/*)")
+    } else {
+        format!("no traffic source given ({SOURCES}); every workload is \"no evidence\" unless --allow-idle closes it")
+    }
 }
 
 /// The note when `impact` has no traffic, so no recommendations.
-pub fn impact_without_traffic() -> &'static str {
-    "without --access-log there are no recommendations, so \"after\" equals \"now\""
+pub fn impact_without_traffic() -> String {
+    format!("without a traffic source ({SOURCES}) there are no recommendations, so \"after\" equals \"now\"")
 }
 
 /// Why a recommendation for one workload gave no Sidecar, with what would

@@ -70,7 +70,7 @@ pub struct Args {
     #[arg(long, env = "MESHSCOPE_RESYNC_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..))]
     pub resync_seconds: u64,
 
-    /// Seconds a watch may keep failing before the caches count as stale (requests are then allowed unchecked)
+    /// Seconds a watch may keep failing before the caches count as stale (decisions still come from them, with a warning; /readyz and /metrics say so)
     #[arg(long, env = "MESHSCOPE_STALE_AFTER_SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub stale_after_seconds: Duration,
 
@@ -149,6 +149,16 @@ mod tests {
         assert!(!a.mutate_serviceentry_exportto);
         assert_eq!(a.limits(), Limits::default());
         assert_eq!(a.stale_after_seconds, crate::state::STALE_AFTER);
+    }
+
+    #[test]
+    fn help_says_stale_caches_still_decide() {
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        // As one line, whatever the wrapping.
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains("decisions still come from them"), "{help}");
+        assert!(!help.contains("allowed unchecked"), "{help}");
     }
 
     #[test]

@@ -250,7 +250,7 @@ impl Metrics {
         gauge(
             &mut out,
             "meshscope_webhook_cache_stale",
-            "1 while a watch cache is failing to refresh (requests are allowed unchecked).",
+            "1 while a watch cache is failing to refresh (decisions still come from the last state it listed, with a warning).",
             stale as u64,
         );
         counter(

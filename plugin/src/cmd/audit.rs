@@ -9,7 +9,7 @@ use scope::snapshot::WorkloadId;
 
 use crate::args::ReportOutput;
 use crate::outcome::Outcome;
-use crate::output::{self, Printer, Table};
+use crate::output::{self, plural, Printer, Table};
 use crate::request::AuditRequest;
 use crate::world::World;
 
@@ -63,9 +63,7 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
             findings.iter().map(|f| (f.kind.as_str(), f.name.as_str())),
         )?,
         ReportOutput::Table | ReportOutput::Wide => {
-            if findings.is_empty() {
-                p.summary(format_args!("no findings"))?;
-            } else {
+            if !findings.is_empty() {
                 let wide = r.output == ReportOutput::Wide;
                 let mut t =
                     Table::new(["SEVERITY", "CODE", "KIND", "NAMESPACE", "NAME", "MESSAGE"]);
@@ -87,18 +85,22 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
             }
         }
     }
-    p.summary(format_args!(
-        "{} findings: {} errors, {} warnings, {} info{}",
-        findings.len(),
-        summary.errors,
-        summary.warnings,
-        summary.infos,
-        if suppressed.is_empty() {
-            String::new()
-        } else {
-            format!(" ({} suppressed)", suppressed.len())
-        }
-    ))?;
+    let suppressed_note = if suppressed.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} suppressed)", suppressed.len())
+    };
+    if findings.is_empty() {
+        p.summary(format_args!("no findings{suppressed_note}"))?;
+    } else {
+        p.summary(format_args!(
+            "{}: {}, {}, {} info{suppressed_note}",
+            plural(findings.len(), "finding", "findings"),
+            plural(summary.errors, "error", "errors"),
+            plural(summary.warnings, "warning", "warnings"),
+            summary.infos,
+        ))?;
+    }
     Ok(match r.fail_on {
         Some(t) if findings.iter().any(|f| f.severity >= t) => Outcome::Findings,
         _ => Outcome::Ok,

@@ -9,7 +9,7 @@ use scope::snapshot::{PodId, WorkloadId};
 
 use crate::args::ReportOutput;
 use crate::outcome::Outcome;
-use crate::output::{self, bytes, Printer};
+use crate::output::{self, bytes, plural, Printer};
 use crate::request::{ExplainRequest, Explained};
 use crate::world::World;
 
@@ -172,12 +172,12 @@ fn scope_part(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
 fn cost(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
-        "Estimated xDS:    {} clusters, {} listeners, {} routes, {} (unscoped: {} clusters, {}); protobuf bytes as istiod sends them",
-        e.estimate.clusters,
-        e.estimate.listeners,
-        e.estimate.routes,
+        "Estimated xDS:    {}, {}, {}, {} (unscoped: {}, {}); protobuf bytes as istiod sends them",
+        plural(e.estimate.clusters as usize, "cluster", "clusters"),
+        plural(e.estimate.listeners as usize, "listener", "listeners"),
+        plural(e.estimate.routes as usize, "route", "routes"),
         bytes(e.estimate.bytes),
-        e.unscoped_estimate.clusters,
+        plural(e.unscoped_estimate.clusters as usize, "cluster", "clusters"),
         bytes(e.unscoped_estimate.bytes)
     )?;
     if wide {
@@ -192,8 +192,12 @@ fn cost(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "Pushed on changes to: {} imported services{}{}{}",
-        e.pushed_by.services,
+        "Pushed on changes to: {}{}{}{}",
+        plural(
+            e.pushed_by.services,
+            "imported service",
+            "imported services"
+        ),
         e.pushed_by
             .sidecar
             .as_deref()
@@ -255,10 +259,10 @@ fn rest(e: &Explanation, out: &mut dyn Write) -> Result<()> {
         for o in obs {
             writeln!(
                 out,
-                "  {:<22} {} ({} requests)",
+                "  {:<22} {} ({})",
                 o.meets.as_str(),
                 o.destination,
-                o.requests
+                plural(o.requests as usize, "request", "requests")
             )?;
         }
         for m in meshscope_shared::edges::outside_outcomes(obs.iter().map(|o| o.meets)) {

@@ -57,7 +57,11 @@ pub fn load(
     let world = World::load(&spec.mesh, p.err)?;
     world.report_ingest(p)?;
     if world.obs.is_none() && world.hints.is_none() {
-        writeln!(p.err, "warning: {}", scope::notes::no_traffic_source())?;
+        writeln!(
+            p.err,
+            "warning: {}",
+            scope::notes::no_traffic_source(spec.allow_idle)
+        )?;
     }
     let recs = recommend_in(&world, spec)?;
     Ok((world, recs))
