@@ -167,6 +167,9 @@ pub struct RecommendArgs {
     pub rec: RecommendFlags,
     /// Drop hosts of managed Sidecars that were not seen in the observed window
     #[arg(long)]
+    pub prune_hosts: bool,
+    /// Was --prune-hosts: --prune deletes Sidecars in apply and diff, so recommend refuses it
+    #[arg(long, hide = true)]
     pub prune: bool,
 }
 
@@ -347,12 +350,12 @@ pub struct AuditArgs {
 pub struct ExplainArgs {
     #[command(flatten)]
     pub common: Common,
-    /// What to explain: `pod` or `workload`
-    #[arg(value_name = "TYPE")]
+    /// What to explain: pod NAME, KIND NAME (deployment, statefulset, daemonset, replicaset, job, cronjob), workload KIND/NAME, or kubectl's pod/NAME and KIND/NAME
+    #[arg(value_name = "TYPE[/NAME]")]
     pub what: String,
-    /// The pod name, or the workload as KIND/NAME (e.g. deployment/reviews-v1)
+    /// The pod or workload name (not with TYPE/NAME)
     #[arg(value_name = "NAME")]
-    pub name: String,
+    pub name: Option<String>,
     /// Output format (wide lists every visible service)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,

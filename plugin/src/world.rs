@@ -360,6 +360,15 @@ impl World {
             && self.selector.as_ref().is_none_or(|s| s.matches(&wl.labels))
     }
 
+    /// Where the mesh was read, for messages: ` in the cluster at URL`, or
+    /// ` in the input` for files.
+    pub fn source(&self) -> String {
+        match &self.live {
+            Some(ctx) => format!(" in the cluster at {}", ctx.live.server),
+            None => " in the input".to_string(),
+        }
+    }
+
     /// The namespace the context names, in live mode.
     pub fn default_namespace(&self) -> Option<String> {
         self.live.as_ref().map(|l| l.live.default_namespace.clone())

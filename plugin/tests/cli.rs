@@ -268,3 +268,85 @@ fn counts_agree_with_their_nouns() {
         assert!(!out.contains(bad), "{bad}: {out}");
     }
 }
+
+#[test]
+fn explain_takes_kubectls_forms_and_all_namespaces() {
+    let manifests = examples().join("manifests.yaml");
+    let m = manifests.to_str().unwrap();
+    let pod = "productpage-v1-6b746f74dc-x7k2p";
+    let first = |args: &[&str]| {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+        text(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let want = format!("Pod:              bookinfo/{pod}");
+    assert_eq!(
+        first(&["explain", "pod", pod, "-n", "bookinfo", "--manifests", m]),
+        want
+    );
+    assert_eq!(
+        first(&[
+            "explain",
+            &format!("pod/{pod}"),
+            "-n",
+            "bookinfo",
+            "--manifests",
+            m
+        ]),
+        want
+    );
+    // -A looks in every namespace, whatever -n (or the context) says.
+    assert_eq!(
+        first(&[
+            "explain",
+            "pod",
+            pod,
+            "-n",
+            "default",
+            "-A",
+            "--manifests",
+            m
+        ]),
+        want
+    );
+    assert_eq!(
+        first(&[
+            "explain",
+            "deployment/details-v1",
+            "-n",
+            "bookinfo",
+            "--manifests",
+            m
+        ]),
+        "Workload:         Deployment/details-v1 (namespace bookinfo)"
+    );
+    // Mistakes are one line, exit 2, naming what is wrong.
+    for (args, want) in [
+        (
+            vec!["explain", "pod", "x", "-n", "nosuch"],
+            "error: namespace \"nosuch\" not found in the input",
+        ),
+        (
+            vec!["explain", "pod"],
+            "error: explain pod: name what to explain",
+        ),
+        (
+            vec!["explain", "pod/x", "y"],
+            "error: explain pod/x y: give TYPE NAME or TYPE/NAME, not both",
+        ),
+    ] {
+        let mut args = args.clone();
+        args.extend(["--manifests", m]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = text(&o.stderr);
+        assert!(
+            err.lines().last().unwrap_or_default().starts_with(want),
+            "{args:?}: {err}"
+        );
+    }
+}

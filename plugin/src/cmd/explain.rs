@@ -49,7 +49,14 @@ pub fn run(r: &ExplainRequest, p: &mut Printer<'_>) -> Result<Outcome> {
 fn resolve(world: &World, r: &ExplainRequest) -> Result<(WorkloadId, Option<PodId>)> {
     let snap = &world.snap;
     let live_ns = world.default_namespace();
-    let ns = r.namespace.as_deref().or(live_ns.as_deref());
+    let ns = match r.all_namespaces {
+        true => None,
+        false => r.namespace.as_deref().or(live_ns.as_deref()),
+    };
+    // A typo in -n is the namespace's fault, not the pod's.
+    if let Some(n) = ns.filter(|n| !snap.namespaces.contains_key(*n)) {
+        bail!("namespace {n:?} not found{}", world.source());
+    }
     Ok(match &r.target {
         Explained::Pod(name) => {
             let hits: Vec<usize> = snap
@@ -65,7 +72,14 @@ fn resolve(world: &World, r: &ExplainRequest) -> Result<(WorkloadId, Option<PodI
                     name,
                     ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
                 ),
-                _ => bail!("pod {:?} exists in several namespaces; pass -n", name),
+                many => bail!(
+                    "pod {:?} exists in several namespaces ({}); pass -n",
+                    name,
+                    many.iter()
+                        .map(|p| snap.pods[*p].namespace.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             }
         }
         Explained::Workload(spec) => (world.find_workload(spec, ns)?, None),

@@ -427,21 +427,39 @@ pub struct ExplainRequest {
     pub mesh: MeshRequest,
     /// `-n` as given: where the target is.
     pub namespace: Option<String>,
+    /// `-A`: the target is looked for in every namespace.
+    pub all_namespaces: bool,
     pub target: Explained,
     pub output: ReportOutput,
 }
 
 impl ExplainRequest {
     fn parse(a: args::ExplainArgs) -> Result<Self> {
-        let target = match a.what.to_ascii_lowercase().as_str() {
-            "pod" | "pods" | "po" => Explained::Pod(a.name.clone()),
-            "workload" => Explained::Workload(a.name.clone()),
-            // `explain deployment/x` works too.
-            other => Explained::Workload(format!("{other}/{}", a.name)),
+        // `pod NAME`, `deployment NAME`, or kubectl's `pod/NAME`, `deployment/NAME`.
+        let (what, name) = match (a.what.split_once('/'), &a.name) {
+            (Some((w, n)), None) => (w.to_string(), n.to_string()),
+            (None, Some(n)) => (a.what.clone(), n.clone()),
+            (Some(_), Some(n)) => bail!(
+                "explain {} {n}: give TYPE NAME or TYPE/NAME, not both",
+                a.what
+            ),
+            (None, None) => bail!(
+                "explain {}: name what to explain, as pod NAME, pod/NAME or KIND/NAME (such as deployment/reviews-v1)",
+                a.what
+            ),
+        };
+        if name.is_empty() {
+            bail!("explain {}: the name is empty", a.what);
+        }
+        let target = match what.to_ascii_lowercase().as_str() {
+            "pod" | "pods" | "po" => Explained::Pod(name),
+            "workload" => Explained::Workload(name),
+            other => Explained::Workload(format!("{other}/{name}")),
         };
         Ok(ExplainRequest {
             mesh: MeshRequest::parse(&a.common)?.everywhere(),
             namespace: a.common.namespace.clone(),
+            all_namespaces: a.common.all_namespaces,
             target,
             output: a.output,
         })
@@ -586,8 +604,11 @@ impl Request {
             check_stdin(c)?;
         }
         let request = match command {
+            Command::Recommend(a) if a.prune => bail!(
+                "recommend --prune is now --prune-hosts (drop hosts not seen in the window); --prune means deleting Sidecars of workloads that are gone, in apply and diff"
+            ),
             Command::Recommend(a) => Request::Recommend(RecommendRequest {
-                spec: RecommendSpec::parse(&a.common, &a.rec, a.prune)?,
+                spec: RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?,
                 output: a.output,
             }),
             Command::Apply(a) => Request::Apply(ApplyRequest::parse(a)?),
@@ -744,6 +765,8 @@ mod tests {
             "1h",
             "--metrics-addr",
             ":9090",
+            "--lease",
+            "meshscope-system/watch",
         ])
         .unwrap() else {
             panic!("an apply request")
@@ -762,5 +785,18 @@ mod tests {
                 lease: Some(("meshscope-system".into(), "watch".into())),
             }
         );
+    }
+
+    #[test]
+    fn prune_means_deleting_sidecars_in_every_command() {
+        let e = error(&["recommend", "--prune"]);
+        assert!(
+            e.starts_with("recommend --prune is now --prune-hosts"),
+            "{e}"
+        );
+        let Request::Recommend(r) = parse(&["recommend", "--prune-hosts"]).unwrap() else {
+            panic!("a recommend request")
+        };
+        assert!(r.spec.prune_hosts);
     }
 }

@@ -191,7 +191,7 @@ fn flags_of_the_current_subcommand_complete_long_and_short() {
     assert_eq!(a.help("--fail-on"), Some(fail_on.as_str()));
     assert_eq!(a.directive, NO_FILE_COMP);
     let a = complete(c, &["recommend", "--pr"]);
-    assert_eq!(a.values(), ["--prometheus", "--prune"]);
+    assert_eq!(a.values(), ["--prometheus", "--prune-hosts"]);
     let a = complete(c, &["audit", "-o", "json", "--o"]);
     assert!(!a.has("--output"), "a flag given once is offered again");
 }

@@ -496,7 +496,7 @@ fn summaries_count_objects_and_removed_hosts_and_skip_names_that_are_taken() {
         log,
         "-n",
         "bookinfo",
-        "--prune",
+        "--prune-hosts",
         "-o",
         "table",
     ]);
@@ -522,7 +522,7 @@ fn summaries_count_objects_and_removed_hosts_and_skip_names_that_are_taken() {
         log,
         "-n",
         "bookinfo",
-        "--prune",
+        "--prune-hosts",
     ]);
     let objects = r.stdout.matches("\nkind: Sidecar\n").count();
     let summary = r
