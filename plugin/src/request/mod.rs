@@ -93,10 +93,10 @@ impl MeshRequest {
     fn parse_rest(c: &Common, istio_version: Option<IstioVersion>) -> Result<MeshRequest> {
         let selector = c.selector.as_deref().map(Selector::parse).transpose()?;
         let reads_since = c.manifests.is_empty() && (c.from_pod_logs || c.prometheus.is_some());
-        let since = match &c.since {
-            Some(s) if reads_since => Some(parse_duration(s)?),
-            _ => None,
-        };
+        let since = c.since.as_deref().map(parse_duration).transpose()?;
+        if since.is_some() && !reads_since {
+            bail!("--since sets how far back --from-pod-logs and --prometheus read; --access-log files and --manifests are read whole (cut a file to the lines you want first)");
+        }
         Ok(MeshRequest {
             namespace: c.namespace.clone(),
             all_namespaces: c.all_namespaces,
@@ -645,11 +645,27 @@ mod tests {
     }
 
     #[test]
-    fn since_is_checked_only_where_a_source_reads_it() {
-        assert!(parse(&["audit", "--since", "soon"]).is_ok());
-        assert!(parse(&["audit", "--manifests", "m.yaml", "--since", "soon"]).is_ok());
-        let e = error(&["audit", "--from-pod-logs", "--since", "soon"]);
-        assert!(e.starts_with("invalid duration"), "{e}");
+    fn since_is_checked_everywhere_and_refused_where_nothing_reads_it() {
+        // A bad duration is an error wherever it is given...
+        for args in [
+            &["audit", "--since", "3days"][..],
+            &["audit", "--from-pod-logs", "--since", "soon"],
+        ] {
+            let e = error(args);
+            assert!(e.starts_with("invalid duration"), "{args:?}: {e}");
+        }
+        // ...and a good one where nothing reads it is refused, not ignored.
+        for args in [
+            &["audit", "--since", "1h"][..],
+            &["recommend", "--manifests", "m.yaml", "--since", "1h"],
+            &["recommend", "--access-log", "a.log", "--since", "1h"],
+        ] {
+            let e = error(args);
+            assert!(
+                e.starts_with("--since sets how far back --from-pod-logs and --prometheus read"),
+                "{args:?}: {e}"
+            );
+        }
         let Request::Audit(a) =
             parse(&["audit", "--prometheus", "http://p", "--since", "2h"]).unwrap()
         else {
