@@ -252,9 +252,12 @@ fn a_user_owned_sidecar_is_reported_once_per_change_and_never_written() {
 
 #[test]
 fn a_virtual_service_destination_is_not_narrowed_before_the_host_it_routes() {
-    // cart's VirtualService sends 10 % to pay: Envoy's route for cart names
-    // pay's cluster. Were pay narrowed while cart stays, that route would
-    // name a cluster the proxy no longer has (503 NC, istio/istio#39837).
+    // cart's VirtualService sends 10 % to pay: the proxy's route for cart
+    // names pay's cluster. istiod imports a VirtualService's destinations
+    // whatever the hosts (docs/istio-semantics.md §2), so a scope written
+    // without pay would not drop pay's cluster: it would disagree with what
+    // the proxy holds, and the next call to cart would widen it back. pay
+    // goes with cart, in the same write.
     let vs = "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: cart\n  namespace: shop\nspec:\n  hosts: [cart.shop.svc.cluster.local]\n  http:\n  - route:\n    - destination: {host: cart.shop.svc.cluster.local}\n      weight: 90\n    - destination: {host: pay.shop.svc.cluster.local}\n      weight: 10\n";
     let ship = "shop/ship.shop.svc.cluster.local";
     let s = mesh(&(managed(&[CART, PAY, ship]) + vs + &service("ship", "10.96.0.4")));
