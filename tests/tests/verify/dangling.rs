@@ -448,6 +448,10 @@ fn report_and_check(w: &World, tally: &Tally, driven: Duration, checked0: u64, s
     let mut found = 0;
     for p in w.sim.proxies() {
         assert!(p.errors().is_empty(), "{}: {:?}", p.key(), p.errors());
+        // Every push was checked, and every push was ACKed.
+        let pushes = p.pushes();
+        assert_eq!(pushes.len() as u64, p.pushes_checked(), "{}", p.key());
+        assert!(pushes.iter().all(|x| x.acked_at.is_some()), "{}", p.key());
         checked += p.pushes_checked();
         found += p.dangling().len();
         for e in p.dangling_episodes() {
