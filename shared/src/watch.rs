@@ -27,6 +27,20 @@
 //! elected watcher first sees a Sidecar) counts as seen then, so a restart
 //! only ever delays narrowing. Times are whole seconds on the caller's
 //! clock.
+//!
+//! Push ordering (docs/istio-semantics.md §10): istiod pushes a proxy CDS,
+//! EDS, LDS, RDS in that order. A widening's clusters therefore arrive
+//! before the listeners and routes that name them, and a narrowing's
+//! clusters go a moment (milliseconds) before the listeners and routes
+//! that name them, within one push cycle of the proxy (istio/istio#39837).
+//! No Sidecar write can reorder that. What the order of writes here
+//! guarantees is that nothing worse happens: a pass narrows only after its
+//! widenings are confirmed, so a scope is never both growing and shrinking
+//! in one push; each narrowing is one write, so one push cycle per proxy;
+//! and a VirtualService's destinations count as seen whenever its host is
+//! (a recommendation lists them among its dependencies), so they go with
+//! that host, never before it. `tests/tests/verify/dangling.rs` checks it on a real istiod
+//! after every push of 1,000 random transitions.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -315,3 +315,50 @@ fn hints_give_a_first_scope_but_never_widen_an_existing_one() {
     let p = watch::plan(&s, &obs, &recs, &mut Ledger::default(), &settings(0));
     assert!(p.widen.is_empty(), "{:?}", p.widen);
 }
+
+#[test]
+fn a_virtual_service_destination_is_not_narrowed_before_the_host_it_routes() {
+    // cart's VirtualService sends 10 % to pay: the proxy's route for cart
+    // names pay's cluster. istiod imports a VirtualService's destinations
+    // whatever the hosts (docs/istio-semantics.md §2), so a scope written
+    // without pay would not drop pay's cluster: it would disagree with what
+    // the proxy holds, and the next call to cart would widen it back. pay
+    // goes with cart, in the same write.
+    let vs = "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: cart\n  namespace: shop\nspec:\n  hosts: [cart.shop.svc.cluster.local]\n  http:\n  - route:\n    - destination: {host: cart.shop.svc.cluster.local}\n      weight: 90\n    - destination: {host: pay.shop.svc.cluster.local}\n      weight: 10\n";
+    let ship = "shop/ship.shop.svc.cluster.local";
+    let s = mesh(&(managed(&[CART, PAY, ship]) + vs + &service("ship", "10.96.0.4")));
+    let to_cart = calls(
+        &s,
+        &[
+            ("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2"),
+            ("outbound|80||ship.shop.svc.cluster.local", "10.96.0.4"),
+        ],
+    );
+    let to_ship = calls(
+        &s,
+        &[("outbound|80||ship.shop.svc.cluster.local", "10.96.0.4")],
+    );
+    let mut ledger = Ledger::default();
+    // Every host is first known at 0; cart and ship are called (pay
+    // required by cart's routing) until 60, and never pay itself.
+    for now in [0, 30, 60] {
+        let p = pass(&s, &to_cart, &mut ledger, now, Some(60));
+        assert!(p.narrow.is_empty(), "at {now}: {:?}", p.narrow);
+    }
+    // At 70 web calls only ship: cart was seen at 60, so it stays; pay must
+    // stay with it.
+    // pay counts as seen whenever cart's routing requires it.
+    let key = ("shop".to_string(), "web-deployment".to_string());
+    assert_eq!(ledger.last_seen(&key, PAY), Some(60));
+    let p = pass(&s, &to_ship, &mut ledger, 70, Some(60));
+    assert!(p.narrow.is_empty(), "{:?}", p.narrow);
+    // At 120 both go, in one write (one istiod push cycle).
+    let p = pass(&s, &to_ship, &mut ledger, 120, Some(60));
+    assert_eq!(p.narrow.len(), 1);
+    assert_eq!(
+        p.narrow[0].change,
+        Change::Narrow {
+            removed: vec![CART.into(), PAY.into()]
+        }
+    );
+}

@@ -40,6 +40,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use envoy_types::pb::envoy::config::cluster::v3::{cluster, Cluster};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::listener::v3::{filter, FilterChain, Listener};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     http_connection_manager::RouteSpecifier, HttpConnectionManager,
 };
@@ -60,8 +61,9 @@ pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteCon
 pub const ENDPOINT_TYPE: &str =
     "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 
-const HCM_TYPE: &str =
-    "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
+pub mod refs;
+
+use refs::{DanglingRef, Episode, RefState, HCM_TYPE};
 
 /// The version istiod is built with (`tests/istiod/build`): `ISTIO_VERSION`
 /// must match it, or istiod treats the proxy as another version.
@@ -411,6 +413,10 @@ pub struct XdsState {
     /// Resources that could not be decoded: they are left out of the maps
     /// (their bytes still count in the [`Push`]).
     decode_errors: Vec<String>,
+    /// Track the clusters listeners and routes name ([`refs`]); off unless
+    /// [`XdsState::track_references`] (it decodes every RDS resource).
+    track_refs: bool,
+    refs: RefState,
 }
 
 impl XdsState {
@@ -424,7 +430,26 @@ impl XdsState {
             cluster_types: BTreeMap::new(),
             pushes: Vec::new(),
             decode_errors: Vec::new(),
+            track_refs: false,
+            refs: RefState::default(),
         }
+    }
+
+    /// From now on keep which clusters the listeners and route
+    /// configurations name, and after every push applied, which of them the
+    /// current CDS does not hold ([`XdsState::dangling`]).
+    ///
+    /// "The state after a push" is the state once that one response is
+    /// applied (the simulator ACKs it right after): CDS and LDS replace
+    /// their sets, RDS merges its resources, and route configurations no
+    /// listener names any more are dropped. A cluster in CDS whose EDS has
+    /// not arrived counts as held (Envoy warms it; it is not a missing
+    /// cluster). So the window between a CDS push and the LDS/RDS pushes
+    /// that follow it in the same istiod push cycle is counted: that is
+    /// istio/istio#39837. [`refs::Episode::cause`] tells those transients
+    /// apart from references that outlive a push cycle.
+    pub fn track_references(&mut self) {
+        self.track_refs = true;
     }
 
     fn request(&mut self, ty: &'static str) -> DiscoveryRequest {
@@ -456,6 +481,7 @@ impl XdsState {
         let mut eds_wanted = BTreeSet::new();
         let mut rds_wanted = BTreeSet::new();
         let mut cluster_types = BTreeMap::new();
+        let mut decoded_refs = Vec::new();
         for any in &resp.resources {
             let len = any.value.len() as u64;
             bytes += len;
@@ -473,10 +499,24 @@ impl XdsState {
                 Some("lds") => match Listener::decode(any.value.as_slice()) {
                     Ok(l) => {
                         rds_wanted.extend(route_names(&l));
+                        if self.track_refs {
+                            let found = (refs::listener_clusters(&l), refs::mentions(&any.value));
+                            decoded_refs.push((l.name.clone(), found.0, found.1));
+                        }
                         Ok(l.name)
                     }
                     Err(e) => Err(anyhow!(e)),
                 },
+                Some("rds") if self.track_refs => {
+                    match RouteConfiguration::decode(any.value.as_slice()) {
+                        Ok(rc) => {
+                            let found = (refs::route_clusters(&rc), refs::mentions(&any.value));
+                            decoded_refs.push((rc.name.clone(), found.0, found.1));
+                            Ok(rc.name)
+                        }
+                        Err(e) => Err(anyhow!(e)),
+                    }
+                }
                 _ => resource_name(any),
             };
             match name {
@@ -535,7 +575,42 @@ impl XdsState {
                 out.push(req);
             }
         }
+        if self.track_refs {
+            self.check_references(ty, decoded_refs, &resp.nonce, now);
+        }
         out
+    }
+
+    /// Updates the references with a push's decoded resources, and checks
+    /// them against the current CDS.
+    fn check_references(
+        &mut self,
+        ty: &'static str,
+        decoded: Vec<(String, BTreeSet<String>, BTreeSet<String>)>,
+        nonce: &str,
+        now: Instant,
+    ) {
+        match ty {
+            "lds" => self.refs.set_listeners(decoded),
+            "rds" => self.refs.merge_routes(decoded),
+            _ => {}
+        }
+        let routes = &self.types["rds"].resources;
+        self.refs.retain_routes(|n| routes.contains_key(n));
+        let clusters = &self.types["cds"].resources;
+        self.refs
+            .check(ty, nonce, now, |c| clusters.contains_key(c));
+    }
+
+    /// The dangling references found after each push (with
+    /// [`XdsState::track_references`]); `proxy` is left empty.
+    pub fn dangling(&self) -> &[DanglingRef] {
+        self.refs.found()
+    }
+
+    /// The references the tracker holds now, and what it found over time.
+    pub fn references(&self) -> &RefState {
+        &self.refs
     }
 
     /// Change the subscription of `ty` to `wanted`; the request to send if
@@ -721,6 +796,10 @@ pub struct SimOptions {
     /// Tries to open a stream that istiod refuses with `ResourceExhausted`
     /// or `Unavailable`, before giving up and recording the error.
     pub open_attempts: u32,
+    /// Track dangling references ([`XdsState::track_references`]). Off by
+    /// default: it decodes every RDS resource, which benchmarks do not
+    /// need.
+    pub references: bool,
 }
 
 impl Default for SimOptions {
@@ -733,6 +812,7 @@ impl Default for SimOptions {
             worker_threads: 2,
             connect_rate: 0.0,
             open_attempts: 200,
+            references: false,
         }
     }
 }
@@ -837,6 +917,42 @@ impl Proxy {
     /// Every response received, oldest first.
     pub fn pushes(&self) -> Vec<Push> {
         lock(&self.inner.state).pushes.clone()
+    }
+
+    /// Every dangling reference found after a push (a listener or route
+    /// naming a cluster the proxy's CDS did not hold), one per push it was
+    /// found after; empty unless the [`Sim`] was made with
+    /// [`SimOptions::references`].
+    pub fn dangling(&self) -> Vec<DanglingRef> {
+        let st = lock(&self.inner.state);
+        let mut out = st.dangling().to_vec();
+        for d in &mut out {
+            d.proxy = self.inner.key.clone();
+        }
+        out
+    }
+
+    /// The dangling references from the push that made each to the push
+    /// that ended it ([`refs::Episode::cause`] says why).
+    pub fn dangling_episodes(&self) -> Vec<Episode> {
+        lock(&self.inner.state).references().episodes().to_vec()
+    }
+
+    /// `lds/<listener>` and `rds/<route config>` → the clusters each names,
+    /// now.
+    pub fn referenced_clusters(&self) -> BTreeMap<String, BTreeSet<String>> {
+        lock(&self.inner.state).references().referenced()
+    }
+
+    /// Per resource, cluster-like names in its bytes that the decoder does
+    /// not read as references (a field [`refs`] does not know).
+    pub fn undecoded_mentions(&self) -> BTreeMap<String, BTreeSet<String>> {
+        lock(&self.inner.state).references().undecoded().clone()
+    }
+
+    /// How many pushes were checked for dangling references.
+    pub fn pushes_checked(&self) -> u64 {
+        lock(&self.inner.state).references().checked()
     }
 
     /// The current CDS cluster names, sorted.
@@ -986,13 +1102,14 @@ impl Sim {
             max_decoding: opts.max_decoding_message_size,
             open_attempts: opts.open_attempts.max(1),
             pacer: Pacer::new(opts.connect_rate),
+            references: opts.references,
         });
         let mut proxies = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {
             let p = Proxy {
                 inner: Arc::new(ProxyShared {
                     key: spec.key(),
-                    state: Mutex::new(XdsState::new(spec.node())),
+                    state: Mutex::new(new_state(&spec, opts.references)),
                     spec,
                     conn: Mutex::new(Conn::default()),
                     held: Mutex::new(Held::default()),
@@ -1180,6 +1297,15 @@ struct RunOpts {
     max_decoding: usize,
     open_attempts: u32,
     pacer: Option<Arc<Pacer>>,
+    references: bool,
+}
+
+fn new_state(spec: &ProxySpec, references: bool) -> XdsState {
+    let mut st = XdsState::new(spec.node());
+    if references {
+        st.track_references();
+    }
+    st
 }
 
 async fn run_proxy(
@@ -1212,7 +1338,7 @@ async fn run_proxy(
         {
             let mut st = lock(&proxy.inner.state);
             if attempt > 1 {
-                *st = XdsState::new(proxy.inner.spec.node());
+                *st = new_state(&proxy.inner.spec, opts.references);
             }
             for r in st.initial_requests() {
                 let _ = tx.send(r);
@@ -1698,6 +1824,87 @@ mod tests {
             pushes,
             ["cds", "lds", "eds", "rds", "eds", "cds", "lds", "rds", "rds", "cds"]
         );
+    }
+
+    #[test]
+    fn tracked_references_follow_lds_and_rds_and_find_what_cds_lacks() {
+        use cluster::DiscoveryType as T;
+        use envoy_types::pb::envoy::config::route::v3::{
+            route, route_action, Route, RouteAction, VirtualHost,
+        };
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let routes_to = |name: &str, clusters: &[&str]| {
+            let routes = clusters
+                .iter()
+                .map(|c| Route {
+                    action: Some(route::Action::Route(RouteAction {
+                        cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(
+                            c.to_string(),
+                        )),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                })
+                .collect();
+            any(
+                ROUTE_TYPE,
+                &RouteConfiguration {
+                    name: name.into(),
+                    virtual_hosts: vec![VirtualHost {
+                        name: "vh".into(),
+                        routes,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            )
+        };
+        let mut st = XdsState::new(spec().node());
+        st.track_references();
+        st.initial_requests();
+        let both = vec![
+            cluster("outbound|80||a", T::Static, ""),
+            cluster("outbound|80||b", T::Static, ""),
+        ];
+        st.on_response(&resp(CLUSTER_TYPE, "c1", "n1", both), at(1));
+        st.on_response(
+            &resp(
+                LISTENER_TYPE,
+                "l1",
+                "n2",
+                vec![listener("0.0.0.0_80", &["80"])],
+            ),
+            at(2),
+        );
+        let r1 = routes_to("80", &["outbound|80||a", "outbound|80||b"]);
+        st.on_response(&resp(ROUTE_TYPE, "r1", "n3", vec![r1]), at(3));
+        assert_eq!(
+            st.references().referenced()["rds/80"],
+            names(&["outbound|80||a", "outbound|80||b"])
+        );
+        assert!(st.dangling().is_empty());
+
+        // A narrowing: CDS without b, then RDS without b's route.
+        let only_a = vec![cluster("outbound|80||a", T::Static, "")];
+        st.on_response(&resp(CLUSTER_TYPE, "c2", "n4", only_a), at(4));
+        assert_eq!(st.dangling().len(), 1);
+        assert_eq!(
+            (st.dangling()[0].push, st.dangling()[0].nonce.as_str()),
+            ("cds", "n4")
+        );
+        let r2 = routes_to("80", &["outbound|80||a"]);
+        st.on_response(&resp(ROUTE_TYPE, "r2", "n5", vec![r2]), at(6));
+        assert_eq!(st.dangling().len(), 1, "resolved by the RDS push");
+        let e = &st.references().episodes()[0];
+        assert_eq!(e.cause(), refs::Cause::CdsBeforeListenerOrRoute);
+        assert_eq!(e.duration(at(99)), Duration::from_millis(2));
+
+        // The listener goes: its route configuration is dropped with it.
+        st.on_response(&resp(LISTENER_TYPE, "l2", "n6", vec![]), at(7));
+        assert!(st.references().referenced().is_empty());
+        assert_eq!(st.references().checked(), 6);
+        assert!(st.references().undecoded().is_empty());
     }
 
     #[test]

@@ -25,6 +25,9 @@ use serde_json::Value;
 #[path = "verify/watch.rs"]
 mod watch;
 
+#[path = "verify/dangling.rs"]
+mod dangling;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
