@@ -27,7 +27,7 @@ pub enum Command {
     Recommend(RecommendArgs),
     /// Apply the recommended Sidecars to the cluster with server-side apply
     #[command(
-        after_help = "Exit codes: 0 every object applied (or unchanged, skipped, pruned), 1 some objects failed, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
+        after_help = "Exit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
     )]
     Apply(ApplyArgs),
     /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
@@ -38,7 +38,7 @@ pub enum Command {
     Impact(ImpactArgs),
     /// Show how `apply` would change the cluster's Sidecars, as a unified diff
     #[command(
-        after_help = "Examples:\n  kubectl meshscope diff -n bookinfo --access-log examples/bookinfo/access.log\n  kubectl meshscope diff -n bookinfo --from-pod-logs --prune\n\nExit codes (as kubectl diff): 0 apply would change nothing, 1 it would change something, 2 error. User-owned Sidecars are shown, but apply skips them and they do not count."
+        after_help = "Examples:\n  kubectl meshscope diff -n bookinfo --access-log examples/bookinfo/access.log\n  kubectl meshscope diff -n bookinfo --from-pod-logs --prune\n\nExit codes (as kubectl diff): 0 apply would change nothing, 1 it would change something (or a Sidecar would stay different from the recommendation because apply skips it on a conflict), 2 error. User-owned Sidecars are shown, but apply skips them and they do not count."
     )]
     Diff(DiffArgs),
     /// Check against the cluster's istiod what each proxy really got

@@ -30,6 +30,9 @@ use crate::world::{LiveCtx, World};
 
 pub const FIELD_MANAGER: &str = "kubectl-meshscope";
 
+/// How the reason of a write skipped on a field-manager conflict starts.
+const CONFLICT: &str = "conflict: ";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ApplyResult {
     Created,
@@ -160,10 +163,7 @@ async fn write(ctx: &LiveCtx, a: &ApplyRequest, ns: &str, name: &str, body: &Val
         Ok(Patched::Object(o)) => Ok(serde_json::to_value(o).unwrap_or_default()),
         Ok(Patched::Conflict(message)) => Err((
             ApplyResult::Skipped,
-            format!(
-                "conflict: {}; rerun with --force-conflicts to take those fields over",
-                message
-            ),
+            format!("{CONFLICT}{message}; rerun with --force-conflicts to take those fields over"),
         )),
         Err(f) => Err((ApplyResult::Failed, f.to_string())),
     }
@@ -680,11 +680,25 @@ fn report_rows(results: &[Row], dry_run: DryRun, p: &mut Printer<'_>) -> Result<
             summary.join(", ")
         }
     ))?;
-    Ok(if counts.contains_key(&ApplyResult::Failed) {
-        Outcome::Findings
-    } else {
-        Outcome::Ok
-    })
+    // A conflict leaves the scope different from the recommendation.
+    let conflicts = results
+        .iter()
+        .filter(|(res, _, _, why)| *res == ApplyResult::Skipped && why.starts_with(CONFLICT))
+        .count();
+    if conflicts > 0 {
+        writeln!(
+            p.err,
+            "{} left different from the recommendation: another field manager owns fields apply would set (rerun with --force-conflicts to take them over)",
+            plural(conflicts, "Sidecar", "Sidecars")
+        )?;
+    }
+    Ok(
+        if counts.contains_key(&ApplyResult::Failed) || conflicts > 0 {
+            Outcome::Findings
+        } else {
+            Outcome::Ok
+        },
+    )
 }
 
 /// Says what `--wait` waited for, and verifies the proxies it confirmed

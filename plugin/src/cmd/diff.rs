@@ -183,7 +183,16 @@ fn summarize(tally: &Tally, pruning: bool, p: &mut Printer<'_>) -> Result<Outcom
         parts.push(format!("{conflicts} with conflicts (skipped)"));
     }
     p.summary(format_args!("diff: {}", parts.join(", ")))?;
-    Ok(if create + change + prune > 0 {
+    if conflicts > 0 {
+        // Apply would leave these as they are, different from the
+        // recommendation: that is a difference too.
+        writeln!(
+            p.err,
+            "{} would stay different from the recommendation: another field manager owns fields apply would set (--force-conflicts takes them over)",
+            crate::output::plural(conflicts, "Sidecar", "Sidecars")
+        )?;
+    }
+    Ok(if create + change + prune + conflicts > 0 {
         Outcome::Findings
     } else {
         Outcome::Ok

@@ -592,14 +592,26 @@ fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
     );
     let k = c.kubeconfig.clone();
     // kubectl patch now owns the hosts, so apply would skip the Sidecar
-    // with a conflict: diff says so and finds nothing apply would change.
+    // with a conflict: diff says so, and that the scope would stay
+    // different from the recommendation (exit 1).
     let (code, out, err) = binary(&["diff", "-n", &ns, "--access-log", log], "", Some(&k));
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "{err}");
     assert!(!out.contains("sleep-0-deployment-meshscope"), "{out}");
     assert!(
         err.contains(&format!(
             "skipped: {ns}/sleep-0-deployment-meshscope: conflict: "
         )) && err.contains("(--force-conflicts takes those fields over)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 Sidecar would stay different from the recommendation"),
+        "{err}"
+    );
+    // apply skips it too, and says so with exit 1, not 0.
+    let (code, _, err) = binary(&["apply", "-n", &ns, "--access-log", log], "", Some(&k));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("1 Sidecar left different from the recommendation"),
         "{err}"
     );
     let (code, out, err) = binary(
