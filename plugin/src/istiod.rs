@@ -222,9 +222,18 @@ impl Istiod {
                 }
             }
         }
+        let hint = match &self.endpoint {
+            Endpoint::Direct(_) => format!(
+                " (--istiod-url names istiod's debug port, {DEBUG_PORT}: is it reachable from here? Without a route, `kubectl -n istio-system port-forward deploy/istiod {DEBUG_PORT}` and --istiod-url http://localhost:{DEBUG_PORT}, or drop --istiod-url to port-forward to istiod's pods)"
+            ),
+            Endpoint::Pod { .. } => String::new(),
+        };
         Err(last
             .unwrap_or_else(|| anyhow!("no connection"))
-            .context(format!("cannot reach istiod {} for {path}", self.name)))
+            .context(format!(
+                "cannot reach istiod {} for {path}{hint}",
+                self.name
+            )))
     }
 
     /// GETs a debug path that must answer 200.

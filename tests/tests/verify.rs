@@ -452,7 +452,8 @@ fn scenario(s: &Setup, log: &str) {
     assert!(
         e.starts_with(
             "cannot --wait, so nothing was applied: cannot reach istiod http://127.0.0.1:9"
-        ),
+        ) && e
+            .contains("--istiod-url names istiod's debug port, 15014: is it reachable from here?"),
         "{e}"
     );
     assert_eq!(s.sidecar_of("lonely-0"), "", "nothing was applied");

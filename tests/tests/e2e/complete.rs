@@ -495,3 +495,23 @@ fn the_krew_archive_installs_the_completer_next_to_the_plugin() {
         "plugin/Cargo.toml has no [[bin]] {COMPLETER}"
     );
 }
+
+#[test]
+fn the_krew_caveats_name_every_shipped_role() {
+    let text = std::fs::read_to_string(repo_root().join("deploy/krew/meshscope.yaml")).unwrap();
+    let v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let caveats = v["spec"]["caveats"].as_str().expect("caveats");
+    for entry in std::fs::read_dir(repo_root().join("deploy/rbac")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(role) = name
+            .strip_suffix(".yaml")
+            .filter(|r| r.starts_with("meshscope-"))
+        else {
+            continue;
+        };
+        assert!(
+            caveats.contains(role),
+            "the krew caveats do not name {role}: {caveats}"
+        );
+    }
+}
