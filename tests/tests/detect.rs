@@ -29,6 +29,7 @@ fn version_and_cluster_domain_come_from_istiod_and_the_proxies() {
         assert!(v["proxies"]["1.31"].as_u64().unwrap() >= 1, "{v}");
         assert_eq!(v["semantics"], "1.32", "{v}");
         assert_eq!(v["cluster_domain"], "corp.example", "{v}");
+        assert_eq!(v["cluster_domain_source"], "cluster", "{v}");
         assert!(
             v["notes"][0]
                 .as_str()

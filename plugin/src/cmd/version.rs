@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use meshscope_shared::detect::Evidence;
+use meshscope_shared::detect::{DomainSource, Evidence};
 use meshscope_shared::inputs::Pod as ObservedPod;
 use serde::Serialize;
 
@@ -28,7 +28,11 @@ struct Report {
     proxies: BTreeMap<String, usize>,
     /// The version whose semantics the other commands apply.
     semantics: String,
-    cluster_domain: Option<String>,
+    /// The cluster domain the other commands use.
+    cluster_domain: String,
+    /// Where it comes from: `flag`, `cluster` (istiod's or the proxies'
+    /// `--domain`) or `default`.
+    cluster_domain_source: &'static str,
     notes: Vec<String>,
 }
 
@@ -67,12 +71,21 @@ pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             Evidence::from_pods(&inputs.pods, &istiod)
         }
     };
-    print(&report(&evidence, r.istio_version), r.output, p)
+    let report = report(&evidence, r.istio_version, r.cluster_domain.as_deref());
+    print(&report, r.output, p)
 }
 
-/// What the evidence says, with `--istio-version` when given.
-fn report(evidence: &Evidence, flag: Option<IstioVersion>) -> Report {
-    let (semantics, notes) = evidence.version(flag);
+/// What the evidence says, with `--istio-version` and `--cluster-domain`
+/// when given.
+fn report(evidence: &Evidence, flag: Option<IstioVersion>, domain_flag: Option<&str>) -> Report {
+    let (semantics, mut notes) = evidence.version(flag);
+    let (cluster_domain, note) = evidence.cluster_domain(domain_flag);
+    notes.extend(note);
+    let cluster_domain_source = match evidence.domain_source(domain_flag) {
+        DomainSource::Flag => "flag",
+        DomainSource::Cluster => "cluster",
+        DomainSource::Default => "default",
+    };
     let count = |m: &BTreeMap<meshscope_shared::IstioVersion, usize>| {
         m.iter()
             .map(|(v, n)| (v.to_string(), *n))
@@ -83,7 +96,8 @@ fn report(evidence: &Evidence, flag: Option<IstioVersion>) -> Report {
         istiod: count(&evidence.istiod),
         proxies: count(&evidence.proxies),
         semantics: semantics.to_string(),
-        cluster_domain: evidence.domain().map(String::from),
+        cluster_domain,
+        cluster_domain_source,
         notes,
     }
 }
@@ -116,9 +130,12 @@ fn print(r: &Report, format: Option<VersionOutput>, p: &mut Printer<'_>) -> Resu
                 list(&r.proxies, "proxy", "proxies")
             )?;
             writeln!(out, "Semantics applied: Istio {}", r.semantics)?;
-            if let Some(d) = &r.cluster_domain {
-                writeln!(out, "Cluster domain: {d}")?;
-            }
+            let from = match r.cluster_domain_source {
+                "flag" => " (--cluster-domain)",
+                "cluster" => "",
+                _ => " (the default: neither istiod nor the proxies name one)",
+            };
+            writeln!(out, "Cluster domain: {}{from}", r.cluster_domain)?;
             for n in &r.notes {
                 writeln!(err, "note: {n}")?;
             }

@@ -511,6 +511,8 @@ pub enum VersionSource {
 pub struct VersionRequest {
     pub source: VersionSource,
     pub istio_version: Option<IstioVersion>,
+    /// `--cluster-domain`.
+    pub cluster_domain: Option<String>,
     pub output: Option<VersionOutput>,
 }
 
@@ -520,6 +522,7 @@ impl VersionRequest {
             return Ok(VersionRequest {
                 source: VersionSource::Client,
                 istio_version: None,
+                cluster_domain: None,
                 output: a.output,
             });
         }
@@ -532,6 +535,7 @@ impl VersionRequest {
         Ok(VersionRequest {
             source,
             istio_version,
+            cluster_domain: a.common.cluster_domain.clone(),
             output: a.output,
         })
     }

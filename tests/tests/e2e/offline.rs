@@ -424,7 +424,7 @@ fn the_istio_version_comes_from_the_input_unless_the_flag_says_otherwise() {
     assert_eq!(
         r.stdout,
         format!(
-            "Client Version: {}\nIstio control plane (istiod): not found\nIstio data plane (istio-proxy): 1.30 (6 proxies)\nSemantics applied: Istio 1.30\n",
+            "Client Version: {}\nIstio control plane (istiod): not found\nIstio data plane (istio-proxy): 1.30 (6 proxies)\nSemantics applied: Istio 1.30\nCluster domain: cluster.local (the default: neither istiod nor the proxies name one)\n",
             kubectl_meshscope::VERSION
         )
     );
@@ -441,6 +441,9 @@ fn the_istio_version_comes_from_the_input_unless_the_flag_says_otherwise() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["semantics"], "1.31");
     assert_eq!(v["proxies"]["1.30"], 6);
+    // The cluster domain is always there, with where it comes from.
+    assert_eq!(v["cluster_domain"], "cluster.local");
+    assert_eq!(v["cluster_domain_source"], "default");
     assert_eq!(
         v["notes"][0],
         "--istio-version 1.31 differs from the Istio 1.30 the cluster runs; using 1.31"
