@@ -328,18 +328,27 @@ impl World {
                         && only.as_ref().is_none_or(|n| *n == pod.namespace)
                 })
                 .collect();
+            // After a watch pass, logs with nothing new are the rule.
+            let first_read = cursor.as_deref().is_none_or(|c| c.logs.is_new());
             let window = match cursor.as_deref_mut() {
                 Some(c) => live::LogWindow::After(&mut c.logs, since),
                 None => live::LogWindow::Last(since),
             };
-            let (o, failed) = rt.block_on(live.pod_logs(snap, &pods, window, &inputs.pods, err));
-            for (pod, why) in &failed {
+            let logs = rt.block_on(live.pod_logs(snap, &pods, window, &inputs.pods, err));
+            for (pod, why) in &logs.failed {
                 writeln!(
                     err,
                     "warning: cannot read the istio-proxy log of {pod}: {why}"
                 )?;
             }
-            add(&mut obs, o);
+            if first_read && logs.obs.stats.access_lines == 0 && !logs.empty.is_empty() {
+                writeln!(
+                    err,
+                    "warning: {}",
+                    scope::notes::empty_pod_logs(&logs.empty, pods.len())
+                )?;
+            }
+            add(&mut obs, logs.obs);
         }
         if let Some(url) = &m.prometheus {
             let window = match cursor {

@@ -56,6 +56,19 @@ pub fn no_traffic_source(allow_idle: bool) -> String {
     }
 }
 
+/// The warning when no pod log held an access-log line and `empty` (of
+/// `read` pods) held no line at all: which pods, and the likely causes.
+pub fn empty_pod_logs(empty: &[String], read: usize) -> String {
+    let shown: Vec<&str> = empty.iter().take(5).map(String::as_str).collect();
+    let more = empty.len().saturating_sub(shown.len());
+    format!(
+        "the istio-proxy logs of {} of {read} pods were empty ({}{}): access logging is likely off (meshConfig accessLogFile, or a Telemetry resource's accessLogging), or the pods served and sent nothing within --since",
+        empty.len(),
+        shown.join(", "),
+        if more > 0 { format!(", +{more} more") } else { String::new() }
+    )
+}
+
 /// The note when `impact` has no traffic, so no recommendations.
 pub fn impact_without_traffic() -> String {
     format!("without a traffic source ({SOURCES}) there are no recommendations, so \"after\" equals \"now\"")

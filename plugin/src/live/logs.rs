@@ -30,6 +30,15 @@ pub enum LogWindow<'c> {
     After(&'c mut LogCursor, Duration),
 }
 
+/// What reading the pods' logs gave.
+pub struct PodLogs {
+    pub obs: Observations,
+    /// `ns/pod` and why, for logs that could not be read.
+    pub failed: Vec<(String, String)>,
+    /// `ns/pod` of logs read without a single line (sorted).
+    pub empty: Vec<String>,
+}
+
 /// Where each pod's log was read to, between passes of `apply --watch`.
 #[derive(Debug, Default, Clone)]
 pub struct LogCursor {
@@ -41,6 +50,13 @@ pub struct LogCursor {
     /// PassthroughCluster or BlackHoleCluster (the first sign of a
     /// dependency outside the scope).
     pub first_outside: HashMap<String, Timestamp>,
+}
+
+impl LogCursor {
+    /// Whether nothing was read from it yet.
+    pub fn is_new(&self) -> bool {
+        self.started.is_none()
+    }
 }
 
 /// What reading one pod's log from a cursor learned.
@@ -61,7 +77,7 @@ impl Live {
         window: LogWindow<'_>,
         live_pods: &[ObservedPod],
         err: &mut dyn Write,
-    ) -> (Observations, Vec<(String, String)>) {
+    ) -> PodLogs {
         let now = Timestamp::now();
         let (since, mut cursor) = match window {
             LogWindow::Last(d) => (d, None),
@@ -77,6 +93,7 @@ impl Live {
         let total = pods.len();
         let mut done = 0usize;
         let mut failed = Vec::new();
+        let mut empty = Vec::new();
         let mut obs = Observations::default();
         let restarted = restarted(live_pods);
         let jobs: Vec<(PodId, bool, Option<Timestamp>)> = pods
@@ -108,7 +125,13 @@ impl Live {
                 let _ = write!(err, "\rreading istio-proxy logs: {done}/{}", total);
             }
             match res {
-                Ok(()) => obs.merge(o),
+                Ok(()) => {
+                    if !previous && o.stats.lines == 0 {
+                        let pod = &snap.pods[p];
+                        empty.push(format!("{}/{}", pod.namespace, pod.name));
+                    }
+                    obs.merge(o)
+                }
                 Err(e) if previous => {
                     // A previous container that is gone is not a failure.
                     let _ = e;
@@ -136,7 +159,8 @@ impl Live {
                 }
             }
         }
-        (obs, failed)
+        empty.sort();
+        PodLogs { obs, failed, empty }
     }
 
     /// The observations of pod `p`'s istio-proxy log (its previous

@@ -46,7 +46,7 @@ pub use grants::{rbac_file, APPLIER_FILE, READER_FILE, VERIFIER_FILE, WATCH_FILE
 pub use kubeconfig::load_kubeconfig;
 pub use lease::{Election, LEASE_DURATION};
 pub use list::{resource_of, Select};
-pub use logs::{LogCursor, LogWindow};
+pub use logs::{LogCursor, LogWindow, PodLogs};
 pub use permissions::{lease_needs, rbac_error, role_for, Need, Purpose, LEASE_GROUP};
 pub use read::{everything_needed, read_needs, Read};
 pub use write::Patched;

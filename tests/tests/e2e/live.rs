@@ -682,3 +682,51 @@ fn the_ms0001_fix_commands_work_as_printed() {
     assert_eq!(hosts, r#"["~/*"]"#);
     let _ = c.kubectl(&["delete", "node", &node], None);
 }
+
+/// Pod logs that are all empty: the warning names the pods and the likely
+/// causes, instead of a bare "0 lines".
+#[test]
+fn empty_pod_logs_are_named_with_their_likely_cause() {
+    meshscope_e2e::needs_cluster!();
+    use meshscope_e2e::kubelet::{LogReply, Logs, StandInKubelet};
+
+    let c = Cluster::shared();
+    let ns = c.namespace("emptylog", &[("istio-injection", "enabled")]);
+    c.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: quiet\n  namespace: {ns}\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: quiet}}\n  template:\n    metadata:\n      labels: {{app: quiet}}\n    spec:\n      containers:\n      - {{name: istio-proxy, image: istio/proxyv2:1.31.0}}\n      - {{name: app, image: example/quiet:1}}\n"
+    ));
+    let pods = c.wait_pods(&ns, "quiet", 2).unwrap();
+    let mut logs = Logs::new();
+    for p in &pods {
+        logs.insert(
+            format!("{ns}/{p}/istio-proxy"),
+            LogReply::Text(String::new()),
+        );
+    }
+    let kubelet = StandInKubelet::start(logs).unwrap();
+    let node = c.stand_in_node("emptylog", kubelet.port).unwrap();
+    for p in &pods {
+        c.bind_pod(&ns, p, &node).unwrap();
+    }
+    let r = meshscope(&c.kubeconfig, &["recommend", "-n", &ns, "--from-pod-logs"]);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    let warning = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("istio-proxy logs of"))
+        .unwrap_or_else(|| panic!("no empty-log warning: {}", r.stderr));
+    assert!(
+        warning.starts_with("warning: the istio-proxy logs of 2 of 2 pods were empty ("),
+        "{warning}"
+    );
+    for p in &pods {
+        assert!(warning.contains(&format!("{ns}/{p}")), "{warning}");
+    }
+    assert!(
+        warning.contains("access logging is likely off"),
+        "{warning}"
+    );
+    for p in &pods {
+        c.force_delete_pod(&ns, p);
+    }
+}
