@@ -18,6 +18,7 @@ pub mod istiod;
 pub mod kubelet;
 pub mod run;
 pub mod setup;
+pub mod watcher;
 pub mod world;
 pub mod xds;
 

@@ -272,13 +272,12 @@ fn setup(prefix: &str, slot: u64) -> Setup {
     }
 }
 
-#[test]
-fn verify_and_apply_wait_against_a_real_istiod() {
-    meshscope_e2e::needs_cluster!();
+/// Runs `f` on a fresh [`setup`], one test at a time, then removes the
+/// world (printing istiod's last lines when `f` failed).
+fn with_setup(prefix: &str, slot: u64, f: impl FnOnce(&Setup)) {
     let _serial = serial();
-    let s = setup("vfy", 800);
-    let log = s.log.path().to_str().unwrap().to_string();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&s, &log)));
+    let s = setup(prefix, slot);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&s)));
     s.sim.close();
     if let Err(e) = s.sc.world.delete(s.c) {
         eprintln!("cleanup: {e:#}");
@@ -287,6 +286,15 @@ fn verify_and_apply_wait_against_a_real_istiod() {
         eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
         std::panic::resume_unwind(p);
     }
+}
+
+#[test]
+fn verify_and_apply_wait_against_a_real_istiod() {
+    meshscope_e2e::needs_cluster!();
+    with_setup("vfy", 800, |s| {
+        let log = s.log.path().to_str().unwrap().to_string();
+        scenario(s, &log)
+    });
 }
 
 fn scenario(s: &Setup, log: &str) {

@@ -20,16 +20,14 @@
 //! `MESHSCOPE_DANGLING_SEED` (the traffic's random choices; printed).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use meshscope_e2e::cluster::{plugin_binary, Cluster};
+use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
 use meshscope_e2e::outbound_text_line;
+use meshscope_e2e::watcher::Watcher;
 use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::refs::{Cause, Episode};
 use meshscope_e2e::xds::{Sim, SimOptions};
@@ -249,79 +247,24 @@ fn decoder_reads_a_real_push(w: &World) {
     }
 }
 
-/// The watcher, its JSON events and its stderr.
-struct Watcher {
-    child: Child,
-    events: mpsc::Receiver<Value>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Watcher {
-    fn start(w: &World, log: &str) -> Watcher {
-        let mut child = Command::new(plugin_binary())
-            .args([
-                "apply",
-                "--watch",
-                "-n",
-                &w.ns,
-                "--access-log",
-                log,
-                "--interval",
-                "1s",
-                "--prune-after",
-                "2s",
-                "--istiod-url",
-                &w.url,
-                "-o",
-                "json",
-                "--kubeconfig",
-                w.c.kubeconfig.to_str().unwrap(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl-meshscope starts");
-        let (tx, events) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("an event is one JSON line ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (err, sink) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        Watcher {
-            child,
-            events,
-            stderr,
-        }
-    }
-
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `apply --watch` of the world's namespace from `log`: a pass every
+/// second, narrowing after two.
+fn watch(w: &World, log: &str) -> Watcher {
+    Watcher::start(
+        &w.c.kubeconfig,
+        &[
+            "-n",
+            &w.ns,
+            "--access-log",
+            log,
+            "--interval",
+            "1s",
+            "--prune-after",
+            "2s",
+            "--istiod-url",
+            &w.url,
+        ],
+    )
 }
 
 /// What the watcher wrote, from its events.
@@ -394,7 +337,7 @@ fn transitions(w: &World) {
 
     let t0 = Instant::now();
     let checked0: u64 = w.sim.proxies().iter().map(|p| p.pushes_checked()).sum();
-    let mut watcher = Watcher::start(w, log_path.to_str().unwrap());
+    let mut watcher = watch(w, log_path.to_str().unwrap());
     let mut tally = Tally::default();
     let limit = Duration::from_secs(60) + Duration::from_millis(400) * want as u32;
     while tally.transitions() < want {
@@ -403,13 +346,10 @@ fn transitions(w: &World) {
             "{} of {want} transitions in {:?}: {tally:?}\nstderr:\n{}",
             tally.transitions(),
             t0.elapsed(),
-            watcher.stderr.lock().unwrap()
+            watcher.stderr()
         );
         if let Some(st) = watcher.child.try_wait().unwrap() {
-            panic!(
-                "the watcher ended: {st:?}\nstderr:\n{}",
-                watcher.stderr.lock().unwrap()
-            );
+            panic!("the watcher ended: {st:?}\nstderr:\n{}", watcher.stderr());
         }
         // Every client starts or stops calling one destination, keeping
         // at least one call (a workload with no traffic keeps its scope).
@@ -423,16 +363,13 @@ fn transitions(w: &World) {
         }
         log.write_all(lines(&active).as_bytes()).unwrap();
         let deadline = Instant::now() + TICK;
-        while let Ok(e) = watcher
-            .events
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
+        while let Some(e) = watcher.next(deadline.saturating_duration_since(Instant::now())) {
             tally.add(&e);
         }
     }
     let driven = t0.elapsed();
-    watcher.stop();
-    while let Ok(e) = watcher.events.try_recv() {
+    let _ = watcher.stop();
+    while let Some(e) = watcher.next(Duration::ZERO) {
         tally.add(&e);
     }
     w.sim

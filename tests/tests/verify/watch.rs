@@ -6,120 +6,35 @@
 //! a steady mesh, serves /metrics and /healthz, and ends with exit 0 on
 //! SIGTERM.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use meshscope_e2e::cluster::plugin_binary;
 use meshscope_e2e::kubelet::{Logs, StandInKubelet};
 use meshscope_e2e::outbound_text_line;
+use meshscope_e2e::watcher::Watcher;
 use meshscope_test_support::net::{admin_get, free_port};
 use serde_json::Value;
 
-use super::{serial, setup, Setup};
+use super::{with_setup, Setup};
 
-/// The watcher, its events (stdout, JSON lines) and its stderr.
-struct Watcher {
-    child: Child,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Watcher {
-    /// `apply --watch` of the setup's namespace from `source`.
-    fn start(s: &Setup, source: &[&str], metrics_port: u16) -> Watcher {
-        let mut child = Command::new(plugin_binary())
-            .args(["apply", "--watch", "-n", &s.ns])
-            .args(source)
-            .args([
-                "--interval",
-                "2s",
-                "--prune-after",
-                "12s",
-                "--istiod-url",
-                &s.url,
-                "--metrics-addr",
-                &format!("127.0.0.1:{metrics_port}"),
-                "-o",
-                "json",
-                "--kubeconfig",
-                s.c.kubeconfig.to_str().unwrap(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl-meshscope starts");
-        let (tx, events) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-                    panic!("an event is one JSON object per line ({e}): {line}")
-                });
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (err, sink) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        Watcher {
-            child,
-            events,
-            seen: Vec::new(),
-            stderr,
-        }
-    }
-
-    /// The first event (from now) that `want` accepts, within `limit`.
-    fn until(&mut self, what: &str, limit: Duration, want: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(e) => {
-                    self.seen.push(e.clone());
-                    if want(&e) {
-                        return e;
-                    }
-                }
-                Err(_) => panic!(
-                    "no {what} event within {limit:?}; events: {:#?}\nstderr:\n{}",
-                    self.seen,
-                    self.stderr.lock().unwrap()
-                ),
-            }
-        }
-    }
-
-    /// Every event that arrives within `d`.
-    fn during(&mut self, d: Duration) -> Vec<Value> {
-        let deadline = Instant::now() + d;
-        let mut out = Vec::new();
-        while let Ok(e) = self
-            .events
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            self.seen.push(e.clone());
-            out.push(e);
-        }
-        out
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `apply --watch` of the setup's namespace from `source`, a pass every
+/// 2 s, narrowing after 12 s, metrics on `metrics_port`.
+fn watch(s: &Setup, source: &[&str], metrics_port: u16) -> Watcher {
+    let addr = format!("127.0.0.1:{metrics_port}");
+    let mut args = vec!["-n", s.ns.as_str()];
+    args.extend_from_slice(source);
+    args.extend([
+        "--interval",
+        "2s",
+        "--prune-after",
+        "12s",
+        "--istiod-url",
+        s.url.as_str(),
+        "--metrics-addr",
+        addr.as_str(),
+    ]);
+    Watcher::start(&s.c.kubeconfig, &args)
 }
 
 fn event_for(e: &Value, kind: &str, sidecar: &str) -> bool {
@@ -129,17 +44,7 @@ fn event_for(e: &Value, kind: &str, sidecar: &str) -> bool {
 #[test]
 fn apply_watch_widens_narrows_and_stops_cleanly_against_a_real_istiod() {
     meshscope_e2e::needs_cluster!();
-    let _serial = serial();
-    let s = setup("wch", 850);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&s)));
-    s.sim.close();
-    if let Err(e) = s.sc.world.delete(s.c) {
-        eprintln!("cleanup: {e:#}");
-    }
-    if let Err(p) = result {
-        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
-        std::panic::resume_unwind(p);
-    }
+    with_setup("wch", 850, scenario);
 }
 
 fn scenario(s: &Setup) {
@@ -164,7 +69,7 @@ fn scenario(s: &Setup) {
         f.write_all(lines.as_bytes()).unwrap();
     };
     let port = free_port();
-    let mut w = Watcher::start(s, &["--access-log", &log], port);
+    let mut w = watch(s, &["--access-log", &log], port);
 
     // Pass 1: client-0 and web-0 get Sidecars from the traffic so far.
     let client = loop {
@@ -367,11 +272,7 @@ fn scenario(s: &Setup) {
     feeder.join().unwrap();
 
     // SIGTERM: the loop ends, exit 0, and says so.
-    let st = Command::new("kill")
-        .args(["-TERM", &w.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    w.sigterm();
     let stopped = w.until("stopped", Duration::from_secs(15), |e| {
         e["event"] == "stopped"
     });
@@ -387,23 +288,13 @@ fn scenario(s: &Setup) {
         assert!(Instant::now() < deadline, "still running after SIGTERM");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(status.success(), "{status:?}\n{}", w.stderr.lock().unwrap());
+    assert!(status.success(), "{status:?}\n{}", w.stderr());
 }
 
 #[test]
 fn apply_watch_reads_pod_logs_from_where_it_left_off() {
     meshscope_e2e::needs_cluster!();
-    let _serial = serial();
-    let s = setup("wcp", 860);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pod_logs(&s)));
-    s.sim.close();
-    if let Err(e) = s.sc.world.delete(s.c) {
-        eprintln!("cleanup: {e:#}");
-    }
-    if let Err(p) = result {
-        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
-        std::panic::resume_unwind(p);
-    }
+    with_setup("wcp", 860, pod_logs);
 }
 
 fn pod_logs(s: &Setup) {
@@ -429,7 +320,7 @@ fn pod_logs(s: &Setup) {
         );
     }
     let port = free_port();
-    let mut w = Watcher::start(s, &["--from-pod-logs"], port);
+    let mut w = watch(s, &["--from-pod-logs"], port);
     let created = w.until("created", Duration::from_secs(90), |e| {
         e["event"] == "created"
     });
@@ -513,25 +404,7 @@ fn pod_logs(s: &Setup) {
 #[test]
 fn apply_watch_replicas_elect_one_writer_and_hand_over_on_sigterm() {
     meshscope_e2e::needs_cluster!();
-    let _serial = serial();
-    let s = setup("wcl", 870);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| replicas(&s)));
-    s.sim.close();
-    if let Err(e) = s.sc.world.delete(s.c) {
-        eprintln!("cleanup: {e:#}");
-    }
-    if let Err(p) = result {
-        eprintln!("istiod log:\n{}", s.istiod.log_tail(30));
-        std::panic::resume_unwind(p);
-    }
-}
-
-fn sigterm(w: &Watcher) {
-    let st = Command::new("kill")
-        .args(["-TERM", &w.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    with_setup("wcl", 870, replicas);
 }
 
 fn replicas(s: &Setup) {
@@ -550,7 +423,7 @@ fn replicas(s: &Setup) {
     let start = |id: &'static str| {
         let a = args(id);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        Watcher::start(s, &a, free_port())
+        watch(s, &a, free_port())
     };
     let mut a = start("replica-a");
     let first = a.until("leading", Duration::from_secs(30), |e| {
@@ -588,7 +461,7 @@ fn replicas(s: &Setup) {
 
     // SIGTERM: the leader releases the Lease, the follower takes over at once.
     let t = Instant::now();
-    sigterm(&a);
+    a.sigterm();
     a.until("stopped", Duration::from_secs(15), |e| {
         e["event"] == "stopped"
     });
@@ -620,7 +493,7 @@ fn replicas(s: &Setup) {
         serde_json::json!([format!("{ns}/{}", s.host("extra"))])
     );
     eprintln!("handover after SIGTERM: {handover:?}");
-    sigterm(&b);
+    b.sigterm();
     b.until("stopped", Duration::from_secs(15), |e| {
         e["event"] == "stopped"
     });
