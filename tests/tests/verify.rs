@@ -94,6 +94,34 @@ struct Setup {
 }
 
 impl Setup {
+    /// The IP of the scenario's pod `pod`.
+    fn ip(&self, pod: &str) -> String {
+        self.sc
+            .world
+            .pods
+            .iter()
+            .find(|p| p.name == pod)
+            .map(|p| p.ip.clone())
+            .unwrap_or_else(|| panic!("no pod {pod}"))
+    }
+    /// The ClusterIP the API server gave Service `name`.
+    fn cluster_ip(&self, name: &str) -> String {
+        self.c
+            .kubectl_ok(
+                &[
+                    "get",
+                    "svc",
+                    name,
+                    "-n",
+                    &self.ns,
+                    "-o",
+                    "jsonpath={.spec.clusterIP}",
+                ],
+                None,
+            )
+            .trim()
+            .to_string()
+    }
     fn host(&self, name: &str) -> String {
         format!("{name}.{}.svc.cluster.local", self.ns)
     }

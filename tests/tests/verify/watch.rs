@@ -49,14 +49,7 @@ fn apply_watch_widens_narrows_and_stops_cleanly_against_a_real_istiod() {
 
 fn scenario(s: &Setup) {
     let ns = s.ns.as_str();
-    let ip = |pod: &str| {
-        s.sc.world
-            .pods
-            .iter()
-            .find(|p| p.name == pod)
-            .map(|p| p.ip.clone())
-            .unwrap()
-    };
+    let ip = |pod: &str| s.ip(pod);
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("access.log");
     std::fs::copy(s.log.path(), &log_path).unwrap();
@@ -106,21 +99,7 @@ fn scenario(s: &Setup) {
 
     // client-0 starts calling extra, outside its scope: under the mesh's
     // ALLOW_ANY the proxy sends it through PassthroughCluster.
-    let extra_ip =
-        s.c.kubectl_ok(
-            &[
-                "get",
-                "svc",
-                "extra",
-                "-n",
-                ns,
-                "-o",
-                "jsonpath={.spec.clusterIP}",
-            ],
-            None,
-        )
-        .trim()
-        .to_string();
+    let extra_ip = s.cluster_ip("extra");
     let passthrough = |n: u64| {
         outbound_text_line(
             n,
@@ -299,14 +278,7 @@ fn apply_watch_reads_pod_logs_from_where_it_left_off() {
 
 fn pod_logs(s: &Setup) {
     let ns = s.ns.as_str();
-    let ip = |pod: &str| {
-        s.sc.world
-            .pods
-            .iter()
-            .find(|p| p.name == pod)
-            .map(|p| p.ip.clone())
-            .unwrap()
-    };
+    let ip = |pod: &str| s.ip(pod);
     let kubelet = StandInKubelet::start(Logs::new()).unwrap();
     let node = s.c.stand_in_node("watchnode", kubelet.port).unwrap();
     for p in &s.sc.world.pods {
@@ -332,21 +304,7 @@ fn pod_logs(s: &Setup) {
     );
 
     // A new dependency, through PassthroughCluster (out of scope).
-    let extra_ip =
-        s.c.kubectl_ok(
-            &[
-                "get",
-                "svc",
-                "extra",
-                "-n",
-                ns,
-                "-o",
-                "jsonpath={.spec.clusterIP}",
-            ],
-            None,
-        )
-        .trim()
-        .to_string();
+    let extra_ip = s.cluster_ip("extra");
     let line = outbound_text_line(
         10,
         &ip("client-0"),
