@@ -630,7 +630,7 @@ fn the_help_says_the_timeout_default_and_applys_exit_codes() {
         .collect::<Vec<_>>()
         .join(" ");
     assert!(
-        apply.contains("Exit codes: 0 every object applied (or unchanged, skipped, pruned), 1 some objects failed, 2 error, including every object failing for the same cause"),
+        apply.contains("Exit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause"),
         "{apply}"
     );
 }
