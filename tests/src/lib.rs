@@ -16,8 +16,10 @@ pub mod cluster;
 pub mod fidelity;
 pub mod istiod;
 pub mod kubelet;
+pub mod livescale;
 pub mod run;
 pub mod setup;
+pub mod traffic;
 pub mod world;
 pub mod xds;
 
