@@ -298,6 +298,21 @@ impl Cluster {
         Ok(name)
     }
 
+    /// Reports node `name` Ready now, as a kubelet's status heartbeat does:
+    /// repeated more often than the node-monitor grace period (40 s), it
+    /// keeps the node lifecycle controller from marking the node's pods
+    /// not ready on a node with no real kubelet.
+    pub fn node_ready(&self, name: &str) -> Result<()> {
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .round(k8s_openapi::jiff::Unit::Second)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let status = format!(
+            "{{\"status\":{{\"conditions\":[{{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"message\":\"stand-in kubelet\",\"lastHeartbeatTime\":\"{now}\"}}]}}}}"
+        );
+        self.patch_status(&["node", name], &status)
+    }
+
     /// Binds a pod to a node, as the scheduler does.
     pub fn bind_pod(&self, ns: &str, pod: &str, node: &str) -> Result<()> {
         let binding = format!(
@@ -352,6 +367,16 @@ pub struct Prometheus {
 
 impl Prometheus {
     pub fn start(openmetrics: &str) -> Result<Prometheus> {
+        Self::up(Some(openmetrics), None)
+    }
+
+    /// A Prometheus with no backfilled data that scrapes `target`
+    /// (`host:port`, path `/metrics`) every `interval` (`5s`).
+    pub fn scraping(target: &str, interval: &str) -> Result<Prometheus> {
+        Self::up(None, Some((target, interval)))
+    }
+
+    fn up(openmetrics: Option<&str>, scrape: Option<(&str, &str)>) -> Result<Prometheus> {
         let root = repo_root().join("tests/prometheus");
         let st = Command::new(root.join("install"))
             .stdout(Stdio::null())
@@ -360,11 +385,16 @@ impl Prometheus {
             bail!("tests/prometheus/install failed");
         }
         let data = tempfile::Builder::new().suffix(".om").tempfile()?;
-        std::fs::write(data.path(), openmetrics)?;
-        let out = Command::new(root.join("up"))
-            .arg(data.path())
-            .stderr(Stdio::inherit())
-            .output()?;
+        let mut up = Command::new(root.join("up"));
+        if let Some(om) = openmetrics {
+            std::fs::write(data.path(), om)?;
+            up.arg(data.path());
+        }
+        if let Some((target, interval)) = scrape {
+            up.env("MESHSCOPE_PROM_SCRAPE_TARGET", target)
+                .env("MESHSCOPE_PROM_SCRAPE_INTERVAL", interval);
+        }
+        let out = up.stderr(Stdio::inherit()).output()?;
         if !out.status.success() {
             bail!("tests/prometheus/up failed");
         }

@@ -38,6 +38,8 @@ pub struct Istiod {
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct ProcessUsage {
     pub rss_kb: u64,
+    /// Peak RSS so far (VmHWM).
+    pub hwm_kb: u64,
     /// user + system CPU seconds since start.
     pub cpu_s: f64,
 }
@@ -213,24 +215,7 @@ impl Istiod {
 
     /// RSS and CPU of the istiod process, from /proc.
     pub fn usage(&self) -> Result<ProcessUsage> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
-            .context("istiod is not running")?;
-        let rss_kb = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0);
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        let after = stat.rsplit_once(") ").map_or("", |(_, r)| r);
-        let f: Vec<&str> = after.split_whitespace().collect();
-        // Fields 14 and 15 of stat (utime, stime), 0-based 11 and 12 after
-        // the command name.
-        let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-            + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok(ProcessUsage {
-            rss_kb,
-            cpu_s: ticks as f64 / clock_ticks() as f64,
-        })
+        process_usage(self.pid).context("istiod is not running")
     }
 
     /// The last lines of istiod's log, for failure messages.
@@ -239,6 +224,31 @@ impl Istiod {
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
+}
+
+/// RSS, peak RSS and CPU (user + system) of any process, from /proc.
+pub fn process_usage(pid: u32) -> Result<ProcessUsage> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("process {pid} is not running"))?;
+    let kb = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime), 0-based 11 and 12 after
+    // the command name.
+    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Ok(ProcessUsage {
+        rss_kb: kb("VmRSS:"),
+        hwm_kb: kb("VmHWM:"),
+        cpu_s: ticks as f64 / clock_ticks() as f64,
+    })
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`), asked once.

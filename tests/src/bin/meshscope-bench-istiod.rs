@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::istiod::{Istiod, ProcessUsage, ENGINE_VERSION};
-use meshscope_e2e::world::{labels, server_side_apply, Labels, Pod, Service, SvcPort, World};
+use meshscope_e2e::livescale::{cleanup, deploy, kubectl_json, NS};
+use meshscope_e2e::world::Pod;
 use meshscope_e2e::xds::{ProxyConfig, Sim};
 use meshscope_e2e::{LogForm, Scenario};
 use meshscope_shared::mesh::{IstioVersion, Options};
 use meshscope_shared::{Inputs, MeshSnapshot};
 use serde::Serialize;
 
-const NS: &str = "default";
 const TYPES: [&str; 4] = ["cds", "lds", "rds", "eds"];
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -101,170 +101,6 @@ fn vs_yaml(timeout_s: u32) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: httpbin-0-timeout\n  namespace: {NS}\nspec:\n  hosts:\n  - httpbin-0.{NS}.svc.cluster.local\n  http:\n  - timeout: {timeout_s}s\n    route:\n    - destination:\n        host: httpbin-0.{NS}.svc.cluster.local\n        port:\n          number: 8000\n"
     )
-}
-
-fn kubectl_json(c: &Cluster, args: &[&str]) -> Result<serde_json::Value> {
-    let mut a = args.to_vec();
-    a.extend(["-o", "json"]);
-    let out = c.kubectl(&a, None);
-    if !out.status.success() {
-        bail!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
-}
-
-/// Removes the scenario's objects from `default` (Deployments and
-/// Services named `httpbin-*` and `sleep-*`, their slices, the managed
-/// Sidecars and the VirtualService) and waits until its pods are gone.
-fn cleanup(c: &Cluster) {
-    let ours = |name: &str| {
-        let n = name.rsplit('/').next().unwrap_or(name);
-        n.starts_with("httpbin-") || n.starts_with("sleep-")
-    };
-    for kind in ["deployments", "services"] {
-        let names: Vec<String> = c
-            .kubectl_ok(&["get", kind, "-n", NS, "-o", "name"], None)
-            .lines()
-            .filter(|l| ours(l))
-            .map(String::from)
-            .collect();
-        for chunk in names.chunks(200) {
-            let mut args = vec!["delete", "-n", NS, "--wait=false", "--ignore-not-found"];
-            args.extend(chunk.iter().map(String::as_str));
-            let _ = c.kubectl(&args, None);
-        }
-    }
-    for (what, selector) in [
-        ("endpointslices", "app=meshscope-bench"),
-        (
-            "sidecars.networking.istio.io",
-            "app.kubernetes.io/managed-by=kubectl-meshscope",
-        ),
-    ] {
-        let _ = c.kubectl(
-            &[
-                "delete",
-                what,
-                "-n",
-                NS,
-                "-l",
-                selector,
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-            None,
-        );
-    }
-    let _ = c.kubectl(
-        &[
-            "delete",
-            "virtualservice",
-            "httpbin-0-timeout",
-            "-n",
-            NS,
-            "--ignore-not-found",
-        ],
-        None,
-    );
-    // Pods go with their ReplicaSets; wait until none is left.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while Instant::now() < deadline {
-        let left = c
-            .kubectl_ok(&["get", "pods", "-n", NS, "-o", "name"], None)
-            .lines()
-            .filter(|l| ours(l))
-            .count();
-        if left == 0 {
-            return;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    eprintln!("[istiod-bench] pods of an earlier run are still terminating after 300 s");
-}
-
-/// Creates the scenario (Deployments and Services; the controllers make
-/// the pods), gives each pod the scenario's IP and status, and writes the
-/// EndpointSlices. Returns the pods.
-fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
-    // The pods carry their istio-proxy container, in an injected
-    // namespace, as the reference scenario says.
-    c.kubectl_ok(
-        &[
-            "label",
-            "namespace",
-            NS,
-            "istio-injection=enabled",
-            "--overwrite",
-        ],
-        None,
-    );
-    c.apply(&s.live_manifests());
-    let want = s.httpbins * s.httpbin_replicas + s.sleeps;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let items = loop {
-        let v = kubectl_json(c, &["get", "pods", "-n", NS, "-l", "app"])?;
-        let items = v["items"].as_array().cloned().unwrap_or_default();
-        if items.len() >= want {
-            break items;
-        }
-        if Instant::now() > deadline {
-            bail!("only {} of {want} pods were created", items.len());
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    };
-    // app label -> (pod name, labels)
-    let mut by_app: BTreeMap<String, Vec<(String, Labels)>> = BTreeMap::new();
-    for it in &items {
-        let name = it["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let l: Labels =
-            serde_json::from_value(it["metadata"]["labels"].clone()).unwrap_or_default();
-        let app = l.get("app").cloned().unwrap_or_default();
-        by_app.entry(app).or_default().push((name, l));
-    }
-    let mut world = World::default();
-    for (app, ips) in s.pod_ips() {
-        let mut pods = by_app.remove(&app).unwrap_or_default();
-        pods.sort();
-        if pods.len() != ips.len() {
-            bail!("{app}: {} pods, expected {}", pods.len(), ips.len());
-        }
-        for ((name, l), ip) in pods.into_iter().zip(ips) {
-            world.pods.push(Pod {
-                namespace: NS.into(),
-                name,
-                labels: l,
-                ip: ip.to_string(),
-                service_account: "default".into(),
-                ready: true,
-                terminating: false,
-            });
-        }
-        if app.starts_with("httpbin-") {
-            let mut port = SvcPort::new("http", 8000);
-            port.target_port = 80;
-            world.services.push(Service {
-                namespace: NS.into(),
-                name: app.clone(),
-                selector: labels(&[("app", &app)]),
-                ports: vec![port],
-                headless: false,
-                annotations: Default::default(),
-            });
-        }
-    }
-    let ssa = |args: &[&str], yaml: &str| server_side_apply(c, "meshscope-bench", args, yaml);
-    ssa(&["--subresource=status"], &world.status_yaml())?;
-    // Our slices carry the app label too, for cleanup.
-    let slices = world.endpoint_slices_yaml().replace(
-        "    kubernetes.io/service-name: ",
-        "    app: meshscope-bench\n    kubernetes.io/service-name: ",
-    );
-    ssa(&[], &slices)?;
-    Ok(world.pods)
 }
 
 /// The engine's view of the live cluster, built from the same kinds the

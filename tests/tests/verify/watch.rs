@@ -466,3 +466,95 @@ fn replicas(s: &Setup) {
         e["event"] == "stopped"
     });
 }
+
+#[test]
+fn apply_watch_follows_prometheus_scraping_istio_metrics() {
+    meshscope_e2e::needs_cluster!();
+    with_setup("wcm", 880, prometheus);
+}
+
+/// `istio_requests_total` labels of a source-reported call from client-0.
+fn series(s: &Setup, service: &str, dest_name: &str, dest_workload: &str) -> String {
+    let ns = &s.ns;
+    format!(
+        "reporter=\"source\",source_workload=\"client-0\",source_workload_namespace=\"{ns}\",destination_service=\"{service}\",destination_service_name=\"{dest_name}\",destination_service_namespace=\"{ns}\",destination_workload=\"{dest_workload}\",destination_workload_namespace=\"{ns}\""
+    )
+}
+
+fn prometheus(s: &Setup) {
+    use meshscope_e2e::cluster::Prometheus;
+    use meshscope_e2e::traffic::Counters;
+    let ns = s.ns.as_str();
+    let counters = Arc::new(Counters::default());
+    let web = series(s, &s.host("web"), "web", "web-0");
+    counters.add(web.clone(), 1);
+    let addr = counters.serve().unwrap();
+    let prom = Prometheus::scraping(&addr.to_string(), "1s").unwrap();
+    // Traffic flows, as in a mesh: the counters keep growing.
+    let feeding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let extra: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let feeder = {
+        let (feeding, counters, extra) = (feeding.clone(), counters.clone(), extra.clone());
+        std::thread::spawn(move || {
+            while feeding.load(std::sync::atomic::Ordering::SeqCst) {
+                counters.add(web.clone(), 3);
+                if let Some(e) = extra.lock().unwrap().clone() {
+                    counters.add(e, 2);
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    let port = free_port();
+    let mut w = watch(s, &["--prometheus", &prom.url], port);
+    let client = loop {
+        let name = s.sidecar_of("client-0");
+        if !name.is_empty() {
+            break name;
+        }
+        w.until("created", Duration::from_secs(90), |e| {
+            e["event"] == "created"
+        });
+    };
+    let created = w
+        .seen
+        .iter()
+        .find(|e| event_for(e, "created", &client))
+        .cloned()
+        .unwrap_or_else(|| {
+            w.until("created client", Duration::from_secs(30), |e| {
+                event_for(e, "created", &client)
+            })
+        });
+    assert_eq!(
+        created["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("web"))]),
+        "{created}"
+    );
+    // client-0 starts calling extra outside its scope: Istio reports the
+    // destination as PassthroughCluster and the Service's address.
+    let extra_ip = s.cluster_ip("extra");
+    *extra.lock().unwrap() = Some(series(
+        s,
+        &format!("{extra_ip}:80"),
+        "PassthroughCluster",
+        "unknown",
+    ));
+    let t = Instant::now();
+    let widened = w.until("widened", Duration::from_secs(60), |e| {
+        event_for(e, "widened", &client)
+    });
+    assert_eq!(
+        widened["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("extra"))]),
+        "{widened}"
+    );
+    assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
+    eprintln!(
+        "prometheus (1 s scrapes, 2 s passes): new dependency to confirmed widened scope in {:?}",
+        t.elapsed()
+    );
+    feeding.store(false, std::sync::atomic::Ordering::SeqCst);
+    feeder.join().unwrap();
+    drop(w);
+}
