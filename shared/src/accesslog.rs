@@ -362,6 +362,14 @@ pub fn split_host_port(addr: &str) -> Option<(&str, Option<u32>)> {
     }
 }
 
+/// Whether a raw access-log line, unparsed, names the outbound
+/// catch-all clusters (`PassthroughCluster`, `BlackHoleCluster`): a cheap
+/// first sign that its request left the proxy's scope, for timestamps only;
+/// the parsed line decides the edge.
+pub fn mentions_catch_all(line: &str) -> bool {
+    line.contains("PassthroughCluster") || line.contains("BlackHoleCluster")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams};
+use meshscope_shared::accesslog::mentions_catch_all;
 use meshscope_shared::inject::PROXY_CONTAINER;
 use meshscope_shared::inputs::Pod as ObservedPod;
 use meshscope_shared::observe::{LogIngest, Observations};
@@ -209,7 +210,7 @@ impl Live {
                 }
                 if let Some(t) = t {
                     read.last = Some(t);
-                    if read.first_outside.is_none() && leaves_the_scope(text) {
+                    if read.first_outside.is_none() && mentions_catch_all(text) {
                         read.first_outside = Some(t);
                     }
                 }
@@ -255,12 +256,6 @@ fn split_timestamp(line: &str) -> (Option<Timestamp>, &str) {
     }
 }
 
-/// Whether an access-log line left through the catch-all clusters: its
-/// destination was outside the proxy's scope.
-fn leaves_the_scope(line: &str) -> bool {
-    line.contains("PassthroughCluster") || line.contains("BlackHoleCluster")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,7 +270,9 @@ mod tests {
         let (t, rest) = split_timestamp("{\"json\": 1}");
         assert!(t.is_none());
         assert_eq!(rest, "{\"json\": 1}");
-        assert!(leaves_the_scope("... PassthroughCluster 10.0.0.1:80"));
-        assert!(!leaves_the_scope("... outbound|80||a.b.svc.cluster.local"));
+        assert!(mentions_catch_all("... PassthroughCluster 10.0.0.1:80"));
+        assert!(!mentions_catch_all(
+            "... outbound|80||a.b.svc.cluster.local"
+        ));
     }
 }

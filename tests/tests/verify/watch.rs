@@ -41,6 +41,31 @@ fn event_for(e: &Value, kind: &str, sidecar: &str) -> bool {
     e["event"] == kind && e["sidecar"] == sidecar
 }
 
+/// The Sidecar the watcher created for `pod`, once it exists, and its
+/// `created` event.
+fn created_for(s: &Setup, w: &mut Watcher, pod: &str) -> (String, Value) {
+    let name = loop {
+        let name = s.sidecar_of(pod);
+        if !name.is_empty() {
+            break name;
+        }
+        w.until("created", Duration::from_secs(90), |e| {
+            e["event"] == "created"
+        });
+    };
+    let seen = w
+        .seen
+        .iter()
+        .find(|e| event_for(e, "created", &name))
+        .cloned();
+    let event = seen.unwrap_or_else(|| {
+        w.until("created", Duration::from_secs(30), |e| {
+            event_for(e, "created", &name)
+        })
+    });
+    (name, event)
+}
+
 #[test]
 fn apply_watch_widens_narrows_and_stops_cleanly_against_a_real_istiod() {
     meshscope_e2e::needs_cluster!();
@@ -65,25 +90,7 @@ fn scenario(s: &Setup) {
     let mut w = watch(s, &["--access-log", &log], port);
 
     // Pass 1: client-0 and web-0 get Sidecars from the traffic so far.
-    let client = loop {
-        let name = s.sidecar_of("client-0");
-        if !name.is_empty() {
-            break name;
-        }
-        w.until("created", Duration::from_secs(90), |e| {
-            e["event"] == "created"
-        });
-    };
-    let created = w
-        .seen
-        .iter()
-        .find(|e| event_for(e, "created", &client))
-        .cloned();
-    let created = created.unwrap_or_else(|| {
-        w.until("created client", Duration::from_secs(30), |e| {
-            event_for(e, "created", &client)
-        })
-    });
+    let (client, created) = created_for(s, &mut w, "client-0");
     assert!(created["confirmed_in"].as_f64().is_some(), "{created}");
     let web_sc = loop {
         let name = s.sidecar_of("web-0");
@@ -507,25 +514,7 @@ fn prometheus(s: &Setup) {
     };
     let port = free_port();
     let mut w = watch(s, &["--prometheus", &prom.url], port);
-    let client = loop {
-        let name = s.sidecar_of("client-0");
-        if !name.is_empty() {
-            break name;
-        }
-        w.until("created", Duration::from_secs(90), |e| {
-            e["event"] == "created"
-        });
-    };
-    let created = w
-        .seen
-        .iter()
-        .find(|e| event_for(e, "created", &client))
-        .cloned()
-        .unwrap_or_else(|| {
-            w.until("created client", Duration::from_secs(30), |e| {
-                event_for(e, "created", &client)
-            })
-        });
+    let (client, created) = created_for(s, &mut w, "client-0");
     assert_eq!(
         created["hosts"],
         serde_json::json!([format!("{ns}/{}", s.host("web"))]),
