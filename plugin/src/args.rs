@@ -29,7 +29,7 @@ pub enum Command {
     #[command(
         after_help = "Exit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
     )]
-    Apply(ApplyArgs),
+    Apply(Box<ApplyArgs>),
     /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
     Audit(AuditArgs),
     /// Explain which Sidecar scope a pod or workload has, and why
@@ -308,6 +308,9 @@ pub struct RecommendFlags {
     /// Also import the hosts each workload's manifests name (env values, args, command, and the ConfigMaps it mounts or reads), so a workload with no traffic yet gets a scope; only hosts a Service or ServiceEntry defines
     #[arg(long)]
     pub from_manifest_hints: bool,
+    /// Plan as if these manifests were applied (live only): their objects join the cluster's or replace those of the same kind, namespace and name, so a Deployment not created yet (say one the webhook denies) gets its Sidecar first (repeatable; a file, a directory, or - for stdin)
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub filename: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

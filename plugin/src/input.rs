@@ -79,15 +79,21 @@ pub fn load_manifests(paths: &[PathBuf]) -> Result<Inputs> {
 
 /// [`load_manifests`] into `inputs` as configured (ConfigMaps kept for
 /// manifest hints, say).
-pub fn load_manifests_into(paths: &[PathBuf], mut inputs: Inputs) -> Result<Inputs> {
+pub fn load_manifests_into(paths: &[PathBuf], inputs: Inputs) -> Result<Inputs> {
+    load_objects_into("--manifests", paths, inputs)
+}
+
+/// Reads the objects of `paths` (files, directories, `-` for stdin) into
+/// `inputs`; `flag` names where they were given, for errors.
+pub fn load_objects_into(flag: &str, paths: &[PathBuf], mut inputs: Inputs) -> Result<Inputs> {
     for p in paths {
         if p.as_os_str() == "-" {
             let mut text = String::new();
             io::stdin()
                 .lock()
                 .read_to_string(&mut text)
-                .context("cannot read --manifests - (stdin)")?;
-            add_documents(&mut inputs, &text).context("in --manifests - (stdin)")?;
+                .with_context(|| format!("cannot read {flag} - (stdin)"))?;
+            add_documents(&mut inputs, &text).with_context(|| format!("in {flag} - (stdin)"))?;
             continue;
         }
         for file in expand(p, Some(MANIFEST_EXTS))? {

@@ -162,6 +162,40 @@ fn hints(
         .then(|| scope::hints::ManifestHints::collect(inputs, snap))
 }
 
+/// The objects of `-f`, when given: read like `--manifests`, kept apart
+/// until they are laid over the cluster's.
+fn load_planned(m: &MeshRequest, err: &mut dyn Write) -> Result<Option<scope::Inputs>> {
+    if m.planned.is_empty() {
+        return Ok(None);
+    }
+    let inputs = scope::Inputs {
+        manifest_hints: m.manifest_hints,
+        ..Default::default()
+    };
+    let planned = input::load_objects_into("-f", &m.planned, inputs)?;
+    if let Some(note) = planned.skipped_note() {
+        writeln!(err, "note: -f: {note}")?;
+    }
+    if planned.is_empty() {
+        bail!("-f: no Kubernetes or Istio objects found in the given paths");
+    }
+    Ok(Some(planned))
+}
+
+/// The namespaces a live command looks at without `-A`: `-n`, else those
+/// the objects of `-f` land in, else the context's.
+fn look_in(m: &MeshRequest, planned: Option<&scope::Inputs>, default_ns: &str) -> BTreeSet<String> {
+    let from_files = match (&m.namespace, planned) {
+        (None, Some(p)) => scope::planned::namespaces(p, default_ns),
+        _ => Vec::new(),
+    };
+    if from_files.is_empty() {
+        BTreeSet::from([default_ns.to_string()])
+    } else {
+        from_files.into_iter().collect()
+    }
+}
+
 /// Adds `o` to the observations so far.
 fn add(obs: &mut Option<Observations>, o: Observations) {
     match obs {
@@ -240,13 +274,15 @@ impl World {
         err: &mut dyn Write,
     ) -> Result<World> {
         let (rt, live) = (&ctx.rt, &ctx.live);
+        let default_ns = m
+            .namespace
+            .clone()
+            .unwrap_or_else(|| live.default_namespace.clone());
+        let planned = load_planned(m, err)?;
         let namespaces = if m.all_namespaces {
             None
         } else {
-            Some(BTreeSet::from([m
-                .namespace
-                .clone()
-                .unwrap_or_else(|| live.default_namespace.clone())]))
+            Some(look_in(m, planned.as_ref(), &default_ns))
         };
         // Every permission checked in one pass; what cannot be read
         // cluster-wide narrows the result, and is said.
@@ -265,7 +301,11 @@ impl World {
         for note in live.take_notes() {
             writeln!(err, "note: {note}")?;
         }
-        let inputs = read.inputs;
+        let mut inputs = read.inputs;
+        if let Some(planned) = planned {
+            let laid = scope::planned::overlay(&mut inputs, planned, &default_ns);
+            writeln!(err, "note: {}", laid.note())?;
+        }
         let istiod = rt.block_on(crate::detect::istiod_pods(live));
         let (options, domain_source) = options(m, &inputs, &istiod, err)?;
         let mut snap = build_snapshot(m, &inputs, options)?;

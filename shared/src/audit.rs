@@ -61,7 +61,7 @@ pub const CODES: &[CodeDoc] = &[
         severity: Severity::Warning,
         title: "Unscoped injected workload",
         description: "The workload runs an Envoy sidecar and no Sidecar applies to it: none selects it, its namespace has no default, and the root namespace has no mesh default. Its proxies receive the configuration of every service visible to the namespace, and every change anywhere in the mesh is pushed to them.",
-        fix: "Apply a Sidecar made from the workload's observed traffic: kubectl meshscope apply -n NS --workload KIND/NAME --from-pod-logs (or --prometheus URL, or recommend --access-log FILE | kubectl apply -f -). For a workload that is not running yet (no traffic to learn from), a Sidecar made from the hosts its manifests name (env values, args, the ConfigMaps it reads; only hosts a Service or ServiceEntry defines) scopes it: kubectl meshscope apply -n NS --workload KIND/NAME --from-manifest-hints --allow-idle (a workload whose manifests name no such host gets a closed scope); its traffic widens it later. Or write a namespace or mesh default Sidecar yourself.",
+        fix: "Apply a Sidecar made from the workload's observed traffic: kubectl meshscope apply -n NS --workload KIND/NAME --from-pod-logs (or --prometheus URL, or recommend --access-log FILE | kubectl apply -f -). For a workload that is not running yet (no traffic to learn from), a Sidecar made from the hosts its manifests name (env values, args, the ConfigMaps it reads; only hosts a Service or ServiceEntry defines) scopes it: kubectl meshscope apply -n NS --workload KIND/NAME --from-manifest-hints --allow-idle (a workload whose manifests name no such host gets a closed scope); its traffic widens it later. A Deployment whose creation the webhook denies is not in the cluster yet: add -f FILE (the manifest being applied) to that command, which plans as if FILE were applied, then apply FILE again. Or write a namespace or mesh default Sidecar yourself.",
     },
     CodeDoc {
         code: "MS0002",
@@ -203,6 +203,16 @@ impl AuditScope<'_> {
 pub fn unscoped_message(kind: &str, ns: &str, name: &str) -> String {
     format!(
         "{kind} {ns}/{name} has no Sidecar scope; run: kubectl meshscope apply -n {ns} --workload {lower}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n {ns} --workload {lower}/{name} --from-manifest-hints --allow-idle)",
+        lower = kind.to_ascii_lowercase()
+    )
+}
+
+/// The MS0001 message for a workload being created (the webhook's denial
+/// of a CREATE): it is not in the cluster yet, so its fix plans from the
+/// manifest being applied (`-f`), which `apply` lays over the cluster.
+pub fn unscoped_on_creation_message(kind: &str, ns: &str, name: &str) -> String {
+    format!(
+        "{kind} {ns}/{name} has no Sidecar scope; create its Sidecar first from the manifest you are applying, then apply that again: kubectl meshscope apply -n {ns} --workload {lower}/{name} --from-manifest-hints --allow-idle -f FILE (FILE: the manifest that holds this {kind})",
         lower = kind.to_ascii_lowercase()
     )
 }

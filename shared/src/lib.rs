@@ -32,6 +32,7 @@ pub mod mesh;
 pub mod meta;
 pub mod notes;
 pub mod observe;
+pub mod planned;
 pub mod recommend;
 pub mod required;
 pub mod scope;

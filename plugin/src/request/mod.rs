@@ -64,6 +64,8 @@ pub struct MeshRequest {
     /// `--from-manifest-hints`: read the ConfigMaps workloads use, for the
     /// hosts their manifests name.
     pub manifest_hints: bool,
+    /// `-f`: objects about to be applied, laid over the cluster's.
+    pub planned: Vec<PathBuf>,
 }
 
 impl MeshRequest {
@@ -115,6 +117,7 @@ impl MeshRequest {
             purpose: Purpose::Read,
             pod_logs: PodLogScope::Listed,
             manifest_hints: false,
+            planned: Vec::new(),
         })
     }
 
@@ -163,6 +166,22 @@ fn check_stdin(c: &Common) -> Result<()> {
     Ok(())
 }
 
+/// `-f`: only live (offline, the files are the mesh: `--manifests`), and
+/// stdin read once.
+fn check_planned(c: &Common, files: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !c.manifests.is_empty() {
+        bail!("-f lays objects over a cluster's; offline, pass those files with --manifests too");
+    }
+    let stdin = files.iter().filter(|p| p.as_os_str() == "-").count();
+    if stdin > 1 || (stdin == 1 && c.access_logs.iter().any(|p| p.as_os_str() == "-")) {
+        bail!("-f - reads stdin, which is read once: give it once, and no --access-log -");
+    }
+    Ok(files.to_vec())
+}
+
 /// What `recommend`, `apply` and `diff` recommend.
 #[derive(Debug, Clone)]
 pub struct RecommendSpec {
@@ -186,6 +205,7 @@ impl RecommendSpec {
         check_sources(c)?;
         let mut mesh = MeshRequest::parse_rest(c, version)?;
         mesh.manifest_hints = flags.from_manifest_hints;
+        mesh.planned = check_planned(c, &flags.filename)?;
         Ok(RecommendSpec {
             mesh,
             workload: flags.workload.clone(),
@@ -255,6 +275,9 @@ impl ApplyRequest {
             bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
         }
         let watch = WatchRequest::parse(&a.watch, &a.common, a.dry_run, a.diff, a.prune_hosts)?;
+        if watch.is_some() && !a.rec.filename.is_empty() {
+            bail!("--watch follows the cluster: create the objects of -f first (kubectl apply -f), then watch them");
+        }
         let wait = match &a.wait {
             Some(_) if a.dry_run != DryRun::None => {
                 bail!("--wait waits for istiod to push what was written; a dry run writes nothing")
@@ -615,7 +638,7 @@ impl Request {
                 spec: RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?,
                 output: a.output,
             }),
-            Command::Apply(a) => Request::Apply(ApplyRequest::parse(a)?),
+            Command::Apply(a) => Request::Apply(ApplyRequest::parse(*a)?),
             Command::Diff(a) => Request::Diff(DiffRequest::parse(a)?),
             Command::Verify(a) => Request::Verify(VerifyRequest::parse(a)?),
             Command::Audit(a) => Request::Audit(AuditRequest::parse(a)?),
@@ -714,6 +737,26 @@ mod tests {
         // stdin before anything.
         let e = error(&["apply", "--manifests", "-", "--access-log", "-"]);
         assert!(e.starts_with("--manifests - and --access-log -"), "{e}");
+    }
+
+    #[test]
+    fn planned_objects_are_for_a_cluster_and_stdin_is_read_once() {
+        let e = error(&["recommend", "--manifests", "m", "-f", "d.yaml"]);
+        assert!(e.starts_with("-f lays objects over a cluster's"), "{e}");
+        let e = error(&["apply", "-f", "-", "--access-log", "-"]);
+        assert!(e.starts_with("-f - reads stdin"), "{e}");
+        let e = error(&["diff", "-f", "-", "--filename", "-"]);
+        assert!(e.starts_with("-f - reads stdin"), "{e}");
+        let e = error(&["apply", "--watch", "--from-pod-logs", "-f", "d.yaml"]);
+        assert!(e.starts_with("--watch follows the cluster"), "{e}");
+        let Request::Apply(a) = parse(&["apply", "-f", "a.yaml", "--filename", "b"]).unwrap()
+        else {
+            panic!("an apply request")
+        };
+        assert_eq!(
+            a.spec.mesh.planned,
+            [PathBuf::from("a.yaml"), PathBuf::from("b")]
+        );
     }
 
     #[test]

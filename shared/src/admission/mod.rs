@@ -264,6 +264,18 @@ impl Decision {
         self.findings.iter().map(|f| f.code).collect()
     }
 
+    /// A workload being created is not in the cluster yet: its MS0001 fix
+    /// is the one that plans from its manifest.
+    fn on_creation(&mut self, kind: &WorkloadKind, ns: &str, name: &str) {
+        let Some(f) = self.findings.iter_mut().find(|f| f.code == "MS0001") else {
+            return;
+        };
+        f.message = audit::unscoped_on_creation_message(kind.as_str(), ns, name);
+        if !self.allowed {
+            self.message = Some(format!("{}: {}", f.code, f.message));
+        }
+    }
+
     fn deny(&mut self, f: &Finding) {
         self.allowed = false;
         self.message = Some(format!("{}: {}", f.code, f.message));
@@ -429,7 +441,10 @@ pub fn review(req: &Request<'_>, snap: &MeshSnapshot, cfg: &Config) -> Decision 
     }
     match subject {
         Subject::Workload(kind) => {
-            review_workload(&mut d, snap, ns_info, &kind, req.namespace, &name, view)
+            review_workload(&mut d, snap, ns_info, &kind, req.namespace, &name, view);
+            if req.operation == Operation::Create {
+                d.on_creation(&kind, req.namespace, &name);
+            }
         }
         Subject::ServiceEntry => review_service_entry(&mut d, req, snap, &name, object),
         Subject::Sidecar => review_sidecar(&mut d, req, snap, &name, object),

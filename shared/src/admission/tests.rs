@@ -153,7 +153,24 @@ fn codes(d: &Decision) -> Vec<&'static str> {
 #[test]
 fn enforce_denies_an_unscoped_deployment_with_the_audit_message() {
     let dep = mk_deployment("enforce", "worker", &[("app", "worker")]);
+    // A creation: the workload is not in the cluster, so its fix plans
+    // from the manifest being applied.
     let d = validate(&mesh([]), &dep);
+    assert!(!d.allowed);
+    assert_eq!(
+        d.message.as_deref(),
+        Some("MS0001: Deployment enforce/worker has no Sidecar scope; create its Sidecar first from the manifest you are applying, then apply that again: kubectl meshscope apply -n enforce --workload deployment/worker --from-manifest-hints --allow-idle -f FILE (FILE: the manifest that holds this Deployment)")
+    );
+    assert_eq!(
+        d.findings[0].message,
+        d.message.as_deref().unwrap()["MS0001: ".len()..]
+    );
+    // An update: the workload is in the cluster, as audit sees it.
+    let d = review(
+        &request(Endpoint::Validate, Operation::Update, &dep),
+        &mesh([]),
+        &enforce_cfg(),
+    );
     assert!(!d.allowed);
     assert_eq!(
         d.message.as_deref(),

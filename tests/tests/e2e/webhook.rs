@@ -333,6 +333,14 @@ fn unscoped_denial(ns: &str, name: &str) -> String {
     )
 }
 
+/// The denial of a Deployment's creation: it is not in the cluster yet,
+/// so the fix plans from its manifest.
+fn creation_denial(ns: &str, name: &str) -> String {
+    format!(
+        "denied the request: MS0001: Deployment {ns}/{name} has no Sidecar scope; create its Sidecar first from the manifest you are applying, then apply that again: kubectl meshscope apply -n {ns} --workload deployment/{name} --from-manifest-hints --allow-idle -f FILE (FILE: the manifest that holds this Deployment)"
+    )
+}
+
 /// `kubectl meshscope recommend` for one workload, offline from the
 /// objects as written.
 fn recommend(ns: &str, name: &str, manifests: &str, dir: &Path) -> String {
@@ -362,7 +370,7 @@ fn enforce_rejects_an_unscoped_deployment_until_a_recommended_sidecar_exists() {
 
     let (ok, _, err) = apply(c, &dep, &[]);
     assert!(!ok, "an unscoped Deployment was admitted");
-    assert!(err.contains(&unscoped_denial(&ns, "worker")), "{err}");
+    assert!(err.contains(&creation_denial(&ns, "worker")), "{err}");
     assert!(!exists(c, "deployment", &ns, "worker"));
 
     // The fix the message names: recommend, apply, retry.
@@ -474,6 +482,62 @@ fn the_fix_a_denial_prints_for_a_workload_not_running_yet_gets_it_admitted() {
     }
 }
 
+/// The fix the denial of a Deployment's creation prints, run as printed
+/// with FILE the manifest that was denied: the Sidecar is made from the
+/// hosts the manifest names, and the same manifest is then admitted.
+#[test]
+fn the_fix_a_creation_denial_prints_gets_the_deployment_created() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "create", &[]);
+    let ns = wh.namespace(c, "enforce");
+    let svc = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: reviews\n  namespace: {ns}\nspec:\n  selector: {{app: reviews}}\n  ports:\n  - {{name: http, port: 9080}}\n"
+    );
+    let (ok, _, err) = apply(c, &svc, &[]);
+    assert!(ok, "{err}");
+    let dep = deployment(&ns, "worker", None).replace(
+        "        image: registry.example.com/worker:1\n",
+        "        image: registry.example.com/worker:1\n        env:\n        - {name: REVIEWS_ADDR, value: \"reviews:9080\"}\n",
+    );
+    let (ok, _, denial) = apply(c, &dep, &[]);
+    assert!(!ok, "an unscoped Deployment was admitted");
+    assert!(denial.contains(&creation_denial(&ns, "worker")), "{denial}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("worker.yaml");
+    std::fs::write(&file, &dep).unwrap();
+    let (_, printed) = denial.split_once("then apply that again: ").unwrap();
+    let (printed, _) = printed.split_once(" (FILE:").unwrap();
+    let fix = printed.replace("-f FILE", &format!("-f {}", file.display()));
+    let (ok, err) = crate::hints::run_printed(c, &fix);
+    assert!(ok, "{fix}: {err}");
+    assert!(
+        err.contains(&format!("new Deployment {ns}/worker")),
+        "{err}"
+    );
+    let sidecars = c.kubectl_ok(&["get", "sidecars", "-n", &ns, "-o", "yaml"], None);
+    assert!(
+        sidecars.contains(&format!("{ns}/reviews.{ns}.svc.cluster.local")),
+        "the Sidecar imports the host the manifest names: {sidecars}"
+    );
+
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let (ok, _, err) = apply(c, &dep, &[]);
+        if ok {
+            assert!(!err.contains("Warning"), "{err}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still denied {PROPAGATION:?} after `{fix}`: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(exists(c, "deployment", &ns, "worker"));
+}
+
 #[test]
 fn warn_admits_an_unscoped_deployment_with_a_warning_kubectl_shows() {
     meshscope_e2e::needs_cluster!();
@@ -540,7 +604,7 @@ fn server_side_dry_run_gets_the_same_decisions_and_persists_nothing() {
         &["--dry-run=server"],
     );
     assert!(!ok);
-    assert!(err.contains(&unscoped_denial(&strict, "worker")), "{err}");
+    assert!(err.contains(&creation_denial(&strict, "worker")), "{err}");
 
     let (ok, out, err) = apply(
         c,
