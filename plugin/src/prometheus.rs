@@ -29,19 +29,40 @@ struct Sample {
     value: (f64, String),
 }
 
+/// The requests (or connections) each series of `selector` counted within
+/// `window`: `increase` for a series that existed before the window, and
+/// the whole value for one that appeared within it. A series appears with
+/// its first request already counted (Istio creates it on that request),
+/// and `increase` needs two samples that differ, so without the second
+/// term a dependency called once, or the first calls of a new one until
+/// the counter next moves, would never be seen.
+fn in_window(selector: &str, window: &str) -> String {
+    format!("(increase({selector}[{window}]) and {selector} offset {window}) or ({selector} unless {selector} offset {window})")
+}
+
+/// `sum by (by)` of requests and of TCP connections within `window`,
+/// for series matching `filter`, keeping the groups that counted any.
+fn counted(by: &str, filter: &str, window: &str) -> String {
+    let http = in_window(&format!("istio_requests_total{filter}"), window);
+    let tcp = in_window(
+        &format!("istio_tcp_connections_opened_total{filter}"),
+        window,
+    );
+    format!("sum by ({by}) ({http}) > 0 or sum by ({by}) ({tcp}) > 0")
+}
+
 /// The PromQL for client-side edges over `window` from one reporter.
 pub fn edge_query(reporter: &str, window: &str) -> String {
     let by = "source_workload_namespace, source_workload, destination_service_namespace, destination_service_name, destination_service, destination_workload_namespace, destination_workload";
-    format!(
-        "sum by ({by}) (increase(istio_requests_total{{reporter=\"{reporter}\"}}[{window}])) > 0 or sum by ({by}) (increase(istio_tcp_connections_opened_total{{reporter=\"{reporter}\"}}[{window}])) > 0"
-    )
+    counted(by, &format!("{{reporter=\"{reporter}\"}}"), window)
 }
 
 /// The PromQL for workloads that served traffic (they are alive).
 pub fn inbound_query(window: &str) -> String {
-    let by = "destination_workload_namespace, destination_workload";
-    format!(
-        "sum by ({by}) (increase(istio_requests_total[{window}])) > 0 or sum by ({by}) (increase(istio_tcp_connections_opened_total[{window}])) > 0"
+    counted(
+        "destination_workload_namespace, destination_workload",
+        "",
+        window,
     )
 }
 
@@ -148,6 +169,26 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
     Ok(obs)
 }
 
+/// The PromQL counting the series of calls that left through
+/// `PassthroughCluster` or were dropped by `BlackHoleCluster`: a new
+/// dependency outside its caller's scope shows first as one more of them.
+pub const OUTSIDE_SERIES_QUERY: &str = "count({__name__=~\"istio_requests_total|istio_tcp_connections_opened_total\",reporter=\"source\",destination_service_name=~\"PassthroughCluster|BlackHoleCluster\"}) or vector(0)";
+
+/// How many series [`OUTSIDE_SERIES_QUERY`] counts now: the cheap probe
+/// `apply --watch` makes between passes.
+pub fn outside_series(base: &str) -> Result<u64> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let samples = query(&agent, base, OUTSIDE_SERIES_QUERY)?;
+    let n = samples
+        .first()
+        .and_then(|s| s.value.1.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    Ok(n as u64)
+}
+
 /// Istio's `source_workload` is the workload's name (a Deployment's name,
 /// or the pod's for a bare pod).
 fn find(snap: &MeshSnapshot, ns: &str, name: &str) -> Option<usize> {
@@ -164,8 +205,9 @@ mod tests {
     #[test]
     fn queries_use_the_window_and_reporter() {
         let q = edge_query("source", "7d");
-        assert!(q.contains("istio_requests_total{reporter=\"source\"}[7d]"));
-        assert!(q.contains("istio_tcp_connections_opened_total{reporter=\"source\"}[7d]"));
+        assert!(q.contains("increase(istio_requests_total{reporter=\"source\"}[7d])"));
+        assert!(q.contains("istio_requests_total{reporter=\"source\"} unless istio_requests_total{reporter=\"source\"} offset 7d"));
+        assert!(q.contains("increase(istio_tcp_connections_opened_total{reporter=\"source\"}[7d])"));
         assert_eq!(window(Duration::from_secs(7 * 86400)), "7d");
         assert_eq!(window(Duration::from_secs(7200)), "2h");
     }

@@ -1,7 +1,8 @@
 //! `kubectl meshscope apply --watch`: apply, again and again. Each pass
 //! reads only the traffic since the previous one (pod logs after the last
 //! line read, Prometheus' increase over the time since, access-log files
-//! from where they were left), lets `shared::watch` decide what to write
+//! from where they were left; with Prometheus, a new PassthroughCluster or
+//! BlackHoleCluster series starts the next pass early), lets `shared::watch` decide what to write
 //! (widen on calls outside a scope; narrow with `--prune-after`), writes
 //! the widenings, waits for istiod to confirm them, and only then writes
 //! the narrowings. SIGTERM or Ctrl-C finishes the write in flight and ends
@@ -50,7 +51,13 @@ struct Watcher<'a> {
     said: BTreeSet<String>,
     passes: u64,
     started: Instant,
+    /// With `--prometheus`: the count of series outside every scope when
+    /// the last pass began (see [`Watcher::idle_until`]).
+    outside_series: Option<u64>,
 }
+
+/// How often the watcher probes Prometheus between passes.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let w = a.watch.as_ref().expect("a --watch request");
@@ -84,6 +91,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         said: BTreeSet::new(),
         passes: 0,
         started: Instant::now(),
+        outside_series: None,
     };
     emit(
         &Event::new("started").message(watcher.describe()),
@@ -111,13 +119,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             }
         }
         watcher.passes += 1;
-        let next = began + w.interval;
-        watcher.ctx.rt.block_on(async {
-            tokio::select! {
-                () = tokio::time::sleep_until(next.into()) => {}
-                () = stop.wait() => {}
-            }
-        });
+        watcher.idle_until(began + w.interval);
     }
     if let Some(e) = watcher.election.take() {
         // Hand the Lease over now rather than when it expires.
@@ -193,6 +195,41 @@ impl Watcher<'_> {
         })
     }
 
+    /// Sleeps until `next` or a signal. With `--prometheus`, probes it
+    /// every [`PROBE_EVERY`] for the series of calls that left through
+    /// `PassthroughCluster` or `BlackHoleCluster`, and ends early when
+    /// there are more than when the last pass began: a new dependency then
+    /// waits for a scrape, not for the rest of the interval. A probe that
+    /// fails is ignored (the pass at `next` reports a Prometheus that is
+    /// down).
+    fn idle_until(&mut self, next: Instant) {
+        let url = self.a.spec.mesh.prometheus.clone();
+        loop {
+            let now = Instant::now();
+            if now >= next || self.stop.requested() {
+                return;
+            }
+            let step = match url {
+                Some(_) => (next - now).min(PROBE_EVERY),
+                None => next - now,
+            };
+            let stop = self.stop;
+            self.ctx.rt.block_on(async {
+                tokio::select! {
+                    () = tokio::time::sleep(step) => {}
+                    () = stop.wait() => {}
+                }
+            });
+            let (Some(url), Some(before)) = (&url, self.outside_series) else {
+                continue;
+            };
+            if crate::prometheus::outside_series(url).is_ok_and(|n| n > before) {
+                self.metrics.early_pass();
+                return;
+            }
+        }
+    }
+
     /// Prints the diagnostics of `buf` not printed before.
     fn say(&mut self, buf: &[u8], p: &mut Printer<'_>) -> Result<()> {
         for line in String::from_utf8_lossy(buf).lines() {
@@ -205,6 +242,11 @@ impl Watcher<'_> {
 
     fn pass(&mut self, leading: bool, p: &mut Printer<'_>) -> Result<()> {
         let read_at = Timestamp::now();
+        if let Some(url) = &self.a.spec.mesh.prometheus {
+            // Before the read: a series that appears during it starts the
+            // next pass early, and one the read saw does too, harmlessly.
+            self.outside_series = crate::prometheus::outside_series(url).ok();
+        }
         let mut buf = Vec::new();
         let world = World::load_live_in(
             &self.a.spec.mesh,

@@ -102,6 +102,35 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
     assert!(r.stdout.contains("meshscope.io/sources: prometheus"));
     drop(prom);
 
+    // Every series with one sample, as a dependency called only in a burst
+    // that one scrape saw (Istio creates a series on its first request, so
+    // it never starts at 0): increase() alone sees nothing, and the edges
+    // must still be found.
+    let last = format!(" {}", now - 120);
+    let once: String = s
+        .openmetrics(now)
+        .lines()
+        .filter(|l| l.starts_with('#') || l.ends_with(&last))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(once.matches("istio_requests_total{").count() >= s.sleeps);
+    let prom = Prometheus::start(&once).unwrap();
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "recommend",
+            "-n",
+            &ns,
+            "--prometheus",
+            &prom.url,
+            "--since",
+            "1h",
+        ],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert_eq!(sidecars(&r.stdout), from_logs, "{}", r.stderr);
+    drop(prom);
+
     // A user-owned Sidecar for sleep-0: never replaced.
     c.apply(&format!(
         "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: {ns}\nspec:\n  workloadSelector:\n    labels: {{app: sleep-0}}\n  egress:\n  - hosts: [\"./*\"]\n"

@@ -21,14 +21,24 @@ use super::{with_setup, Setup};
 /// `apply --watch` of the setup's namespace from `source`, a pass every
 /// 2 s, narrowing after 12 s, metrics on `metrics_port`.
 fn watch(s: &Setup, source: &[&str], metrics_port: u16) -> Watcher {
+    watch_every(s, source, metrics_port, ["2s", "12s"])
+}
+
+/// [`watch`] with `--interval` and `--prune-after` as given.
+fn watch_every(
+    s: &Setup,
+    source: &[&str],
+    metrics_port: u16,
+    [interval, prune_after]: [&str; 2],
+) -> Watcher {
     let addr = format!("127.0.0.1:{metrics_port}");
     let mut args = vec!["-n", s.ns.as_str()];
     args.extend_from_slice(source);
     args.extend([
         "--interval",
-        "2s",
+        interval,
         "--prune-after",
-        "12s",
+        prune_after,
         "--istiod-url",
         s.url.as_str(),
         "--metrics-addr",
@@ -488,6 +498,37 @@ fn series(s: &Setup, service: &str, dest_name: &str, dest_workload: &str) -> Str
     )
 }
 
+/// Waits until Prometheus at `url` holds a series of `metric`.
+fn scraped(url: &str, metric: &str) {
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = admin_get(
+            port,
+            &format!("/api/v1/query?query={metric}"),
+            Duration::from_secs(5),
+        );
+        if body.contains(metric) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped {metric}: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Passes 10 minutes apart, so that only the probe between passes can
+/// start the one that widens; and the call outside the scope is a single
+/// request, whose series appears at 1 and never moves, which `increase`
+/// alone never shows.
 fn prometheus(s: &Setup) {
     use meshscope_e2e::cluster::Prometheus;
     use meshscope_e2e::traffic::Counters;
@@ -497,40 +538,40 @@ fn prometheus(s: &Setup) {
     counters.add(web.clone(), 1);
     let addr = counters.serve().unwrap();
     let prom = Prometheus::scraping(&addr.to_string(), "1s").unwrap();
-    // Traffic flows, as in a mesh: the counters keep growing.
+    // Traffic to web flows, as in a mesh: its counter keeps growing.
     let feeding = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let extra: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let feeder = {
-        let (feeding, counters, extra) = (feeding.clone(), counters.clone(), extra.clone());
+        let (feeding, counters) = (feeding.clone(), counters.clone());
         std::thread::spawn(move || {
             while feeding.load(std::sync::atomic::Ordering::SeqCst) {
                 counters.add(web.clone(), 3);
-                if let Some(e) = extra.lock().unwrap().clone() {
-                    counters.add(e, 2);
-                }
                 std::thread::sleep(Duration::from_millis(500));
             }
         })
     };
+    scraped(&prom.url, "istio_requests_total");
     let port = free_port();
-    let mut w = watch(s, &["--prometheus", &prom.url], port);
+    let mut w = watch_every(s, &["--prometheus", &prom.url], port, ["10m", "20m"]);
     let (client, created) = created_for(s, &mut w, "client-0");
     assert_eq!(
         created["hosts"],
         serde_json::json!([format!("{ns}/{}", s.host("web"))]),
         "{created}"
     );
-    // client-0 starts calling extra outside its scope: Istio reports the
+    // client-0 calls extra, outside its scope, once: Istio reports the
     // destination as PassthroughCluster and the Service's address.
     let extra_ip = s.cluster_ip("extra");
-    *extra.lock().unwrap() = Some(series(
-        s,
-        &format!("{extra_ip}:80"),
-        "PassthroughCluster",
-        "unknown",
-    ));
+    counters.add(
+        series(
+            s,
+            &format!("{extra_ip}:80"),
+            "PassthroughCluster",
+            "unknown",
+        ),
+        1,
+    );
     let t = Instant::now();
-    let widened = w.until("widened", Duration::from_secs(60), |e| {
+    let widened = w.until("widened", Duration::from_secs(120), |e| {
         event_for(e, "widened", &client)
     });
     assert_eq!(
@@ -539,8 +580,14 @@ fn prometheus(s: &Setup) {
         "{widened}"
     );
     assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
+    let (_, metrics) = admin_get(port, "/metrics", Duration::from_secs(5));
+    let early = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("meshscope_watch_early_passes_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(early.is_some_and(|n| n >= 1), "{metrics}");
     eprintln!(
-        "prometheus (1 s scrapes, 2 s passes): new dependency to confirmed widened scope in {:?}",
+        "prometheus (1 s scrapes, 10 min passes, probe each second): one request outside the scope to confirmed widened scope in {:?}",
         t.elapsed()
     );
     feeding.store(false, std::sync::atomic::Ordering::SeqCst);

@@ -17,6 +17,8 @@ const BUCKETS: [f64; 12] = [
 #[derive(Default)]
 struct State {
     passes: u64,
+    /// Passes started before the interval was up, by the probe.
+    early_passes: u64,
     pass_errors: u64,
     widenings: u64,
     narrowings: u64,
@@ -64,6 +66,12 @@ impl Metrics {
             }
             s.alive = Some(Instant::now());
         });
+    }
+
+    /// The next pass starts early: the probe saw a new series outside
+    /// every scope.
+    pub fn early_pass(&self) {
+        self.with(|s| s.early_passes += 1);
     }
 
     /// The loop is alive (a replica that does not lead, between passes).
@@ -121,6 +129,12 @@ impl Metrics {
             "meshscope_watch_passes_total",
             "Passes run (each reads the traffic since the previous one).",
             s.passes,
+        );
+        counter(
+            &mut o,
+            "meshscope_watch_early_passes_total",
+            "Passes started before --interval was up because Prometheus showed a new PassthroughCluster or BlackHoleCluster series.",
+            s.early_passes,
         );
         counter(
             &mut o,
