@@ -1,9 +1,10 @@
 //! Edges from Istio's standard metrics in Prometheus (`docs/istio-semantics.md` §8).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use k8s_openapi::jiff::Timestamp;
 use meshscope_shared::observe::{Observations, Unregistered};
 use meshscope_shared::MeshSnapshot;
 use serde::Deserialize;
@@ -37,7 +38,7 @@ struct Sample {
 /// term a dependency called once, or the first calls of a new one until
 /// the counter next moves, would never be seen.
 fn in_window(selector: &str, window: &str) -> String {
-    format!("(increase({selector}[{window}]) and {selector} offset {window}) or ({selector} unless {selector} offset {window})")
+    format!("(increase({selector}[{window}]) and {selector} offset {window}) or (last_over_time({selector}[{window}]) unless {selector} offset {window})")
 }
 
 /// `sum by (by)` of requests and of TCP connections within `window`,
@@ -189,6 +190,40 @@ pub fn outside_series(base: &str) -> Result<u64> {
     Ok(n as u64)
 }
 
+/// The PromQL giving, per calling workload, the first second within
+/// `window` at which a series of its calls through `PassthroughCluster`
+/// or `BlackHoleCluster` existed that did not exist a window earlier: when
+/// Prometheus first saw a new dependency outside the scope.
+pub fn first_outside_query(window: &str) -> String {
+    let x = "{__name__=~\"istio_requests_total|istio_tcp_connections_opened_total\",reporter=\"source\",destination_service_name=~\"PassthroughCluster|BlackHoleCluster\"}";
+    format!("min by (source_workload_namespace, source_workload) (min_over_time(timestamp({x} unless {x} offset {window})[{window}:1s]))")
+}
+
+/// [`first_outside_query`] over the time since `since`, as `ns/workload`
+/// -> when. For `apply --watch`'s scope-latency metric.
+pub fn first_outside(base: &str, since: Duration) -> Result<BTreeMap<String, Timestamp>> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut out = BTreeMap::new();
+    for s in query(&agent, base, &first_outside_query(&window(since)))? {
+        let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
+        let key = format!(
+            "{}/{}",
+            get("source_workload_namespace"),
+            get("source_workload")
+        );
+        let Ok(secs) = s.value.1.parse::<f64>() else {
+            continue;
+        };
+        if let Ok(t) = Timestamp::from_millisecond((secs * 1000.0) as i64) {
+            out.insert(key, t);
+        }
+    }
+    Ok(out)
+}
+
 /// Istio's `source_workload` is the workload's name (a Deployment's name,
 /// or the pod's for a bare pod).
 fn find(snap: &MeshSnapshot, ns: &str, name: &str) -> Option<usize> {
@@ -206,8 +241,16 @@ mod tests {
     fn queries_use_the_window_and_reporter() {
         let q = edge_query("source", "7d");
         assert!(q.contains("increase(istio_requests_total{reporter=\"source\"}[7d])"));
-        assert!(q.contains("istio_requests_total{reporter=\"source\"} unless istio_requests_total{reporter=\"source\"} offset 7d"));
+        assert!(q.contains("last_over_time(istio_requests_total{reporter=\"source\"}[7d]) unless istio_requests_total{reporter=\"source\"} offset 7d"));
         assert!(q.contains("increase(istio_tcp_connections_opened_total{reporter=\"source\"}[7d])"));
+        let q = first_outside_query("90s");
+        assert!(
+            q.starts_with(
+                "min by (source_workload_namespace, source_workload) (min_over_time(timestamp("
+            ),
+            "{q}"
+        );
+        assert!(q.contains(" offset 90s)[90s:1s]))"), "{q}");
         assert_eq!(window(Duration::from_secs(7 * 86400)), "7d");
         assert_eq!(window(Duration::from_secs(7200)), "2h");
     }

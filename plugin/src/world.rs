@@ -59,6 +59,9 @@ pub struct Cursor {
     pub files: input::FileOffsets,
     /// When the previous pass asked Prometheus.
     pub prometheus: Option<std::time::Instant>,
+    /// `ns/workload` -> when Prometheus first showed it calling outside
+    /// its scope on a new series, this pass.
+    pub prometheus_first_outside: std::collections::BTreeMap<String, k8s_openapi::jiff::Timestamp>,
 }
 
 /// The engine's options: the flags, else what the pods say (the Istio
@@ -391,11 +394,16 @@ impl World {
             add(&mut obs, logs.obs);
         }
         if let Some(url) = &m.prometheus {
-            let window = match cursor {
+            let window = match cursor.as_deref_mut() {
                 Some(c) => prometheus_window(m, &mut c.prometheus),
                 None => m.prometheus_window(),
             };
             let o = prometheus::observe(snap, url, window)?;
+            if let Some(c) = cursor {
+                // For the latency metric only: a failure costs precision.
+                c.prometheus_first_outside =
+                    prometheus::first_outside(url, window).unwrap_or_default();
+            }
             add(&mut obs, o);
         }
         Ok(obs)

@@ -430,10 +430,18 @@ impl Watcher<'_> {
         emit(&e, self.w.output, p)
     }
 
-    /// The first pod-log line of the pass that showed one of `r`'s
-    /// workloads calling outside its scope.
+    /// The first sign this pass had of one of `r`'s workloads calling
+    /// outside its scope: its pods' first such pod-log line, or the first
+    /// second Prometheus held a new such series of the workload.
     fn first_sample(&self, world: &World, r: &Recommendation) -> Option<Timestamp> {
         let snap = &world.snap;
+        let from_prometheus = r.workloads.iter().filter_map(|w| {
+            let wl = &snap.workloads[*w];
+            self.cursor
+                .prometheus_first_outside
+                .get(&format!("{}/{}", wl.namespace, wl.name))
+                .copied()
+        });
         snap.pods
             .iter()
             .filter(|pod| r.workloads.contains(&pod.workload))
@@ -444,6 +452,7 @@ impl Watcher<'_> {
                     .get(&format!("{}/{}", pod.namespace, pod.name))
                     .copied()
             })
+            .chain(from_prometheus)
             .min()
     }
 }

@@ -168,7 +168,7 @@ impl Metrics {
             );
         }
         let name = "meshscope_watch_scope_latency_seconds";
-        let _ = writeln!(o, "# HELP {name} From the first sample showing a call outside a scope (the first PassthroughCluster or BlackHoleCluster line of the pass in pod logs; else the pass's read) to istiod confirming the widened scope.\n# TYPE {name} histogram");
+        let _ = writeln!(o, "# HELP {name} From the first sample showing a call outside a scope (the first PassthroughCluster or BlackHoleCluster line of the pass in pod logs, or the first second Prometheus held a new such series; else the pass's read) to istiod confirming the widened scope.\n# TYPE {name} histogram");
         for (b, n) in BUCKETS.iter().zip(s.latency_buckets) {
             let _ = writeln!(o, "{name}_bucket{{le=\"{b}\"}} {n}");
         }
