@@ -18,10 +18,14 @@
 //! 4. then a steady mesh for `--steady` seconds (the same traffic, known
 //!    edges only): Sidecar writes (resourceVersions), pushes the sidecars
 //!    received, and the watcher's events; extrapolated to an hour;
-//! 5. the watcher's CPU (utime + stime) and peak RSS (VmHWM).
+//! 5. the watcher's CPU (utime + stime) and peak RSS (VmHWM);
+//! 6. the ACKed pushes since the watcher started after which a simulated
+//!    sidecar's listener or route named a cluster its CDS did not hold
+//!    (`tests/src/xds/refs.rs`).
 //!
 //! Exits 1 when a target is missed: latency p95 > interval + 5 s (or an
-//! edge never widened), any Sidecar write or push at the steady mesh.
+//! edge never widened), any Sidecar write or push at the steady mesh, any
+//! dangling reference.
 //! Prints markdown tables, then one JSON object as the last line.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +43,7 @@ use meshscope_e2e::kubelet::{Logs, StandInKubelet};
 use meshscope_e2e::livescale::{cleanup, deploy_with, kubectl_json, NS};
 use meshscope_e2e::traffic::{Counters, Sink, Traffic};
 use meshscope_e2e::world::Pod;
-use meshscope_e2e::xds::{Proxy, Sim};
+use meshscope_e2e::xds::{Proxy, Sim, SimOptions};
 use meshscope_e2e::{LogForm, Scenario};
 use meshscope_test_support::net::{admin_get, free_port};
 use serde_json::{json, Value};
@@ -325,6 +329,19 @@ fn sidecar_versions(c: &Cluster) -> Result<BTreeMap<String, String>> {
         .collect())
 }
 
+/// Item 3 of issue #18: every ACKed push since `t` after which a proxy's
+/// listener or route named a cluster its CDS did not hold
+/// (`tests/src/xds/refs.rs`), over all proxies. Counted from the
+/// watcher's start: the initial `apply` narrows every proxy from the whole
+/// mesh, where istiod 1.31's CDS-first push order opens such windows
+/// itself (BENCHMARKS.md, "Dangling references").
+fn dangling_since(sim: &Sim, t: Instant) -> usize {
+    sim.proxies()
+        .iter()
+        .map(|p| p.dangling().iter().filter(|d| d.at >= t).count())
+        .sum()
+}
+
 fn pushes_since(sim: &Sim, t: Instant) -> usize {
     sim.proxies().iter().map(|p| p.pushes_since(t).len()).sum()
 }
@@ -396,10 +413,14 @@ fn setup_scale<'a>(
         "[watch-bench] {k}x: connecting {} simulated sidecars",
         pods.len()
     );
-    let sim = Sim::connect_many(
+    let sim = Sim::connect_with(
         &istiod.grpc_url(),
         pods.iter().map(Pod::proxy_spec).collect(),
-        64,
+        SimOptions {
+            concurrency: 64,
+            references: true,
+            ..SimOptions::default()
+        },
     )?;
     sim.wait_stable(Duration::from_secs(3), Duration::from_secs(600))?;
     let setup_s = t0.elapsed().as_secs_f64();
@@ -584,6 +605,7 @@ fn run_source(
         "[watch-bench] {k} proxies, {source}: starting apply --watch --interval {}s",
         o.interval_s
     );
+    let watch_start = Instant::now();
     let mut w = Watcher::start(x.c, &x.istiod, &args, o.interval_s, work)?;
     let result = measure(x, source, o, rng, &mut w, &load, &proxies);
     let usage = w.usage();
@@ -594,6 +616,7 @@ fn run_source(
     stop_gen.store(true, Ordering::SeqCst);
     let _ = gen.join();
     let mut r = result?;
+    r["dangling_references"] = json!(dangling_since(&x.sim, watch_start));
     r["watcher"]["cpu_s_total"] = json!((usage.cpu_s * 100.0).round() / 100.0);
     r["watcher"]["rss_mb"] = json!(usage.rss_kb / 1024);
     r["watcher"]["peak_rss_mb"] = json!(usage.hwm_kb / 1024);
@@ -749,9 +772,7 @@ fn measure(
             "watcher_cpu_pct_of_a_core": ((u1.cpu_s - u0.cpu_s) / steady_s * 1000.0).round() / 10.0,
         },
         "watcher": {},
-        // Item 3 of issue #18 (branch `dangling`, tests/src/xds.rs) counts
-        // references to resources a proxy was never sent; not on this
-        // branch, so not counted here.
+        // Filled in once the watcher has stopped.
         "dangling_references": Value::Null,
     }))
 }
@@ -816,6 +837,13 @@ fn misses(r: &Value) -> Vec<String> {
             "{tag}: {never} new edges never reached the caller's sidecar"
         ));
     }
+    match r["dangling_references"].as_u64() {
+        Some(0) => {}
+        Some(n) => m.push(format!(
+            "{tag}: {n} pushes left a listener or route naming a cluster the proxy did not hold"
+        )),
+        None => m.push(format!("{tag}: dangling references not counted")),
+    }
     for (k, what) in [
         ("sidecar_writes", "Sidecar writes"),
         ("pushes_received", "pushes"),
@@ -857,7 +885,7 @@ fn print_tables(results: &[Value]) {
     for r in results {
         let st = &r["steady"];
         println!(
-            "| {} | {} | {} s | {} ({}) | {} ({}) | {} | {} | {} s ({}% of a core) | {} s over {} passes | {} MB / {} MB | not counted here (branch `dangling`) |",
+            "| {} | {} | {} s | {} ({}) | {} ({}) | {} | {} | {} s ({}% of a core) | {} s over {} passes | {} MB / {} MB | {} |",
             r["proxies"],
             r["source"].as_str().unwrap_or(""),
             st["seconds"],
@@ -873,6 +901,7 @@ fn print_tables(results: &[Value]) {
             r["watcher"]["passes"],
             r["watcher"]["rss_mb"],
             r["watcher"]["peak_rss_mb"],
+            r["dangling_references"],
         );
     }
 }
