@@ -332,6 +332,42 @@ fn set_based_selectors_choose_workloads_and_bad_ones_name_the_position() {
     );
 }
 
+#[test]
+fn warnings_speak_only_of_the_selected_workloads() {
+    // bookinfo's log has productpage-v1 call an address nothing registers.
+    const WARNING: &str =
+        "unregistered destination: 203.0.113.7:443 from Deployment/bookinfo/productpage-v1";
+    let all = offline(&["recommend"], &[]);
+    all.ok();
+    assert!(all.stderr.contains(WARNING), "{}", all.stderr);
+    for (flag, value) in [
+        ("-l", "app in (reviews)"),
+        ("-l", "app!=productpage"),
+        ("--workload", "reviews-v2"),
+        ("--workload", "deployment/details-v1"),
+    ] {
+        let r = offline(&["recommend", flag, value], &[]);
+        r.ok();
+        assert!(
+            !r.stderr.contains("unregistered destination") && !r.stderr.contains("productpage"),
+            "{flag} {value:?} filtered productpage out, yet:\n{}",
+            r.stderr
+        );
+    }
+    for (flag, value) in [
+        ("-l", "app in (productpage, reviews)"),
+        ("--workload", "productpage-v1"),
+    ] {
+        let r = offline(&["recommend", flag, value], &[]);
+        r.ok();
+        assert!(
+            r.stderr.contains(WARNING),
+            "{flag} {value:?}:\n{}",
+            r.stderr
+        );
+    }
+}
+
 // === --manifests - ===
 
 #[test]
