@@ -326,7 +326,7 @@ fn verify_and_apply_wait_refuse_what_cannot_work() {
     match cli.command {
         kubectl_meshscope::args::Command::Apply(a) => {
             assert_eq!(a.wait.as_deref(), Some("5m"));
-            assert_eq!(a.common.namespace.as_deref(), Some("shop"));
+            assert_eq!(a.selection.namespace.as_deref(), Some("shop"));
             assert_eq!(a.istiod.istio_namespace, "istio-system");
         }
         _ => unreachable!(),
