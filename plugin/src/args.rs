@@ -25,17 +25,29 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Recommend a Sidecar per workload from observed traffic
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/access.log -o table\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/access.log --workload reviews-v1 | kubectl apply -f -\n  kubectl meshscope recommend -n bookinfo --from-pod-logs --since 24h -o table\n  kubectl meshscope recommend -n bookinfo --prometheus http://prometheus.istio-system:9090 --since 7d -o wide"
+    )]
     Recommend(RecommendArgs),
     /// Apply the recommended Sidecars to the cluster with server-side apply
     #[command(
-        after_help = "Exit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
+        after_help = "Examples:\n  kubectl meshscope apply -n bookinfo --access-log examples/bookinfo/access.log --diff --dry-run=server\n  kubectl meshscope apply -n bookinfo --from-pod-logs --since 24h --wait=2m\n  kubectl meshscope apply --watch -n bookinfo --from-pod-logs --interval 1m --prune-after 7d\n\nExit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
     )]
     Apply(ApplyArgs),
     /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope audit -A\n  kubectl meshscope audit -n bookinfo --fail-on warning -o json\n  kubectl meshscope audit --manifests examples/bookinfo --code MS0001,MS0002 -o name\n  kubectl meshscope audit --manifests examples/bookinfo --suppress 'MS0002=ServiceEntry/bookinfo/*' --fail-on warning\n\nExit codes: 0 no finding at or above --fail-on (after --code and --suppress), 1 some, 2 error."
+    )]
     Audit(AuditArgs),
     /// Explain which Sidecar scope a pod or workload has, and why
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo\n  kubectl meshscope explain deployment/reviews-v1 -n bookinfo --access-log examples/bookinfo/access.log -o wide\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo --manifests examples/bookinfo -o json"
+    )]
     Explain(ExplainArgs),
     /// Show which proxies a change to a service or routing object is pushed to
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope impact service/reviews -n bookinfo\n  kubectl meshscope impact virtualservice/reviews -n bookinfo --manifests examples/bookinfo --access-log examples/bookinfo/access.log -o wide"
+    )]
     Impact(ImpactArgs),
     /// Show how `apply` would change the cluster's Sidecars, as a unified diff
     #[command(
@@ -48,12 +60,24 @@ pub enum Command {
     )]
     Verify(VerifyArgs),
     /// Document the finding codes (MS0001...)
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope codes\n  kubectl meshscope codes MS0006\n  kubectl meshscope codes -o name"
+    )]
     Codes(CodesArgs),
     /// Print the client version and the Istio versions the cluster (or --manifests) runs
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope version\n  kubectl meshscope version --client -o json\n  kubectl meshscope version --manifests examples/bookinfo -o yaml"
+    )]
     Version(VersionArgs),
     /// Print a shell completion script
+    #[command(
+        after_help = "Examples:\n  source <(kubectl meshscope completion bash)\n\nThe script completes the kubectl-meshscope binary run on its own. kubectl (1.26 or later) completes `kubectl meshscope ...` without it: it runs kubectl_complete-meshscope from PATH."
+    )]
     Completion(CompletionArgs),
     /// Admission webhook helpers
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope webhook manifests --image registry.example.com/meshscope-webhook:0.1.0 | kubectl apply -f -"
+    )]
     Webhook(WebhookArgs),
 }
 
@@ -666,6 +690,9 @@ pub struct WebhookArgs {
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
     /// Print the full install (namespace, RBAC, Deployment, Service, PDB, webhook configurations) with a fresh CA and serving certificate, for kubectl apply -f -
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope webhook manifests --image registry.example.com/meshscope-webhook:0.1.0 | kubectl apply -f -\n  kubectl meshscope webhook manifests -n mesh-tools --default-policy enforce --image registry.example.com/meshscope-webhook:0.1.0 | kubectl apply -f -"
+    )]
     Manifests(ManifestsArgs),
 }
 
