@@ -419,8 +419,8 @@ pub struct ApplyArgs {
     pub mesh: ClusterMeshFlags,
     #[command(flatten)]
     pub rec: RecommendFlags,
-    /// Do not persist: `server` asks the API server (server-side dry run), `client` only compares
-    #[arg(long, value_enum, default_value = "none", default_missing_value = "client", num_args = 0..=1, require_equals = true)]
+    /// Do not persist: `server` asks the API server (server-side dry run), `client` only compares (the default of a bare --dry-run)
+    #[arg(long, value_enum, default_value = "none", default_missing_value = "client", num_args = 0..=1)]
     pub dry_run: DryRun,
     /// Show a unified diff of each Sidecar against the live object
     #[arg(long)]

@@ -957,6 +957,22 @@ mod tests {
     }
 
     #[test]
+    fn dry_run_takes_its_value_after_a_space_or_an_equals_sign_or_none() {
+        for (args, want) in [
+            (&["apply", "--dry-run", "server"][..], DryRun::Server),
+            (&["apply", "--dry-run=server"], DryRun::Server),
+            (&["apply", "--dry-run"], DryRun::Client),
+            (&["apply", "--dry-run", "--diff"], DryRun::Client),
+            (&["apply"], DryRun::None),
+        ] {
+            let Request::Apply(a) = parse(args).unwrap() else {
+                panic!("an apply request")
+            };
+            assert_eq!(a.dry_run, want, "{args:?}");
+        }
+    }
+
+    #[test]
     fn prune_means_deleting_sidecars_in_every_command() {
         let e = error(&["recommend", "--prune"]);
         assert!(
