@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use meshscope_shared::admission::Policy;
 
@@ -24,17 +25,29 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Recommend a Sidecar per workload from observed traffic
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/access.log -o table\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/access.log --workload reviews-v1 | kubectl apply -f -\n  kubectl meshscope recommend -n bookinfo --from-pod-logs --since 24h -o table\n  kubectl meshscope recommend -n bookinfo --prometheus http://prometheus.istio-system:9090 --since 7d -o wide"
+    )]
     Recommend(RecommendArgs),
     /// Apply the recommended Sidecars to the cluster with server-side apply
     #[command(
-        after_help = "Exit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
+        after_help = "Examples:\n  kubectl meshscope apply -n bookinfo --access-log examples/bookinfo/access.log --diff --dry-run=server\n  kubectl meshscope apply -n bookinfo --from-pod-logs --since 24h --wait=2m\n  kubectl meshscope apply --watch -n bookinfo --from-pod-logs --interval 1m --prune-after 7d\n\nExit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
     )]
     Apply(Box<ApplyArgs>),
     /// Audit namespaces for unscoped workloads, risky ServiceEntries and broken Sidecars
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope audit -A\n  kubectl meshscope audit -n bookinfo --fail-on warning -o json\n  kubectl meshscope audit --manifests examples/bookinfo --code MS0001,MS0002 -o name\n  kubectl meshscope audit --manifests examples/bookinfo --suppress 'MS0002=ServiceEntry/bookinfo/*' --fail-on warning\n\nExit codes: 0 no finding at or above --fail-on (after --code and --suppress), 1 some, 2 error."
+    )]
     Audit(AuditArgs),
     /// Explain which Sidecar scope a pod or workload has, and why
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo\n  kubectl meshscope explain deployment/reviews-v1 -n bookinfo --access-log examples/bookinfo/access.log -o wide\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo --manifests examples/bookinfo -o json"
+    )]
     Explain(ExplainArgs),
     /// Show which proxies a change to a service or routing object is pushed to
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope impact service/reviews -n bookinfo\n  kubectl meshscope impact virtualservice/reviews -n bookinfo --manifests examples/bookinfo --access-log examples/bookinfo/access.log -o wide"
+    )]
     Impact(ImpactArgs),
     /// Show how `apply` would change the cluster's Sidecars, as a unified diff
     #[command(
@@ -47,74 +60,196 @@ pub enum Command {
     )]
     Verify(VerifyArgs),
     /// Document the finding codes (MS0001...)
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope codes\n  kubectl meshscope codes MS0006\n  kubectl meshscope codes -o name"
+    )]
     Codes(CodesArgs),
     /// Print the client version and the Istio versions the cluster (or --manifests) runs
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope version\n  kubectl meshscope version --client -o json\n  kubectl meshscope version --manifests examples/bookinfo -o yaml"
+    )]
     Version(VersionArgs),
     /// Print a shell completion script
+    #[command(
+        after_help = "Examples:\n  source <(kubectl meshscope completion bash)\n\nThe script completes the kubectl-meshscope binary run on its own. kubectl (1.26 or later) completes `kubectl meshscope ...` without it: it runs kubectl_complete-meshscope from PATH."
+    )]
     Completion(CompletionArgs),
     /// Admission webhook helpers
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope webhook manifests --image registry.example.com/meshscope-webhook:0.1.0 | kubectl apply -f -"
+    )]
     Webhook(WebhookArgs),
 }
 
-/// Where the mesh comes from and what part of it to look at.
+/// What part of the mesh to look at.
 #[derive(Debug, Args, Clone, Default)]
-pub struct Common {
-    /// Namespace to look at (default: all namespaces in --manifests; the context's namespace live)
-    #[arg(short = 'n', long, global = true)]
+pub struct Selection {
+    /// Namespace to look at (default: the context's namespace; with --manifests, all namespaces)
+    #[arg(short = 'n', long)]
     pub namespace: Option<String>,
     /// Look at all namespaces
-    #[arg(short = 'A', long, global = true)]
+    #[arg(short = 'A', long)]
     pub all_namespaces: bool,
     /// Only workloads whose pod-template labels match this selector, as kubectl's (k=v, k!=v, k in (a,b), k notin (a), k, !k)
-    #[arg(short = 'l', long, global = true)]
+    #[arg(short = 'l', long)]
     pub selector: Option<String>,
+}
+
+/// The cluster to read, and how (live mode).
+#[derive(Debug, Args, Clone, Default)]
+pub struct Connection {
     /// The kubeconfig context to use (live mode)
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub context: Option<String>,
     /// Path to the kubeconfig file (live mode; default: KUBECONFIG or ~/.kube/config)
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Read the mesh from these YAML/JSON files or directories instead of a cluster (repeatable; `kubectl get -A -o yaml` dumps work)
-    #[arg(long = "manifests", global = true, value_name = "PATH")]
-    pub manifests: Vec<PathBuf>,
-    /// Envoy access logs: files, directories, .gz files, or - for stdin (repeatable)
-    #[arg(long = "access-log", global = true, value_name = "PATH")]
-    pub access_logs: Vec<PathBuf>,
-    /// A mesh config file (the `mesh` key of ConfigMap istio); overrides the one in --manifests
-    #[arg(long, global = true, value_name = "FILE")]
-    pub mesh_config: Option<PathBuf>,
-    /// Istio version whose semantics to apply, 1.28 to 1.32 (the meaning of ~ changed in 1.31) [default: istiod's, else the proxies' image version, else 1.31]
-    #[arg(long, global = true, value_name = "VERSION")]
-    pub istio_version: Option<String>,
-    /// Kubernetes cluster DNS domain [default: the one the pods were injected with, else cluster.local]
-    #[arg(long, global = true, value_name = "DOMAIN")]
-    pub cluster_domain: Option<String>,
-    /// Treat unlabeled namespaces as injected (sidecarInjectorWebhook.enableNamespacesByDefault)
-    #[arg(long, global = true)]
-    pub inject_by_default: bool,
-    /// Make malformed access-log lines fatal
-    #[arg(long, global = true)]
-    pub strict: bool,
-    /// Live: read each injected pod's istio-proxy log through the API (pods/log)
-    #[arg(long, global = true)]
-    pub from_pod_logs: bool,
-    /// Live: read edges from Istio's metrics in this Prometheus (e.g. http://prometheus.istio-system:9090)
-    #[arg(long, global = true, value_name = "URL")]
-    pub prometheus: Option<String>,
-    /// How far back to look: pod logs (default 24h) and Prometheus (default 7d); e.g. 30m, 24h, 7d
-    #[arg(long, global = true, value_name = "DURATION")]
-    pub since: Option<String>,
     /// Live: list in pages of this many objects (as kubectl's --chunk-size)
-    #[arg(long, global = true, default_value_t = 500, value_name = "N")]
+    #[arg(long, default_value_t = 500, value_name = "N")]
     pub chunk_size: u32,
     /// Live: how long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
-    #[arg(long, global = true, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
     pub request_timeout: crate::duration::RequestTimeout,
+}
+
+/// What meshscope otherwise reads from istiod's and the proxies' pods.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Detection {
+    /// Istio version whose semantics to apply, 1.28 to 1.32 (the meaning of ~ changed in 1.31) [default: istiod's, else the proxies' image version, else 1.31]
+    #[arg(long, value_name = "VERSION")]
+    pub istio_version: Option<String>,
+    /// Kubernetes cluster DNS domain [default: the one the pods were injected with, else cluster.local]
+    #[arg(long, value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
+}
+
+/// The traffic the commands that read a mesh go on.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Traffic {
+    /// Envoy access logs: files, directories, .gz files, or - for stdin (repeatable)
+    #[arg(long = "access-log", value_name = "PATH")]
+    pub access_logs: Vec<PathBuf>,
+    /// Make malformed access-log lines fatal
+    #[arg(long)]
+    pub strict: bool,
+    /// Live: read each injected pod's istio-proxy log through the API (pods/log)
+    #[arg(long)]
+    pub from_pod_logs: bool,
+    /// Live: read edges from Istio's metrics in this Prometheus (e.g. http://prometheus.istio-system:9090)
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// How far back to look: pod logs (default 24h) and Prometheus (default 7d); e.g. 30m, 24h, 7d
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+}
+
+/// How the mesh's configuration is read, besides its objects.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MeshSettings {
+    /// A mesh config file (the `mesh` key of ConfigMap istio); overrides the cluster's, or the one in --manifests
+    #[arg(long, value_name = "FILE")]
+    pub mesh_config: Option<PathBuf>,
+    /// Treat unlabeled namespaces as injected (sidecarInjectorWebhook.enableNamespacesByDefault)
+    #[arg(long)]
+    pub inject_by_default: bool,
+}
+
+/// What the commands print besides their data.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Printing {
     /// Do not print table headers (as kubectl get --no-headers)
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_headers: bool,
     /// Do not print summaries on stderr (ingest counts, finding and Sidecar totals); errors and warnings still go there
-    #[arg(short = 'q', long, global = true)]
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// `impact`'s selection: the target's namespace (a change reaches
+/// proxies in every namespace, so there is no `-A`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct TargetSelection {
+    /// Namespace the target is in (default: the context's namespace; with --manifests, the one namespace holding an object of that name)
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Count only the proxies of workloads whose pod-template labels match this selector, as kubectl's (k=v, k!=v, k in (a,b), k notin (a), k, !k)
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+}
+
+impl From<&TargetSelection> for Selection {
+    fn from(t: &TargetSelection) -> Selection {
+        Selection {
+            namespace: t.namespace.clone(),
+            all_namespaces: false,
+            selector: t.selector.clone(),
+        }
+    }
+}
+
+/// The inputs of a command that reads a mesh from files or a cluster,
+/// besides what part of it to look at.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MeshFlags {
+    /// Read the mesh from these YAML/JSON files or directories instead of a cluster (repeatable; `kubectl get -A -o yaml` dumps work)
+    #[arg(long = "manifests", value_name = "PATH")]
+    pub manifests: Vec<PathBuf>,
+    #[command(flatten)]
+    pub traffic: Traffic,
+    #[command(flatten)]
+    pub detection: Detection,
+    #[command(flatten)]
+    pub settings: MeshSettings,
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub printing: Printing,
+}
+
+/// The inputs of a command that works on a cluster (`apply`, `diff`,
+/// `verify`): [`MeshFlags`] without `--manifests`, which is kept hidden
+/// only so that the request layer can say what to run instead.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ClusterMeshFlags {
+    /// Not taken: this command works on a cluster (hidden; refused with what to run instead)
+    #[arg(long = "manifests", value_name = "PATH", hide = true)]
+    pub manifests: Vec<PathBuf>,
+    #[command(flatten)]
+    pub traffic: Traffic,
+    #[command(flatten)]
+    pub detection: Detection,
+    #[command(flatten)]
+    pub settings: MeshSettings,
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub printing: Printing,
+}
+
+/// Where the mesh comes from and what part of it to look at: every input
+/// flag of the commands that read a mesh, as the request layer reads
+/// them. Each command's clap struct holds only the flags it takes; the
+/// others are left at their defaults here.
+#[derive(Debug, Clone, Default)]
+pub struct Common {
+    pub namespace: Option<String>,
+    pub all_namespaces: bool,
+    pub selector: Option<String>,
+    pub context: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub manifests: Vec<PathBuf>,
+    pub access_logs: Vec<PathBuf>,
+    pub mesh_config: Option<PathBuf>,
+    pub istio_version: Option<String>,
+    pub cluster_domain: Option<String>,
+    pub inject_by_default: bool,
+    pub strict: bool,
+    pub from_pod_logs: bool,
+    pub prometheus: Option<String>,
+    pub since: Option<String>,
+    pub chunk_size: u32,
+    pub request_timeout: crate::duration::RequestTimeout,
+    pub no_headers: bool,
     pub quiet: bool,
 }
 
@@ -128,20 +263,94 @@ impl Common {
             chunk_size: self.chunk_size,
         }
     }
+
+    /// The flags of every group; `manifests` as given.
+    fn of(
+        s: &Selection,
+        manifests: &[PathBuf],
+        t: &Traffic,
+        d: &Detection,
+        m: &MeshSettings,
+        c: &Connection,
+        p: &Printing,
+    ) -> Common {
+        Common {
+            namespace: s.namespace.clone(),
+            all_namespaces: s.all_namespaces,
+            selector: s.selector.clone(),
+            context: c.context.clone(),
+            kubeconfig: c.kubeconfig.clone(),
+            manifests: manifests.to_vec(),
+            access_logs: t.access_logs.clone(),
+            mesh_config: m.mesh_config.clone(),
+            istio_version: d.istio_version.clone(),
+            cluster_domain: d.cluster_domain.clone(),
+            inject_by_default: m.inject_by_default,
+            strict: t.strict,
+            from_pod_logs: t.from_pod_logs,
+            prometheus: t.prometheus.clone(),
+            since: t.since.clone(),
+            chunk_size: c.chunk_size,
+            request_timeout: c.request_timeout,
+            no_headers: p.no_headers,
+            quiet: p.quiet,
+        }
+    }
+}
+
+impl MeshFlags {
+    /// With what part of the mesh to look at.
+    pub fn common(&self, s: &Selection) -> Common {
+        let (t, d, m) = (&self.traffic, &self.detection, &self.settings);
+        Common::of(
+            s,
+            &self.manifests,
+            t,
+            d,
+            m,
+            &self.connection,
+            &self.printing,
+        )
+    }
+}
+
+impl ClusterMeshFlags {
+    /// With what part of the cluster to look at.
+    pub fn common(&self, s: &Selection) -> Common {
+        let (t, d, m) = (&self.traffic, &self.detection, &self.settings);
+        Common::of(
+            s,
+            &self.manifests,
+            t,
+            d,
+            m,
+            &self.connection,
+            &self.printing,
+        )
+    }
 }
 
 impl Command {
-    /// The input flags of the commands that read a mesh.
-    pub fn common(&self) -> Option<&Common> {
+    /// The input flags of the commands that read a mesh (`version`: the
+    /// ones it takes).
+    pub fn common(&self) -> Option<Common> {
         match self {
-            Command::Recommend(a) => Some(&a.common),
-            Command::Apply(a) => Some(&a.common),
-            Command::Diff(a) => Some(&a.common),
-            Command::Audit(a) => Some(&a.common),
-            Command::Explain(a) => Some(&a.common),
-            Command::Impact(a) => Some(&a.common),
-            Command::Verify(a) => Some(&a.common),
-            Command::Version(a) => Some(&a.common),
+            Command::Recommend(a) => Some(a.mesh.common(&a.selection)),
+            Command::Apply(a) => Some(a.mesh.common(&a.selection)),
+            Command::Diff(a) => Some(a.mesh.common(&a.selection)),
+            Command::Audit(a) => Some(a.mesh.common(&a.selection)),
+            Command::Explain(a) => Some(a.mesh.common(&a.selection)),
+            Command::Impact(a) => Some(a.mesh.common(&(&a.selection).into())),
+            Command::Verify(a) => Some(a.mesh.common(&a.selection)),
+            Command::Version(a) => Some(Common::of(
+                &Selection::default(),
+                &a.manifests,
+                &Traffic::default(),
+                &a.detection,
+                &MeshSettings::default(),
+                &a.connection,
+                &Printing::default(),
+            )),
             Command::Codes(_) | Command::Completion(_) | Command::Webhook(_) => None,
         }
     }
@@ -159,8 +368,10 @@ pub enum RecommendOutput {
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
     #[command(flatten)]
-    pub common: Common,
-    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), table, wide (every dependency), or name (sidecar.networking.istio.io/NAME)
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: MeshFlags,
+    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), table, wide (every dependency), or name (each Sidecar as sidecar.networking.istio.io/NAME)
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: RecommendOutput,
     #[command(flatten)]
@@ -177,7 +388,9 @@ pub struct RecommendArgs {
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: ClusterMeshFlags,
     #[command(flatten)]
     pub rec: RecommendFlags,
     /// Diff as if with --force-conflicts: take over fields another field manager owns on meshscope's Sidecars
@@ -201,11 +414,13 @@ pub enum DryRun {
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: ClusterMeshFlags,
     #[command(flatten)]
     pub rec: RecommendFlags,
-    /// Do not persist: `server` asks the API server (server-side dry run), `client` only compares
-    #[arg(long, value_enum, default_value = "none", default_missing_value = "client", num_args = 0..=1, require_equals = true)]
+    /// Do not persist: `server` asks the API server (server-side dry run), `client` only compares (the default of a bare --dry-run)
+    #[arg(long, value_enum, default_value = "none", default_missing_value = "client", num_args = 0..=1)]
     pub dry_run: DryRun,
     /// Show a unified diff of each Sidecar against the live object
     #[arg(long)]
@@ -279,11 +494,13 @@ pub struct IstiodFlags {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: ClusterMeshFlags,
     /// Only this pod or workload: pod/NAME or KIND/NAME (e.g. deployment/reviews-v1)
     #[arg(value_name = "pod/NAME | KIND/NAME")]
     pub target: Option<String>,
-    /// Output format (wide adds the proxies' versions and route counts)
+    /// Output format: table, wide (adds the proxies' versions and route counts), json, yaml, or name (each proxy checked as pod/NAME)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
     #[command(flatten)]
@@ -327,15 +544,16 @@ pub enum ReportOutput {
     Wide,
     Json,
     Yaml,
-    /// One `kind.group/name` per line, as kubectl's -o name
     Name,
 }
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     #[command(flatten)]
-    pub common: Common,
-    /// Output format
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: MeshFlags,
+    /// Output format: table, wide (whole messages), json, yaml, or name (each object with a finding as kind.group/NAME, e.g. deployment.apps/reviews-v1)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
     /// Exit with code 1 when a finding at or above this severity is found (after --code and --suppress)
@@ -352,14 +570,16 @@ pub struct AuditArgs {
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: MeshFlags,
     /// What to explain: pod NAME, KIND NAME (deployment, statefulset, daemonset, replicaset, job, cronjob), workload KIND/NAME, or kubectl's pod/NAME and KIND/NAME
     #[arg(value_name = "TYPE[/NAME]")]
     pub what: String,
     /// The pod or workload name (not with TYPE/NAME)
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
-    /// Output format (wide lists every visible service)
+    /// Output format: table, wide (lists every visible service), json, yaml, or name (the pod explained as pod/NAME, a workload as kind.group/NAME, e.g. deployment.apps/reviews-v1)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
 }
@@ -367,11 +587,13 @@ pub struct ExplainArgs {
 #[derive(Debug, Args)]
 pub struct ImpactArgs {
     #[command(flatten)]
-    pub common: Common,
+    pub selection: TargetSelection,
+    #[command(flatten)]
+    pub mesh: MeshFlags,
     /// service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME
     #[arg(value_name = "KIND/NAME")]
     pub target: String,
-    /// Output format (wide lists the proxies' workloads)
+    /// Output format: table, wide (lists every workload), json, yaml, or name (each workload the change is pushed to now as kind.group/NAME, e.g. deployment.apps/reviews-v1)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
 }
@@ -384,12 +606,17 @@ pub enum VersionOutput {
 
 #[derive(Debug, Args)]
 pub struct VersionArgs {
+    /// Read the pods from these YAML/JSON files or directories instead of a cluster (repeatable)
+    #[arg(long = "manifests", value_name = "PATH")]
+    pub manifests: Vec<PathBuf>,
     #[command(flatten)]
-    pub common: Common,
+    pub detection: Detection,
+    #[command(flatten)]
+    pub connection: Connection,
     /// Print only the client version (no cluster)
     #[arg(long)]
     pub client: bool,
-    /// Output format (default: text)
+    /// Output format: json or yaml (default: text)
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<VersionOutput>,
 }
@@ -398,7 +625,7 @@ pub struct VersionArgs {
 pub struct CodesArgs {
     /// Show one code (e.g. MS0001)
     pub code: Option<String>,
-    /// Output format (name prints the codes, one a line)
+    /// Output format: table, wide (each code's description and fix), json, yaml, or name (the codes, one a line, e.g. MS0001)
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: ReportOutput,
     /// Do not print the table header
@@ -466,6 +693,9 @@ pub struct WebhookArgs {
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
     /// Print the full install (namespace, RBAC, Deployment, Service, PDB, webhook configurations) with a fresh CA and serving certificate, for kubectl apply -f -
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope webhook manifests --image registry.example.com/meshscope-webhook:0.1.0 | kubectl apply -f -\n  kubectl meshscope webhook manifests -n mesh-tools --default-policy enforce --image registry.example.com/meshscope-webhook:0.1.0 | kubectl apply -f -"
+    )]
     Manifests(ManifestsArgs),
 }
 
@@ -478,7 +708,7 @@ pub struct ManifestsArgs {
     #[arg(long)]
     pub image: Option<String>,
     /// Policy of namespaces without a meshscope.io/policy label: enforce, warn or off
-    #[arg(long, default_value = "warn", value_parser = parse_policy)]
+    #[arg(long, default_value = "warn", value_parser = policy_parser())]
     pub default_policy: Policy,
     /// Set exportTo: ["."] on DNS ServiceEntries without exportTo instead of denying or warning
     #[arg(long)]
@@ -491,7 +721,10 @@ pub struct ManifestsArgs {
     pub validity_days: u32,
 }
 
-fn parse_policy(s: &str) -> Result<Policy, String> {
-    s.parse()
-        .map_err(|e: meshscope_shared::admission::InvalidPolicy| e.to_string())
+/// `--default-policy`: one of [`Policy::ALL`], each with what it does
+/// (shown by `--help` and offered by completion).
+fn policy_parser() -> impl TypedValueParser<Value = Policy> {
+    let values = Policy::ALL.map(|p| PossibleValue::new(p.as_str()).help(p.summary()));
+    PossibleValuesParser::new(values)
+        .map(|s| s.parse::<Policy>().expect("a possible value is a policy"))
 }

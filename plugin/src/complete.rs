@@ -206,11 +206,16 @@ fn takes_value(a: &Arg) -> bool {
 }
 
 /// Whether the word after the flag is its value (not so for
-/// `num_args = 0..=1` flags, which need `--flag=value`).
+/// `require_equals` flags, which need `--flag=value`).
 fn value_follows(a: &Arg) -> bool {
-    takes_value(a)
-        && !a.is_require_equals_set()
-        && a.get_num_args().is_none_or(|r| r.min_values() > 0)
+    takes_value(a) && !a.is_require_equals_set()
+}
+
+/// Whether the flag's value may be left out (`num_args = 0..=1`, such as
+/// `apply --dry-run`): then the next word is its value only when it is not
+/// a flag, as clap reads it.
+fn value_optional(a: &Arg) -> bool {
+    a.get_num_args().is_some_and(|r| r.min_values() == 0)
 }
 
 impl Walk {
@@ -257,8 +262,10 @@ impl Walk {
 
     fn word(&mut self, word: &str) {
         if let Some(a) = self.pending.take() {
-            self.record(&a, word);
-            return;
+            if !(value_optional(&a) && word.starts_with('-')) {
+                self.record(&a, word);
+                return;
+            }
         }
         if self.after_dashes {
             self.positionals.push(word.to_string());
@@ -380,7 +387,9 @@ impl Completer<'_> {
     fn current(self, current: &str) -> Completions {
         let walk = self.walk;
         if let Some(a) = &walk.pending {
-            return self.value(a, current);
+            if !(value_optional(a) && current.starts_with('-')) {
+                return self.value(a, current);
+            }
         }
         if !walk.after_dashes {
             if let Some(flag) = current.strip_prefix("--") {
@@ -443,6 +452,17 @@ impl Completer<'_> {
         if !possible.is_empty() {
             return self.done(filtered(possible, current), Directive::NO_FILE_COMP);
         }
+        // As help shows it: a positional without a value name by its id.
+        let value_name = a
+            .get_value_names()
+            .and_then(|v| v.first())
+            .map_or_else(|| a.get_id().as_str().to_uppercase(), |n| n.to_string());
+        if value_name.starts_with("CODE") {
+            return self.codes(a, current);
+        }
+        if a.get_id() == "workload" {
+            return self.targets(&WORKLOAD_KINDS, Kind::workload, current);
+        }
         let is_namespace = a.get_id() == "namespace"
             || a.get_value_names()
                 .is_some_and(|v| v.iter().any(|n| n.as_str() == "NAMESPACE"));
@@ -499,17 +519,35 @@ impl Completer<'_> {
                 self.targets(&kinds, Kind::workload, current)
             }
             ("impact", 0) => self.targets(&IMPACT_KINDS, Kind::impact, current),
-            ("codes", 0) => {
-                let codes = CODES
-                    .iter()
-                    .map(|d| Candidate::new(d.code, Some(d.title.to_string())));
-                self.done(filtered(codes, current), Directive::NO_FILE_COMP)
-            }
             _ => match walk.cmd.get_positionals().nth(index).cloned() {
                 Some(a) => self.value(&a, current),
                 None => self.done(Vec::new(), Directive::NO_FILE_COMP),
             },
         }
+    }
+
+    /// Finding codes, with their titles: `codes CODE`, `audit --code` and
+    /// `--suppress` (the code before its `=`). A flag that takes a list
+    /// (`--code MS0001,MS0006`) completes the code after the last comma,
+    /// without the codes the list already holds.
+    fn codes(self, a: &Arg, current: &str) -> Completions {
+        let list = a.get_value_delimiter().is_some();
+        let (head, tail) = match current.rsplit_once(',') {
+            Some((h, t)) if list => (format!("{h},"), t),
+            _ => (String::new(), current),
+        };
+        if tail.contains('=') {
+            return self.done(Vec::new(), Directive::NO_FILE_COMP);
+        }
+        let given: Vec<&str> = head
+            .split(',')
+            .map(|c| c.split('=').next().unwrap_or(c))
+            .collect();
+        let codes = CODES
+            .iter()
+            .filter(|d| !given.iter().any(|g| g.eq_ignore_ascii_case(d.code)))
+            .map(|d| Candidate::new(format!("{head}{}", d.code), Some(d.title.to_string())));
+        self.done(filtered(codes, current), Directive::NO_FILE_COMP)
     }
 
     /// `KIND/NAME`: the kinds (followed by no space) until a `/` is typed,
@@ -743,8 +781,22 @@ mod tests {
         assert_eq!(run("audit --output=j").values(), ["json"]);
         assert_eq!(run("audit --fail-on w").values(), ["warning"]);
         assert_eq!(run("apply --dry-run=s").values(), ["server"]);
-        // `--dry-run` takes its value only after `=`: the next word is not it.
-        assert!(run("apply --dry-run ").candidates.is_empty());
+        // `--dry-run`'s value may follow a space; a flag there is not it.
+        assert_eq!(
+            run("apply --dry-run ").values(),
+            ["none", "server", "client"]
+        );
+        assert_eq!(run("apply --dry-run s").values(), ["server"]);
+        assert!(run("apply --dry-run --d").values().contains(&"--diff"));
+        assert!(run("apply --dry-run --diff -")
+            .values()
+            .contains(&"--prune"));
+        // `--wait` takes its value only after `=`: the next word is not it.
+        assert!(run("apply --wait ").candidates.is_empty());
+        assert_eq!(
+            run("webhook manifests --default-policy ").values(),
+            ["enforce", "warn", "off"]
+        );
         // A value glued to a short flag is consumed with it.
         assert!(!run("audit -ojson --").values().contains(&"--output"));
         assert!(run("audit -ojson --").values().contains(&"--fail-on"));
@@ -834,6 +886,37 @@ mod tests {
         assert!(!expected.is_empty());
         assert_eq!(c.values(), expected);
         assert_eq!(c.candidates[0].help.as_deref(), Some(CODES[0].title));
+    }
+
+    #[test]
+    fn audit_code_and_suppress_complete_codes_after_the_last_comma() {
+        let all: Vec<&str> = CODES.iter().map(|d| d.code).collect();
+        for line in ["audit --code ", "audit --suppress ", "audit --code="] {
+            let c = run(line);
+            assert_eq!(c.values(), all, "{line}");
+            assert_eq!(c.candidates[0].help.as_deref(), Some(CODES[0].title));
+        }
+        let c = run(&format!("audit --code {},", CODES[0].code));
+        assert_eq!(c.values().len(), CODES.len() - 1);
+        assert_eq!(
+            c.values()[0],
+            format!("{},{}", CODES[0].code, CODES[1].code)
+        );
+        // After `=` comes an object, which is not completed.
+        assert!(run("audit --suppress MS0006=Sid").candidates.is_empty());
+    }
+
+    #[test]
+    fn workload_completes_as_kind_slash_name() {
+        assert_eq!(
+            run("recommend --workload ").values(),
+            ["deployment/", "statefulset/", "daemonset/"]
+        );
+        assert_eq!(
+            run("apply -n shop --workload deploy/").values(),
+            ["deploy/web"]
+        );
+        assert_eq!(run("diff --workload=sts/").values(), ["sts/db"]);
     }
 
     #[test]

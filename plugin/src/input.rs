@@ -7,6 +7,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use meshscope_shared::accesslog;
 use meshscope_shared::observe::{LineOutcome, LogIngest, Observations};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -219,10 +220,6 @@ pub fn read_access_logs(
     for p in paths {
         for file in expand(p, None)? {
             let (o, malformed, cut) = ingest_file(snap, &file, threads)?;
-            let binary = malformed.iter().any(|(_, _, text)| {
-                text.chars()
-                    .any(|c| c == char::REPLACEMENT_CHARACTER || (c.is_control() && c != '\t'))
-            });
             if let Some(cut) = cut {
                 let msg = format!(
                     "{}: compressed data ends or breaks at byte {} ({}); the {} read before it are kept",
@@ -236,6 +233,15 @@ pub fn read_access_logs(
                 }
                 writeln!(err, "warning: {msg}")?;
             }
+            // A file without one access-log line is said in one line and
+            // never quoted: under a directory it may be anything, a
+            // kubeconfig or a key among them.
+            if o.stats.access_lines == 0 {
+                if let Some(o) = no_access_lines(&file, o, &malformed, strict, err)? {
+                    obs.merge(o);
+                }
+                continue;
+            }
             if strict {
                 if let Some((line, why, _)) = malformed.first() {
                     bail!(
@@ -244,39 +250,9 @@ pub fn read_access_logs(
                     );
                 }
             }
-            for (line, why, text) in malformed {
-                if shown >= SHOWN_MALFORMED {
-                    break;
-                }
+            for m in malformed.iter().take(SHOWN_MALFORMED.saturating_sub(shown)) {
                 shown += 1;
-                // Binary junk is shown escaped, never written raw to a terminal.
-                let text: String = text
-                    .chars()
-                    .flat_map(|c| {
-                        let plain = !c.is_control() || c == '\t';
-                        plain
-                            .then_some(c)
-                            .into_iter()
-                            .chain(c.escape_default().filter(move |_| !plain))
-                    })
-                    .collect();
-                writeln!(
-                    err,
-                    "warning: {}:{line}: malformed access-log line ({why}): {text}",
-                    file.display()
-                )?;
-            }
-            if o.stats.access_lines == 0 {
-                let msg = format!(
-                    "{}: no access-log lines in {} ({})",
-                    file.display(),
-                    plural(o.stats.lines as usize, "line", "lines"),
-                    o.stats.no_access_lines_cause(binary)
-                );
-                if strict {
-                    bail!("{msg}; remove --strict to go on without it");
-                }
-                writeln!(err, "warning: {msg}")?;
+                writeln!(err, "warning: {}", malformed_line(&file, m))?;
             }
             obs.merge(o);
         }
@@ -286,6 +262,91 @@ pub fn read_access_logs(
     }
     obs.sort_unregistered();
     Ok(obs)
+}
+
+/// Says why `file`, which held no access-log line, is not read as a log:
+/// what it looks like instead (then it is skipped: `None`), or the likely
+/// cause from its lines (then its counts are kept). An error with
+/// `--strict`.
+fn no_access_lines(
+    file: &Path,
+    o: Observations,
+    malformed: &[Malformed],
+    strict: bool,
+    err: &mut dyn Write,
+) -> Result<Option<Observations>> {
+    let binary = malformed.iter().any(|(_, _, text)| {
+        text.chars()
+            .any(|c| c == char::REPLACEMENT_CHARACTER || (c.is_control() && c != '\t'))
+    });
+    let looks = (o.stats.lines > 0)
+        .then(|| head(file))
+        .flatten()
+        .and_then(|h| accesslog::not_an_access_log(&h));
+    let msg = match looks {
+        Some(like) => format!("{}: not an access log: {like}", file.display()),
+        None => format!(
+            "{}: no access-log lines in {} ({})",
+            file.display(),
+            plural(o.stats.lines as usize, "line", "lines"),
+            o.stats.no_access_lines_cause(binary)
+        ),
+    };
+    if strict {
+        bail!("{msg}; remove --strict to go on without it");
+    }
+    let skipped = if looks.is_some() { "; skipped" } else { "" };
+    writeln!(err, "warning: {msg}{skipped}")?;
+    Ok(looks.is_none().then_some(o))
+}
+
+/// The first bytes of a log file (decompressed), as text; `None` for
+/// stdin, which cannot be read again, or a file that cannot be.
+fn head(file: &Path) -> Option<String> {
+    const HEAD: u64 = 8192;
+    if file.as_os_str() == "-" {
+        return None;
+    }
+    let f = File::open(file).ok()?;
+    let mut bytes = Vec::new();
+    let read = if is_gz(file) {
+        flate2::read::MultiGzDecoder::new(f)
+            .take(HEAD)
+            .read_to_end(&mut bytes)
+    } else {
+        f.take(HEAD).read_to_end(&mut bytes)
+    };
+    // A broken gzip stream still has a head.
+    if read.is_err() && bytes.is_empty() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `FILE:LINE: malformed access-log line (why): TEXT`, with binary junk
+/// escaped (never written raw to a terminal), and without the text when
+/// it may hold a credential.
+fn malformed_line(file: &Path, (line, why, text): &Malformed) -> String {
+    if accesslog::may_hold_secret(text) {
+        return format!(
+            "{}:{line}: malformed access-log line ({why}); not shown: it may hold a credential",
+            file.display()
+        );
+    }
+    let text: String = text
+        .chars()
+        .flat_map(|c| {
+            let plain = !c.is_control() || c == '\t';
+            plain
+                .then_some(c)
+                .into_iter()
+                .chain(c.escape_default().filter(move |_| !plain))
+        })
+        .collect();
+    format!(
+        "{}:{line}: malformed access-log line ({why}): {text}",
+        file.display()
+    )
 }
 
 /// Where each access-log file was read to, for `apply --watch`: the
@@ -819,6 +880,36 @@ mod tests {
         assert!(
             e.starts_with(&want[9..]) && e.ends_with("; remove --strict to go on with them"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_compressed_key_is_skipped_unquoted_and_strict_refuses_it() {
+        let (snap, _) = bookinfo();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("backup.key.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let key =
+            b"-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIKEY\n-----END PRIVATE KEY-----\n";
+        std::io::Write::write_all(&mut gz, key).unwrap();
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let (r, warnings) = read(&snap, &path, false);
+        assert_eq!(r.unwrap().stats.lines, 0, "a skipped file is not counted");
+        assert_eq!(
+            warnings,
+            format!(
+                "warning: {}: not an access log: looks like a PEM private key; skipped\n",
+                path.display()
+            )
+        );
+        let (r, _) = read(&snap, &path, true);
+        let e = format!("{:#}", r.unwrap_err());
+        assert_eq!(
+            e,
+            format!(
+                "{}: not an access log: looks like a PEM private key; remove --strict to go on without it",
+                path.display()
+            )
         );
     }
 

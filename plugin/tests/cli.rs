@@ -150,53 +150,138 @@ fn version_and_completion() {
     assert!(text(&o.stdout).contains("kubectl-meshscope"));
 }
 
-/// The `kubectl meshscope …` example lines of a command's `after_help`,
-/// as written.
-fn example_lines(cmd: &clap::Command) -> Vec<String> {
-    cmd.get_after_help()
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("kubectl meshscope"))
-        .map(String::from)
-        .collect()
+/// The lines of the `Examples:` block a command's `after_help` opens
+/// with, as written (`None`: it has none).
+fn example_lines(cmd: &clap::Command) -> Option<Vec<String>> {
+    let after = cmd.get_after_help()?.to_string();
+    let block = after.strip_prefix("Examples:\n")?;
+    let block = block.split("\n\n").next().unwrap_or_default();
+    Some(block.lines().map(|l| l.trim().to_string()).collect())
+}
+
+/// Every command of the tree (the root first), with the names that lead
+/// to it.
+fn commands(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+    out.push((path.clone(), cmd.clone()));
+    for sub in cmd.get_subcommands() {
+        let mut p = path.clone();
+        p.push(sub.get_name().to_string());
+        commands(sub, p, out);
+    }
+}
+
+/// The words of the `kubectl meshscope …` command in a shell line, as the
+/// shell splits them (quotes removed), up to the first `|`, `>`, `;`,
+/// `&` or `)` outside quotes. `None` when the line runs no meshscope.
+fn meshscope_words(line: &str) -> Option<Vec<String>> {
+    let start = line.find("kubectl meshscope")?;
+    let mut words = Vec::new();
+    let (mut word, mut quote, mut any) = (String::new(), None, false);
+    for c in line[start..].chars() {
+        match (c, quote) {
+            (q, Some(open)) if q == open => quote = None,
+            (_, Some(_)) => word.push(c),
+            ('\'' | '"', None) => {
+                quote = Some(c);
+                any = true;
+            }
+            ('|' | '>' | ';' | '&' | ')', None) => break,
+            (' ', None) => {
+                if any || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            _ => word.push(c),
+        }
+    }
+    if any || !word.is_empty() {
+        words.push(word);
+    }
+    Some(words)
 }
 
 #[test]
-fn help_examples_print_on_one_line_at_any_width() {
-    use clap::CommandFactory;
-    let root = kubectl_meshscope::args::Cli::command();
-    let mut commands: Vec<(Vec<&str>, Vec<String>)> = vec![(vec![], example_lines(&root))];
-    for sub in root.get_subcommands() {
-        let lines = example_lines(sub);
-        if !lines.is_empty() {
-            commands.push((vec![sub.get_name()], lines));
+fn every_command_has_examples_that_parse_and_print_on_one_line_at_any_width() {
+    use clap::{CommandFactory, Parser};
+    let mut all = Vec::new();
+    commands(
+        &kubectl_meshscope::args::Cli::command(),
+        Vec::new(),
+        &mut all,
+    );
+    assert!(all.len() >= 13, "{} commands", all.len());
+    for (path, cmd) in &all {
+        let examples = example_lines(cmd)
+            .unwrap_or_else(|| panic!("{path:?}: --help has no Examples: section"));
+        let mut runs = 0;
+        for line in &examples {
+            let Some(words) = meshscope_words(line) else {
+                continue;
+            };
+            runs += 1;
+            // `kubectl meshscope` is the binary, as kubectl runs it.
+            let argv =
+                std::iter::once("kubectl-meshscope".to_string()).chain(words[2..].iter().cloned());
+            let cli = kubectl_meshscope::args::Cli::try_parse_from(argv)
+                .unwrap_or_else(|e| panic!("{path:?}: the example {line:?} does not parse:\n{e}"));
+            // ...and its flags are checked as a run would check them.
+            if let Err(e) = kubectl_meshscope::request::Request::parse(cli.command) {
+                panic!("{path:?}: the example {line:?} is refused: {e:#}");
+            }
+            // An example of a subcommand runs that subcommand.
+            assert!(
+                words[2..].starts_with(path),
+                "{path:?}: the example {line:?} runs another command"
+            );
+        }
+        assert!(
+            runs > 0,
+            "{path:?}: no example runs kubectl meshscope: {examples:?}"
+        );
+        for columns in ["60", "40"] {
+            for flag in ["--help", "-h"] {
+                let o = bin()
+                    .args(path.iter().map(String::as_str).chain([flag]))
+                    .env("COLUMNS", columns)
+                    .output()
+                    .expect("binary runs");
+                assert!(o.status.success());
+                let help = text(&o.stdout);
+                let lines: Vec<&str> = help.lines().map(str::trim).collect();
+                for example in &examples {
+                    assert!(
+                        lines.contains(&example.as_str()),
+                        "{path:?} {flag} at {columns} columns: {example:?} is not one line of:\n{help}"
+                    );
+                }
+            }
         }
     }
-    assert!(commands.len() >= 3, "commands with examples: {commands:?}");
-    for (sub, examples) in &commands {
+}
+
+#[test]
+fn help_text_besides_the_examples_is_wrapped_to_the_width() {
+    use clap::CommandFactory;
+    let mut all = Vec::new();
+    commands(
+        &kubectl_meshscope::args::Cli::command(),
+        Vec::new(),
+        &mut all,
+    );
+    for (path, cmd) in &all {
+        let examples = example_lines(cmd).unwrap_or_default();
         for flag in ["--help", "-h"] {
             let o = bin()
-                .args(sub.iter().chain([&flag]))
+                .args(path.iter().map(String::as_str).chain([flag]))
                 .env("COLUMNS", "80")
                 .output()
                 .expect("binary runs");
-            assert!(o.status.success());
-            let help = text(&o.stdout);
-            let lines: Vec<&str> = help.lines().map(str::trim).collect();
-            for example in examples {
-                assert!(
-                    lines.contains(&example.as_str()),
-                    "{sub:?} {flag}: {example:?} is not one line of:\n{help}"
-                );
-            }
-            // Everything else is still wrapped to the width.
-            for line in help.lines() {
+            for line in text(&o.stdout).lines() {
                 let example = examples.iter().any(|e| e == line.trim());
                 assert!(
                     example || line.chars().count() <= 80,
-                    "{sub:?} {flag}: wider than 80 columns: {line:?}"
+                    "{path:?} {flag}: wider than 80 columns: {line:?}"
                 );
             }
         }

@@ -370,6 +370,83 @@ pub fn mentions_catch_all(line: &str) -> bool {
     line.contains("PassthroughCluster") || line.contains("BlackHoleCluster")
 }
 
+/// What a file that holds no access-log line looks like instead, judged
+/// from its first lines (`head`): a PEM key or certificate, a kubeconfig,
+/// Kubernetes YAML or other YAML, a JSON document. `None` when it looks
+/// like none of them (a log of some other kind, say). Those files are
+/// skipped unread and never quoted: they may hold credentials.
+pub fn not_an_access_log(head: &str) -> Option<&'static str> {
+    let lines: Vec<&str> = head
+        .lines()
+        .map(|l| l.trim_end())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if let Some(begin) = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("-----BEGIN "))
+    {
+        return Some(if begin.contains("PRIVATE KEY") {
+            "looks like a PEM private key"
+        } else if begin.contains("CERTIFICATE") {
+            "looks like a PEM certificate"
+        } else {
+            "looks like PEM data"
+        });
+    }
+    let top = |key: &str| {
+        lines.iter().any(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|r| r.is_empty() || r.starts_with(' '))
+        })
+    };
+    if top("kind: Config") || (top("clusters:") && (top("contexts:") || top("users:"))) {
+        return Some("looks like a kubeconfig");
+    }
+    if top("apiVersion:") && top("kind:") {
+        return Some("looks like YAML (Kubernetes objects)");
+    }
+    let first = lines.first()?;
+    if *first == "---" || first.starts_with("%YAML") {
+        return Some("looks like YAML");
+    }
+    if *first == "{" || *first == "[" {
+        return Some("looks like a JSON document");
+    }
+    // Nothing but YAML's shapes (keys, indented lines, list items), and
+    // none of the dated lines a proxy log holds.
+    let yaml = lines.iter().all(|l| {
+        l.starts_with([' ', '\t'])
+            || l.starts_with("- ")
+            || l.split_once(':').is_some_and(|(k, v)| {
+                !k.is_empty() && !k.contains(' ') && (v.is_empty() || v.starts_with(' '))
+            })
+    });
+    (yaml && lines.iter().any(|l| !l.starts_with([' ', '\t']))).then_some("looks like YAML")
+}
+
+/// Whether a line may hold a credential (a private key, a token, a
+/// kubeconfig's key data, a password), so that it is never echoed in a
+/// message, even from a file that is a log.
+pub fn may_hold_secret(line: &str) -> bool {
+    const MARKS: &[&str] = &[
+        "private key",
+        "token:",
+        "token\":",
+        "token=",
+        "client-key-data",
+        "client-certificate-data",
+        "certificate-authority-data",
+        "password",
+        "passwd",
+        "secret:",
+        "secret\":",
+        "authorization:",
+        "bearer ",
+    ];
+    let lower = line.to_ascii_lowercase();
+    MARKS.iter().any(|m| lower.contains(m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,5 +602,43 @@ mod tests {
             Some(("fd00::1", Some(443)))
         );
         assert_eq!(split_host_port("fd00::1"), Some(("fd00::1", None)));
+    }
+
+    #[test]
+    fn files_that_are_not_logs_are_told_by_their_first_lines() {
+        let kubeconfig = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.1\n  name: prod\ncontexts:\n- context:\n    cluster: prod\nkind: Config\nusers:\n- name: admin\n  user:\n    client-key-data: LS0tLS1CRUdJTg==\n";
+        let cases = [
+            ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n", Some("looks like a PEM private key")),
+            ("-----BEGIN CERTIFICATE-----\nMIIB\n", Some("looks like a PEM certificate")),
+            (kubeconfig, Some("looks like a kubeconfig")),
+            ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n", Some("looks like YAML (Kubernetes objects)")),
+            ("---\nfoo: 1\n", Some("looks like YAML")),
+            ("# settings\naccessLogFile: /dev/stdout\nfoo-bar:\n  - x\n", Some("looks like YAML")),
+            ("{\n  \"items\": []\n}\n", Some("looks like a JSON document")),
+            // Logs, of the proxy or of an application, are not told apart here.
+            ("2026-11-28T09:00:00.000000Z\tinfo\txdsproxy\tconnected\n", None),
+            ("Started server on port 8080\nGET /health 200\n", None),
+            (CLIENT, None),
+            ("", None),
+        ];
+        for (head, want) in cases {
+            assert_eq!(not_an_access_log(head), want, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn lines_that_may_hold_credentials_are_told() {
+        for line in [
+            "-----BEGIN EC PRIVATE KEY-----",
+            "    client-key-data: LS0tLS1CRUdJTg==",
+            "    token: eyJhbGciOiJSUzI1NiJ9",
+            r#"{"token": "abc"}"#,
+            "Authorization: Bearer abc",
+            "password=hunter2",
+        ] {
+            assert!(may_hold_secret(line), "{line}");
+        }
+        assert!(!may_hold_secret(CLIENT));
+        assert!(!may_hold_secret("{broken json"));
     }
 }

@@ -177,6 +177,18 @@ impl Observations {
         });
     }
 
+    /// The unregistered destinations called by one of `workloads`, in the
+    /// order they are shown: a command that looks at some workloads (`-n`,
+    /// `-l`, `--workload`) warns only about theirs.
+    pub fn unregistered_from<'a>(
+        &'a self,
+        workloads: &'a BTreeSet<WorkloadId>,
+    ) -> impl Iterator<Item = &'a Unregistered> + 'a {
+        self.unregistered
+            .iter()
+            .filter(|u| workloads.contains(&u.workload))
+    }
+
     pub fn add_unregistered(&mut self, u: Unregistered) {
         if let Some(cur) = self
             .unregistered

@@ -69,16 +69,22 @@ fn strip_comment(line: &str) -> &str {
     line
 }
 
-/// The example lines of every command's help.
+/// The example lines of every command's help that run kubectl meshscope
+/// (`source <(kubectl meshscope completion bash)` too), from the
+/// `Examples:` block each help opens its closing text with.
 fn help_commands() -> Vec<String> {
     fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
         for text in [cmd.get_after_help(), cmd.get_after_long_help()]
             .into_iter()
             .flatten()
         {
-            for line in text.to_string().lines() {
+            let text = text.to_string();
+            let Some(block) = text.strip_prefix("Examples:\n") else {
+                continue;
+            };
+            for line in block.split("\n\n").next().unwrap_or_default().lines() {
                 let line = line.trim();
-                if line.starts_with("kubectl meshscope") && !line.ends_with('&') {
+                if line.contains("kubectl meshscope") && !line.ends_with('&') {
                     out.push(line.to_string());
                 }
             }

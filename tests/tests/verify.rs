@@ -353,6 +353,16 @@ fn scenario(s: &Setup, log: &str) {
     }
     assert_eq!(p[&format!("{ns}/ghost-0")]["status"], "NOT_CONNECTED");
     assert_eq!(p[&format!("{ns}/ghost-0")]["connected"], false);
+    // -o name prints what verify's help says it does, a line a proxy.
+    let r = s.verify(&["-o", "name"]);
+    let forms = meshscope_e2e::help::name_forms("verify");
+    assert_eq!(r.stdout.lines().count(), 6, "{}", r.stdout);
+    for line in r.stdout.lines() {
+        assert!(
+            meshscope_e2e::help::is_of_form(line, &forms),
+            "verify -o name printed {line:?}; its help says {forms:?}"
+        );
+    }
     // Counts istiod generates, next to the prediction.
     let c0 = &p[&format!("{ns}/client-0")];
     assert_eq!(

@@ -1,5 +1,7 @@
 //! `kubectl meshscope recommend`: a Sidecar per workload from observed traffic.
 
+use std::collections::BTreeSet;
+
 use anyhow::{bail, Result};
 use meshscope_shared as scope;
 use scope::observe::Observations;
@@ -255,7 +257,7 @@ pub fn summarize_recommendations(
     let mut other_skips = Vec::new();
     let (mut hosts_added, mut hosts_removed) = (0, 0);
     // Objects, not recommendations: one namespace-wide Sidecar serves many.
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     for r in recs {
         for n in &r.notes {
             writeln!(p.err, "note: {}: {n}", snap.workloads[r.workloads[0]].key())?;
@@ -308,8 +310,15 @@ pub fn summarize_recommendations(
     for s in &other_skips {
         writeln!(p.err, "skipped {s}")?;
     }
+    // Only the selected workloads' traffic: `-l`, `-n` and `--workload`
+    // leave the others' destinations out of the recommendations, and so
+    // out of the warnings.
+    let selected: BTreeSet<WorkloadId> = recs
+        .iter()
+        .flat_map(|r| r.workloads.iter().copied())
+        .collect();
     if let Some(obs) = &world.obs {
-        for u in obs.unregistered.iter().take(20) {
+        for u in obs.unregistered_from(&selected).take(20) {
             writeln!(
                 p.err,
                 "unregistered destination: {} from {} ({}{}{})",

@@ -270,11 +270,11 @@ pub struct ApplyRequest {
 }
 
 impl ApplyRequest {
-    fn parse(a: args::ApplyArgs) -> Result<Self> {
-        if !a.common.manifests.is_empty() {
+    fn parse(a: args::ApplyArgs, c: &Common) -> Result<Self> {
+        if !c.manifests.is_empty() {
             bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
         }
-        let watch = WatchRequest::parse(&a.watch, &a.common, a.dry_run, a.diff, a.prune_hosts)?;
+        let watch = WatchRequest::parse(&a.watch, c, a.dry_run, a.diff, a.prune_hosts)?;
         if watch.is_some() && !a.rec.filename.is_empty() {
             bail!("--watch follows the cluster: create the objects of -f first (kubectl apply -f), then watch them");
         }
@@ -294,7 +294,7 @@ impl ApplyRequest {
             None => None,
         };
         let istiod = IstiodRequest::parse(&a.istiod);
-        let mut spec = RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?;
+        let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts)?;
         // Every permission apply needs is checked with the reads, in one pass.
         if a.dry_run != DryRun::Client {
             let istiod = wait.as_ref().and_then(|_| istiod.port_forward_namespace());
@@ -318,7 +318,7 @@ impl ApplyRequest {
             prune: a.prune,
             wait,
             istiod,
-            timeout_secs: a.common.request_timeout.secs(),
+            timeout_secs: c.request_timeout.secs(),
             watch,
         })
     }
@@ -336,12 +336,12 @@ pub struct DiffRequest {
 }
 
 impl DiffRequest {
-    fn parse(a: args::DiffArgs) -> Result<Self> {
-        if !a.common.manifests.is_empty() {
+    fn parse(a: args::DiffArgs, c: &Common) -> Result<Self> {
+        if !c.manifests.is_empty() {
             bail!("diff compares with the cluster: drop --manifests (for files, `recommend --manifests ...` prints the Sidecars)");
         }
         Ok(DiffRequest {
-            spec: RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?,
+            spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts)?,
             force_conflicts: a.force_conflicts,
             prune: a.prune,
         })
@@ -364,27 +364,27 @@ pub struct VerifyRequest {
 }
 
 impl VerifyRequest {
-    fn parse(a: args::VerifyArgs) -> Result<Self> {
-        if !a.common.manifests.is_empty() {
+    fn parse(a: args::VerifyArgs, c: &Common) -> Result<Self> {
+        if !c.manifests.is_empty() {
             bail!("verify asks the cluster's istiod: drop --manifests");
         }
         if let Some(t) = a.target.as_deref().filter(|t| !t.contains('/')) {
             bail!("expected pod/NAME or KIND/NAME (e.g. deployment/reviews-v1), got {t:?}");
         }
         let istiod = IstiodRequest::parse(&a.istiod);
-        let mut mesh = MeshRequest::parse(&a.common)?.everywhere();
+        let mut mesh = MeshRequest::parse(c)?.everywhere();
         // Reaching istiod is checked with the reads, in one pass.
         mesh.purpose = Purpose::Verify {
             istiod: istiod.port_forward_namespace(),
         };
         Ok(VerifyRequest {
             mesh,
-            namespace: a.common.namespace.clone(),
-            all_namespaces: a.common.all_namespaces,
+            namespace: c.namespace.clone(),
+            all_namespaces: c.all_namespaces,
             target: a.target,
             output: a.output,
             istiod,
-            timeout_secs: a.common.request_timeout.secs(),
+            timeout_secs: c.request_timeout.secs(),
         })
     }
 }
@@ -401,7 +401,7 @@ pub struct AuditRequest {
 }
 
 impl AuditRequest {
-    fn parse(a: args::AuditArgs) -> Result<Self> {
+    fn parse(a: args::AuditArgs, c: &Common) -> Result<Self> {
         let codes = a
             .codes
             .iter()
@@ -419,7 +419,7 @@ impl AuditRequest {
             args::FailOn::None => None,
         };
         Ok(AuditRequest {
-            mesh: MeshRequest::parse(&a.common)?,
+            mesh: MeshRequest::parse(c)?,
             output: a.output,
             fail_on,
             codes,
@@ -457,7 +457,7 @@ pub struct ExplainRequest {
 }
 
 impl ExplainRequest {
-    fn parse(a: args::ExplainArgs) -> Result<Self> {
+    fn parse(a: args::ExplainArgs, c: &Common) -> Result<Self> {
         // `pod NAME`, `deployment NAME`, or kubectl's `pod/NAME`, `deployment/NAME`.
         let (what, name) = match (a.what.split_once('/'), &a.name) {
             (Some((w, n)), None) => (w.to_string(), n.to_string()),
@@ -480,9 +480,9 @@ impl ExplainRequest {
             other => Explained::Workload(format!("{other}/{name}")),
         };
         Ok(ExplainRequest {
-            mesh: MeshRequest::parse(&a.common)?.everywhere(),
-            namespace: a.common.namespace.clone(),
-            all_namespaces: a.common.all_namespaces,
+            mesh: MeshRequest::parse(c)?.everywhere(),
+            namespace: c.namespace.clone(),
+            all_namespaces: c.all_namespaces,
             target,
             output: a.output,
         })
@@ -502,18 +502,18 @@ pub struct ImpactRequest {
 }
 
 impl ImpactRequest {
-    fn parse(a: args::ImpactArgs) -> Result<Self> {
+    fn parse(a: args::ImpactArgs, c: &Common) -> Result<Self> {
         let target = Target::parse(&a.target, "").ok_or_else(|| {
             anyhow!(
                 "expected service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME, got {:?}",
                 a.target
             )
         })?;
-        let mut mesh = MeshRequest::parse(&a.common)?;
+        let mut mesh = MeshRequest::parse(c)?;
         mesh.all_namespaces = true;
         Ok(ImpactRequest {
             mesh,
-            namespace: a.common.namespace.clone(),
+            namespace: c.namespace.clone(),
             spec: a.target,
             target,
             output: a.output,
@@ -540,7 +540,7 @@ pub struct VersionRequest {
 }
 
 impl VersionRequest {
-    fn parse(a: args::VersionArgs) -> Result<Self> {
+    fn parse(a: args::VersionArgs, c: &Common) -> Result<Self> {
         if a.client {
             return Ok(VersionRequest {
                 source: VersionSource::Client,
@@ -549,16 +549,16 @@ impl VersionRequest {
                 output: a.output,
             });
         }
-        let istio_version = istio_version(&a.common)?;
-        let source = if a.common.manifests.is_empty() {
-            VersionSource::Cluster(a.common.connect_options())
+        let istio_version = istio_version(c)?;
+        let source = if c.manifests.is_empty() {
+            VersionSource::Cluster(c.connect_options())
         } else {
-            VersionSource::Manifests(a.common.manifests.clone())
+            VersionSource::Manifests(c.manifests.clone())
         };
         Ok(VersionRequest {
             source,
             istio_version,
-            cluster_domain: a.common.cluster_domain.clone(),
+            cluster_domain: c.cluster_domain.clone(),
             output: a.output,
         })
     }
@@ -616,7 +616,8 @@ pub struct Style {
 impl Request {
     /// Parses and checks the command line, and says how to print.
     pub fn parse(command: Command) -> Result<(Request, Style)> {
-        let style = match (&command, command.common()) {
+        let common = command.common();
+        let style = match (&command, &common) {
             (Command::Codes(a), _) => Style {
                 no_headers: a.no_headers,
                 quiet: false,
@@ -627,25 +628,26 @@ impl Request {
             },
             (_, None) => Style::default(),
         };
-        if let Some(c) = command.common() {
+        if let Some(c) = &common {
             check_stdin(c)?;
         }
+        let c = &common.unwrap_or_default();
         let request = match command {
             Command::Recommend(a) if a.prune => bail!(
                 "recommend --prune is now --prune-hosts (drop hosts not seen in the window); --prune means deleting Sidecars of workloads that are gone, in apply and diff"
             ),
             Command::Recommend(a) => Request::Recommend(RecommendRequest {
-                spec: RecommendSpec::parse(&a.common, &a.rec, a.prune_hosts)?,
+                spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts)?,
                 output: a.output,
             }),
-            Command::Apply(a) => Request::Apply(ApplyRequest::parse(*a)?),
-            Command::Diff(a) => Request::Diff(DiffRequest::parse(a)?),
-            Command::Verify(a) => Request::Verify(VerifyRequest::parse(a)?),
-            Command::Audit(a) => Request::Audit(AuditRequest::parse(a)?),
-            Command::Explain(a) => Request::Explain(ExplainRequest::parse(a)?),
-            Command::Impact(a) => Request::Impact(ImpactRequest::parse(a)?),
+            Command::Apply(a) => Request::Apply(ApplyRequest::parse(*a, c)?),
+            Command::Diff(a) => Request::Diff(DiffRequest::parse(a, c)?),
+            Command::Verify(a) => Request::Verify(VerifyRequest::parse(a, c)?),
+            Command::Audit(a) => Request::Audit(AuditRequest::parse(a, c)?),
+            Command::Explain(a) => Request::Explain(ExplainRequest::parse(a, c)?),
+            Command::Impact(a) => Request::Impact(ImpactRequest::parse(a, c)?),
             Command::Codes(a) => Request::Codes(CodesRequest::parse(&a)?),
-            Command::Version(a) => Request::Version(VersionRequest::parse(a)?),
+            Command::Version(a) => Request::Version(VersionRequest::parse(a, c)?),
             Command::Webhook(a) => Request::Webhook(WebhookRequest::parse(a)?),
             Command::Completion(a) => Request::Completion(a.shell),
         };
@@ -848,6 +850,169 @@ mod tests {
                 lease: Some(("meshscope-system".into(), "watch".into())),
             }
         );
+    }
+
+    /// A value a user could give for an argument named `value_name`.
+    fn plausible(value_name: &str) -> &'static str {
+        match value_name {
+            "NAMESPACE" | "ISTIO_NAMESPACE" => "shop",
+            "SELECTOR" => "app=web",
+            "CONTEXT" => "prod",
+            "KUBECONFIG" => "/etc/kubeconfig",
+            "PATH" => "mesh.yaml",
+            "FILE" => "mesh-config.yaml",
+            "VERSION" => "1.29",
+            "DOMAIN" => "example.local",
+            "URL" => "http://localhost:9090",
+            "DURATION" | "TIMEOUT" => "5m",
+            "N" => "100",
+            "NAME" => "web",
+            "HOST" => "shop/web.shop.svc.cluster.local",
+            "ADDR" => ":9090",
+            "NAMESPACE/NAME" => "meshscope-system/watch",
+            "REVISION" => "canary",
+            "CODE" => "MS0006",
+            "CODE[=KIND/NS/NAME]" => "MS0006=Sidecar/shop/*",
+            "IMAGE" => "registry.example/meshscope-webhook:1",
+            "VALIDITY_DAYS" => "30",
+            "TYPE[/NAME]" => "pod/web",
+            "KIND/NAME" => "service/web",
+            other => panic!("no plausible value for {other}: add one"),
+        }
+    }
+
+    fn value_name(a: &clap::Arg) -> String {
+        a.get_value_names()
+            .and_then(|v| v.first())
+            .map_or_else(|| a.get_id().as_str().to_uppercase(), |v| v.to_string())
+    }
+
+    /// `--flag` or `--flag=VALUE` for each value worth trying: every
+    /// possible value of an enum, else one plausible value.
+    fn spellings(a: &clap::Arg) -> Vec<String> {
+        let long = a.get_long().expect("every flag has a long name");
+        if !a.get_action().takes_values() {
+            return vec![format!("--{long}")];
+        }
+        let possible = a.get_possible_values();
+        if possible.is_empty() {
+            return vec![format!("--{long}={}", plausible(&value_name(a)))];
+        }
+        possible
+            .iter()
+            .map(|v| format!("--{long}={}", v.get_name()))
+            .collect()
+    }
+
+    /// The flags a flag is documented to need: `--since` reads pod logs
+    /// or Prometheus, the watch-mode flags need `--watch` (and a source).
+    fn companions(a: &clap::Arg) -> Vec<&'static str> {
+        let watch = a.get_help_heading() == Some("Watch mode");
+        match a.get_id().as_str() {
+            "since" => vec!["--from-pod-logs"],
+            "watch" => vec!["--from-pod-logs"],
+            _ if watch => vec!["--watch", "--from-pod-logs"],
+            _ => vec![],
+        }
+    }
+
+    /// What the request layer makes of `argv`: the request and the style,
+    /// as text to compare, or its error.
+    fn outcome(argv: &[String]) -> Result<String> {
+        let cli =
+            Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("clap refuses {argv:?}: {e}"));
+        Request::parse(cli.command).map(|r| format!("{r:?}"))
+    }
+
+    /// Each leaf (sub)command: its path of names, and the command.
+    fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+        if !cmd.has_subcommands() {
+            out.push((path, cmd.clone()));
+            return;
+        }
+        for sub in cmd.get_subcommands() {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            leaves(sub, p, out);
+        }
+    }
+
+    /// The command line up to the flags: the names and the required
+    /// positionals, each with a plausible (or its first possible) value.
+    fn base(path: &[String], cmd: &clap::Command) -> Vec<String> {
+        let mut argv = vec!["kubectl-meshscope".to_string()];
+        argv.extend(path.iter().cloned());
+        for p in cmd.get_positionals().filter(|p| p.is_required_set()) {
+            argv.push(match p.get_possible_values().first() {
+                Some(v) => v.get_name().to_string(),
+                None => plausible(&value_name(p)).to_string(),
+            });
+        }
+        argv
+    }
+
+    /// Not circular: the flags come from clap's tree (what `--help`
+    /// prints), the verdict from the request layer, which knows nothing
+    /// of help. A flag listed in a command's help must be taken there (no
+    /// refusal whatever its value, given the flags its help says it
+    /// needs) and must change the request (a flag the command ignores
+    /// would be listed for nothing).
+    #[test]
+    fn every_flag_a_commands_help_lists_is_taken_and_used_by_its_request() {
+        use clap::CommandFactory;
+        let mut all = Vec::new();
+        leaves(&Cli::command(), Vec::new(), &mut all);
+        assert!(all.len() >= 11, "{}", all.len());
+        let mut checked = 0;
+        let mut unused = Vec::new();
+        for (path, mut cmd) in all {
+            cmd.build();
+            let base = base(&path, &cmd);
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_positional() || a.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                let mut before = base.clone();
+                before.extend(companions(a).iter().map(|c| c.to_string()));
+                let without =
+                    outcome(&before).unwrap_or_else(|e| panic!("{before:?} is refused: {e:#}"));
+                let mut changed = false;
+                for flag in spellings(a) {
+                    let mut argv = before.clone();
+                    argv.push(flag.clone());
+                    let with = outcome(&argv).unwrap_or_else(|e| {
+                        panic!("{path:?}: {flag} is in the help, yet refused: {e:#}")
+                    });
+                    changed |= with != without;
+                    checked += 1;
+                }
+                if !changed {
+                    unused.push(format!("{} --{id}", path.join(" ")));
+                }
+            }
+        }
+        assert!(
+            unused.is_empty(),
+            "in the help, yet changing nothing: {unused:#?}"
+        );
+        assert!(checked > 150, "{checked} flags checked");
+    }
+
+    #[test]
+    fn dry_run_takes_its_value_after_a_space_or_an_equals_sign_or_none() {
+        for (args, want) in [
+            (&["apply", "--dry-run", "server"][..], DryRun::Server),
+            (&["apply", "--dry-run=server"], DryRun::Server),
+            (&["apply", "--dry-run"], DryRun::Client),
+            (&["apply", "--dry-run", "--diff"], DryRun::Client),
+            (&["apply"], DryRun::None),
+        ] {
+            let Request::Apply(a) = parse(args).unwrap() else {
+                panic!("an apply request")
+            };
+            assert_eq!(a.dry_run, want, "{args:?}");
+        }
     }
 
     #[test]

@@ -63,6 +63,18 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// Every policy, as the `meshscope.io/policy` label takes them.
+    pub const ALL: [Policy; 3] = [Policy::Enforce, Policy::Warn, Policy::Off];
+
+    /// What the policy does, in a few words (for help and completion).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Policy::Enforce => "deny MS0001 and MS0002; warn on Sidecar hygiene",
+            Policy::Warn => "allow everything, with a warning per finding",
+            Policy::Off => "do nothing",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Policy::Enforce => "enforce",

@@ -10,8 +10,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, ValueEnum};
-use kubectl_meshscope::args::{Cli, RecommendOutput, ReportOutput};
+use kubectl_meshscope::args::{Cli, DryRun, RecommendOutput, ReportOutput};
 use meshscope_e2e::cluster::{bin_dir, plugin_binary, repo_root, Cluster};
+use meshscope_shared::admission::Policy;
 use meshscope_shared::audit::CODES;
 
 const COMPLETER: &str = "kubectl_complete-meshscope";
@@ -210,6 +211,17 @@ fn enum_flag_values_complete() {
         ["warning"]
     );
     assert_eq!(complete(c, &["apply", "--dry-run=s"]).values(), ["server"]);
+    // --dry-run's value may also follow a space (a flag there is not it).
+    assert_eq!(
+        complete(c, &["apply", "--dry-run", ""]).values(),
+        variants::<DryRun>()
+    );
+    assert!(complete(c, &["apply", "--dry-run", "--di"]).has("--diff"));
+    // --default-policy's values, with what each does.
+    let a = complete(c, &["webhook", "manifests", "--default-policy", ""]);
+    let policies: Vec<&str> = Policy::ALL.iter().map(|p| p.as_str()).collect();
+    assert_eq!(a.values(), policies);
+    assert_eq!(a.help("enforce"), Some(Policy::Enforce.summary()));
     // Path flags leave the shell to complete file names.
     let a = complete(c, &["audit", "--manifests", ""]);
     assert!(a.lines.is_empty());
@@ -380,6 +392,49 @@ fn finding_codes_complete_with_their_titles() {
     assert_eq!(a.values(), codes);
     assert_eq!(a.help(CODES[0].code), Some(CODES[0].title));
     assert_eq!(complete(c, &["codes", "MS0001"]).values(), ["MS0001"]);
+}
+
+#[test]
+fn audit_code_and_suppress_complete_finding_codes_with_their_titles() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let codes: Vec<&str> = CODES.iter().map(|d| d.code).collect();
+    for flag in ["--code", "--suppress"] {
+        let a = complete(c, &["audit", flag, ""]);
+        assert_eq!(a.values(), codes, "{flag}");
+        assert_eq!(a.help(CODES[0].code), Some(CODES[0].title), "{flag}");
+        assert_eq!(a.directive, NO_FILE_COMP);
+    }
+    // A list completes its next code, without those it holds.
+    let first = CODES[0].code;
+    let a = complete(c, &["audit", "--code", &format!("{first},")]);
+    assert_eq!(a.values().len(), CODES.len() - 1);
+    assert!(a
+        .values()
+        .iter()
+        .all(|v| v.starts_with(&format!("{first},"))));
+    assert!(!a.has(&format!("{first},{first}")));
+}
+
+#[test]
+fn workload_completes_as_kind_slash_name_from_the_cluster() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = objects(c, "cmpl-workload");
+    let a = complete(c, &["recommend", "-n", &ns, "--workload", ""]);
+    assert_eq!(a.values(), ["deployment/", "statefulset/", "daemonset/"]);
+    assert_eq!(a.directive, NO_SPACE | NO_FILE_COMP);
+    for cmd in ["recommend", "apply", "diff"] {
+        assert_eq!(
+            complete(c, &[cmd, "-n", &ns, "--workload", "deployment/"]).values(),
+            ["deployment/web"],
+            "{cmd}"
+        );
+    }
+    assert_eq!(
+        complete(c, &["apply", "-n", &ns, "--workload=sts/"]).values(),
+        ["sts/db"]
+    );
 }
 
 #[test]

@@ -152,6 +152,42 @@ fn name_output_lists_each_object_as_kind_group_slash_name() {
     assert_eq!(r.stdout, "deployment.apps/reviews-v2\n", "{}", r.stderr);
 }
 
+#[test]
+fn name_output_is_what_each_commands_help_says_it_prints() {
+    use meshscope_e2e::help::{is_of_form, name_forms};
+    let explain = |what: &[&str]| {
+        let mut cmd = vec!["explain"];
+        cmd.extend_from_slice(what);
+        cmd.extend(["-n", "bookinfo", "-o", "name"]);
+        offline(&cmd, &[])
+    };
+    let runs = [
+        ("audit", offline(&["audit", "-o", "name"], &[])),
+        ("recommend", offline(&["recommend", "-o", "name"], &[])),
+        (
+            "impact",
+            offline(&["impact", "service/ratings", "-o", "name"], &[]),
+        ),
+        (
+            "explain",
+            explain(&["pod", "productpage-v1-6b746f74dc-x7k2p"]),
+        ),
+        ("explain", explain(&["deployment/reviews-v2"])),
+        ("codes", meshscope(&["codes", "-o", "name"])),
+    ];
+    for (cmd, r) in runs {
+        r.ok();
+        let forms = name_forms(cmd);
+        assert!(!r.stdout.is_empty(), "{cmd}: {}", r.stderr);
+        for line in r.stdout.lines() {
+            assert!(
+                is_of_form(line, &forms),
+                "{cmd} -o name printed {line:?}; its help says {forms:?}"
+            );
+        }
+    }
+}
+
 // === --no-headers ===
 
 #[test]
@@ -330,6 +366,42 @@ fn set_based_selectors_choose_workloads_and_bad_ones_name_the_position() {
         e.starts_with("-l \"app in (reviews\": at position 16: expected ',' or ')'"),
         "{e}"
     );
+}
+
+#[test]
+fn warnings_speak_only_of_the_selected_workloads() {
+    // bookinfo's log has productpage-v1 call an address nothing registers.
+    const WARNING: &str =
+        "unregistered destination: 203.0.113.7:443 from Deployment/bookinfo/productpage-v1";
+    let all = offline(&["recommend"], &[]);
+    all.ok();
+    assert!(all.stderr.contains(WARNING), "{}", all.stderr);
+    for (flag, value) in [
+        ("-l", "app in (reviews)"),
+        ("-l", "app!=productpage"),
+        ("--workload", "reviews-v2"),
+        ("--workload", "deployment/details-v1"),
+    ] {
+        let r = offline(&["recommend", flag, value], &[]);
+        r.ok();
+        assert!(
+            !r.stderr.contains("unregistered destination") && !r.stderr.contains("productpage"),
+            "{flag} {value:?} filtered productpage out, yet:\n{}",
+            r.stderr
+        );
+    }
+    for (flag, value) in [
+        ("-l", "app in (productpage, reviews)"),
+        ("--workload", "productpage-v1"),
+    ] {
+        let r = offline(&["recommend", flag, value], &[]);
+        r.ok();
+        assert!(
+            r.stderr.contains(WARNING),
+            "{flag} {value:?}:\n{}",
+            r.stderr
+        );
+    }
 }
 
 // === --manifests - ===

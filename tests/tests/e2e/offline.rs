@@ -326,7 +326,7 @@ fn verify_and_apply_wait_refuse_what_cannot_work() {
     match cli.command {
         kubectl_meshscope::args::Command::Apply(a) => {
             assert_eq!(a.wait.as_deref(), Some("5m"));
-            assert_eq!(a.common.namespace.as_deref(), Some("shop"));
+            assert_eq!(a.selection.namespace.as_deref(), Some("shop"));
             assert_eq!(a.istiod.istio_namespace, "istio-system");
         }
         _ => unreachable!(),
@@ -581,7 +581,13 @@ fn wrong_input_is_never_a_silent_success() {
     );
     let r = meshscope(&["recommend", "--manifests", m, "--access-log", a, "--strict"]);
     assert!(
-        r.error().contains("malformed access-log line"),
+        r.error()
+            .starts_with(&format!("{a}: no access-log lines in 2 lines (")),
+        "{}",
+        r.error()
+    );
+    assert!(
+        r.error().ends_with("; remove --strict to go on without it"),
         "{}",
         r.error()
     );
@@ -822,4 +828,101 @@ fn each_observed_edge_says_what_it_meets_outside_the_scope() {
         .find(|l| l.contains("reviews-v2"))
         .unwrap_or_default();
     assert!(!row.contains("edges outside the scope"), "{}", r.stdout);
+}
+
+/// `--access-log DIR` where DIR holds more than logs (here: a kubeconfig,
+/// a private key and a Secret's YAML, as a home or a support bundle
+/// does): each of them is skipped in one line that names it and what it
+/// looks like, and no byte of theirs reaches stderr; the log is read, and
+/// its own malformed lines are still shown, unless one may hold a
+/// credential.
+#[test]
+fn an_access_log_directory_skips_what_is_not_a_log_and_never_echoes_it() {
+    const SECRET: &str = "c3VwZXItc2VjcmV0LWJ5dGVz";
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let root = repo_root().join("examples/bookinfo");
+    let mut log = std::fs::read_to_string(root.join("access.log")).unwrap();
+    log.push_str("[2026-11-28T09:00:09Z] \"GET / HTTP/1.1\" 200 truncated\n");
+    log.push_str(&format!("    token: {SECRET}\n"));
+    log.push_str(&format!("Authorization: Bearer {SECRET}\n"));
+    std::fs::write(logs.join("access.log"), &log).unwrap();
+    let kubeconfig = format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {SECRET}\n    server: https://10.0.0.1:6443\n  name: prod\ncontexts:\n- context:\n    cluster: prod\n    user: admin\n  name: prod\ncurrent-context: prod\nkind: Config\nusers:\n- name: admin\n  user:\n    client-certificate-data: {SECRET}\n    client-key-data: {SECRET}\n    token: {SECRET}\n"
+    );
+    std::fs::write(logs.join("config"), kubeconfig).unwrap();
+    std::fs::write(
+        logs.join("client.key"),
+        format!(
+            "-----BEGIN RSA PRIVATE KEY-----\n{SECRET}\n{SECRET}\n-----END RSA PRIVATE KEY-----\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        logs.join("secret.yaml"),
+        format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: shop\ndata:\n  password: {SECRET}\nstringData:\n  url: postgres://admin:{SECRET}@db:5432\n"),
+    )
+    .unwrap();
+    let m = root.join("manifests.yaml");
+    let m = m.to_str().unwrap();
+    let r = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        logs.to_str().unwrap(),
+    ]);
+    r.ok();
+    let err = &r.stderr;
+    assert!(!err.contains(SECRET), "a secret reached stderr:\n{err}");
+    let at = |name: &str| logs.join(name).display().to_string();
+    for (name, like) in [
+        ("config", "looks like a kubeconfig"),
+        ("client.key", "looks like a PEM private key"),
+        ("secret.yaml", "looks like YAML (Kubernetes objects)"),
+    ] {
+        let want = format!(
+            "warning: {}: not an access log: {like}; skipped\n",
+            at(name)
+        );
+        assert!(err.contains(&want), "{want:?} missing from:\n{err}");
+    }
+    // The log is read: its malformed line shows, with its text; the lines
+    // that may hold a credential show only where they are.
+    assert!(
+        err.contains(&format!("warning: {}:29: malformed access-log line (fewer than four fields after the upstream host): [2026-11-28T09:00:09Z] \"GET / HTTP/1.1\" 200 truncated", at("access.log"))),
+        "{err}"
+    );
+    // (Line 30, indented, reads as the proxy's own YAML output: counted,
+    // never shown.)
+    assert!(!err.contains(&format!("{}:30:", at("access.log"))), "{err}");
+    let want = format!(
+        "warning: {}:31: malformed access-log line (",
+        at("access.log")
+    );
+    let shown = err.lines().find(|l| l.starts_with(&want));
+    assert!(
+        shown.is_some_and(|l| l.ends_with("; not shown: it may hold a credential")),
+        "{shown:?} in:\n{err}"
+    );
+    // The same Sidecars as from the log alone: nothing was read from the rest.
+    let alone = meshscope(&[
+        "recommend",
+        "--manifests",
+        m,
+        "--access-log",
+        logs.join("access.log").to_str().unwrap(),
+    ]);
+    assert_eq!(sidecars(&r.stdout), sidecars(&alone.stdout));
+    assert_eq!(sidecars(&r.stdout).len(), 6, "{}", r.stdout);
+    // The summary counts the log's lines only.
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("access logs: "))
+        .unwrap();
+    assert!(
+        summary.starts_with("access logs: 31 lines, 26 access-log lines"),
+        "{summary}"
+    );
 }
