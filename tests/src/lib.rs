@@ -17,6 +17,7 @@ pub mod fidelity;
 pub mod istiod;
 pub mod kubelet;
 pub mod livescale;
+pub mod load;
 pub mod run;
 pub mod setup;
 pub mod traffic;
