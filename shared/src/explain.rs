@@ -71,6 +71,10 @@ pub struct RequiredHost {
 pub struct PushSources {
     pub sidecar: Option<String>,
     pub services: usize,
+    /// The services it serves (`ns/hostname`): the Services and
+    /// ServiceEntries that select it, whose changes reach it whatever its
+    /// scope imports.
+    pub serving: Vec<String>,
     pub virtual_services: Vec<String>,
     pub destination_rules: Vec<String>,
 }
@@ -252,6 +256,7 @@ pub fn explain(
         pushed_by: PushSources {
             sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),
             services: vis.services.len(),
+            serving: serving(snap, w),
             virtual_services: vis
                 .virtual_services
                 .iter()
@@ -340,6 +345,21 @@ fn observed_for(
             meets: edges::meets_unregistered(u, &f.policy),
         });
     }
+    out
+}
+
+/// The services `w` serves, as sorted `ns/hostname`s.
+fn serving(snap: &MeshSnapshot, w: WorkloadId) -> Vec<String> {
+    let ns = &snap.workloads[w].namespace;
+    let mut out: Vec<String> = (snap.services_in(ns).iter())
+        .filter(|id| snap.serves(w, **id))
+        .map(|id| {
+            let s = &snap.services[*id];
+            format!("{}/{}", s.namespace, s.hostname)
+        })
+        .collect();
+    out.sort();
+    out.dedup();
     out
 }
 
@@ -459,8 +479,32 @@ enum Keys {
 pub struct ImpactSide {
     pub proxies: usize,
     pub bytes: u64,
-    /// `kind/ns/name` -> proxies
+    /// `kind/ns/name` -> proxies: every workload the change is pushed to.
     pub workloads: BTreeMap<String, usize>,
+    /// Those whose scope imports the target, so that they can call it.
+    pub callers: BTreeMap<String, usize>,
+    /// Those that serve it: the target's Service or ServiceEntry selects
+    /// their pods, and istiod builds their inbound config from it.
+    pub serving: BTreeMap<String, usize>,
+}
+
+impl ImpactSide {
+    /// Counts `n` proxies of workload `key`, each sent `bytes`, for the
+    /// reasons given (none: not reached).
+    fn count(&mut self, key: String, n: usize, bytes: u64, calls: bool, serves: bool) {
+        if !calls && !serves {
+            return;
+        }
+        self.proxies += n;
+        self.bytes += bytes * n as u64;
+        if calls {
+            self.callers.insert(key.clone(), n);
+        }
+        if serves {
+            self.serving.insert(key.clone(), n);
+        }
+        self.workloads.insert(key, n);
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -471,12 +515,13 @@ pub struct Impact {
     pub after: ImpactSide,
 }
 
-/// Which proxies a change to `target` is pushed to now, and under the
-/// `proposed` egress listeners (per workload; others keep their scope).
-/// Which proxies a change to `target` is pushed to, now and with the
-/// `proposed` listeners. A change reaches proxies in every namespace, so
-/// every injected workload is counted unless `counted` (e.g. `-l`) narrows
-/// it.
+/// Which proxies a change to `target` is pushed to, now and under the
+/// `proposed` egress listeners (per workload; others keep their scope):
+/// those whose scope depends on it (istiod's `DependsOnConfig`), and for
+/// a Service or ServiceEntry also those it selects, whose inbound config
+/// it changes (`docs/istio-semantics.md` §4). A change reaches proxies in
+/// every namespace, so every injected workload is counted unless
+/// `counted` (e.g. `-l`) narrows it.
 pub fn impact(
     snap: &MeshSnapshot,
     target: &Target,
@@ -542,13 +587,16 @@ pub fn impact(
         let wl = &snap.workloads[w];
         let n = wl.proxies();
         out.total_proxies += n;
+        // Serving does not depend on the scope: the same now and after.
+        let serves = match &keys {
+            Keys::Services(ids) => ids.iter().any(|i| snap.serves(w, *i)),
+            Keys::Vs(_) | Keys::Dr(_) => false,
+        };
         let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
         let now = eval.visible_for(sel.source, &wl.namespace);
-        if depends(&now) {
-            out.now.proxies += n;
-            out.now.bytes += snap.estimate(&now, wl.inbound).bytes * n as u64;
-            out.now.workloads.insert(wl.key(), n);
-        }
+        let bytes = |v: &Visible| snap.estimate(v, wl.inbound).bytes;
+        out.now
+            .count(wl.key(), n, bytes(&now), depends(&now), serves);
         let after_vis;
         let after: &Visible = match proposed.get(&w) {
             Some(listeners) => {
@@ -557,11 +605,8 @@ pub fn impact(
             }
             None => &now,
         };
-        if depends(after) {
-            out.after.proxies += n;
-            out.after.bytes += snap.estimate(after, wl.inbound).bytes * n as u64;
-            out.after.workloads.insert(wl.key(), n);
-        }
+        out.after
+            .count(wl.key(), n, bytes(after), depends(after), serves);
     }
     Ok(out)
 }

@@ -18,6 +18,7 @@ pub mod help;
 pub mod istiod;
 pub mod kubelet;
 pub mod livescale;
+pub mod load;
 pub mod run;
 pub mod setup;
 pub mod traffic;

@@ -126,9 +126,17 @@ fn remove_bookinfo(c: &Cluster) {
     );
 }
 
+/// The tests here each load namespace bookinfo: one at a time.
+static BOOKINFO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn bookinfo_lock() -> std::sync::MutexGuard<'static, ()> {
+    BOOKINFO.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn every_example_in_the_readme_and_the_help_runs_as_written() {
     meshscope_e2e::needs_cluster!();
+    let _bookinfo = bookinfo_lock();
     let c = Cluster::shared();
     remove_bookinfo(c);
     // The example mesh, without its istio-system objects (the shared mesh
@@ -283,4 +291,125 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
         failures.join("\n")
     );
     eprintln!("{} examples ran", commands.len());
+}
+
+/// The ```sh block that follows `heading` in the README, as printed.
+fn readme_block_after(heading: &str) -> String {
+    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let rest = &text[text.find(heading).expect("the heading is in the README")..];
+    let start = rest.find("```sh\n").expect("a sh block follows it") + "```sh\n".len();
+    let len = rest[start..].find("```").expect("the block ends");
+    rest[start..start + len].to_string()
+}
+
+/// README's "Held to a real istiod" block, run as printed through bash
+/// from the repository root: it starts (or finds) the test control plane,
+/// loads the example mesh with `tests/cluster/load-example`, starts istiod
+/// and prints what it sends each of the example's pods (issue #19, item
+/// 22). Only where istiod keeps its state differs (its own directory, so
+/// that it cannot meet another test's istiod).
+#[test]
+fn the_real_istiod_recipe_in_the_readme_runs_as_written() {
+    meshscope_e2e::needs_cluster!();
+    let _bookinfo = bookinfo_lock();
+    let c = Cluster::shared();
+    remove_bookinfo(c);
+    let block = readme_block_after("### Held to a real istiod");
+    assert!(block.contains("tests/cluster/load-example"), "{block}");
+    let state = tempfile::tempdir().unwrap();
+    let istiod_dir = state.path().join("istiod");
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &block])
+        .current_dir(repo_root())
+        .env_remove("KUBECONFIG")
+        .env("MESHSCOPE_ISTIOD_DIR", &istiod_dir)
+        .output()
+        .unwrap();
+    // Stopped even when the block failed half-way.
+    let _ = Command::new(repo_root().join("tests/istiod/down"))
+        .env("MESHSCOPE_ISTIOD_DIR", &istiod_dir)
+        .output();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result = std::panic::catch_unwind(|| check_recipe(c, &stdout));
+    remove_bookinfo(c);
+    assert!(out.status.success(), "the block failed:\n{block}\n{stderr}");
+    if let Err(p) = result {
+        eprintln!("{stderr}");
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// What the recipe printed: load-example's pods, then meshscope-xds-sim's
+/// JSON, and what the cluster holds after it.
+fn check_recipe(c: &Cluster, stdout: &str) {
+    let (loaded, json) = stdout
+        .split_once("\n{\n")
+        .expect("load-example's lines, then the JSON document");
+    // Six pods, each owned by its Deployment.
+    let pods: Vec<(&str, &str)> = loaded
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 3, "NAMESPACE/NAME IP OWNER: {l}");
+            assert!(f[2].starts_with("Deployment/"), "{l}");
+            (
+                f[0].strip_prefix("bookinfo/").expect("a bookinfo pod"),
+                f[1],
+            )
+        })
+        .collect();
+    assert_eq!(pods.len(), 6, "{loaded}");
+    let doc: serde_json::Value = serde_json::from_str(&format!("{{\n{json}")).unwrap();
+    let proxies = doc["proxies"].as_array().expect("proxies");
+    assert_eq!(proxies.len(), 6, "one simulated sidecar per pod: {doc:#}");
+    let reviews = "outbound|9080||reviews.bookinfo.svc.cluster.local";
+    let ratings = "outbound|9080||ratings.bookinfo.svc.cluster.local";
+    for p in proxies {
+        let name = p["proxy"].as_str().unwrap();
+        let cds = &p["types"]["cds"]["resources"];
+        // istiod found the pod: its Service gives it an inbound cluster.
+        assert!(cds.get("inbound|9080||").is_some(), "{name}: {cds:#}");
+        assert!(cds.get(reviews).is_some(), "{name}: {cds:#}");
+        // EDS carries the pods' addresses: three for reviews, one for
+        // ratings.
+        let eds = &p["types"]["eds"]["resources"];
+        let size = |c: &str| eds[c].as_u64().unwrap_or(0);
+        assert!(
+            size(reviews) > size(ratings) && size(ratings) > 0,
+            "{name}: {eds:#}"
+        );
+    }
+    // Running, ready, owned: and still there after the recipe (the garbage
+    // collector had deleted the file's pods within seconds).
+    let got = c.kubectl_ok(
+        &[
+            "get", "pods", "-n", "bookinfo", "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.phase} {.status.conditions[?(@.type==\"Ready\")].status} {.metadata.ownerReferences[0].kind}{\"\\n\"}{end}",
+        ],
+        None,
+    );
+    let mut want: Vec<String> = pods
+        .iter()
+        .map(|(pod, ip)| format!("{pod} {ip} Running True ReplicaSet"))
+        .collect();
+    want.sort();
+    let mut have: Vec<String> = got.lines().map(String::from).collect();
+    have.sort();
+    assert_eq!(have, want);
+    let ready = c.kubectl_ok(
+        &[
+            "get", "deployments", "-n", "bookinfo", "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.readyReplicas}/{.spec.replicas} {end}",
+        ],
+        None,
+    );
+    assert_eq!(
+        ready
+            .split_whitespace()
+            .filter(|d| d.ends_with("=1/1"))
+            .count(),
+        6,
+        "{ready}"
+    );
 }

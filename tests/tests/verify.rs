@@ -28,6 +28,9 @@ mod watch;
 #[path = "verify/dangling.rs"]
 mod dangling;
 
+#[path = "verify/impact.rs"]
+mod impact;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {

@@ -206,12 +206,20 @@ fn cost(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "Pushed on changes to: {}{}{}{}",
+        "Pushed on changes to: {}{}{}{}{}",
         plural(
             e.pushed_by.services,
             "imported service",
             "imported services"
         ),
+        if e.pushed_by.serving.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", the services it serves ({})",
+                e.pushed_by.serving.join(", ")
+            )
+        },
         e.pushed_by
             .sidecar
             .as_deref()

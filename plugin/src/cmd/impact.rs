@@ -1,6 +1,6 @@
 //! `kubectl meshscope impact`: which proxies a change is pushed to, now and under the recommended Sidecars.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{bail, Result};
 use meshscope_shared as scope;
@@ -86,50 +86,68 @@ fn print(
                 Some((kind, parts.next()?))
             }),
         )?,
-        ReportOutput::Table | ReportOutput::Wide => {
-            let names = |s: &explain::ImpactSide| -> String {
-                let v: Vec<&str> = s
-                    .workloads
-                    .keys()
-                    // `Kind/ns/name` → `ns/name`
-                    .map(|k| k.split_once('/').map_or(k.as_str(), |(_, rest)| rest))
-                    .collect();
-                if v.is_empty() {
-                    "none".to_string()
-                } else if v.len() > 5 && r.output != ReportOutput::Wide {
-                    format!("{}, ... {} more", v[..5].join(", "), v.len() - 5)
-                } else {
-                    v.join(", ")
-                }
-            };
-            // The headline is the table's heading: --no-headers drops both.
-            if !p.no_headers {
-                writeln!(
-                    p.out,
-                    "{} (namespace {ns}): pushed to {} now, {} after ({})",
-                    r.spec,
-                    plural(imp.now.proxies, "proxy", "proxies"),
-                    plural(imp.after.proxies, "proxy", "proxies"),
-                    names(&imp.after)
-                )?;
-            }
-            let mut t = Table::new(["", "PROXIES", "OF", "PUSHED (PROTOBUF)", "WORKLOADS"]);
-            t.row([
-                "now".to_string(),
-                imp.now.proxies.to_string(),
-                imp.total_proxies.to_string(),
-                bytes(imp.now.bytes),
-                names(&imp.now),
-            ]);
-            t.row([
-                "after".to_string(),
-                imp.after.proxies.to_string(),
-                imp.total_proxies.to_string(),
-                bytes(imp.after.bytes),
-                names(&imp.after),
-            ]);
-            p.table(&t)?;
-        }
+        ReportOutput::Table | ReportOutput::Wide => table(r, ns, imp, p)?,
     }
     Ok(Outcome::Ok)
+}
+
+/// The headline and the now/after table: how many proxies, and which
+/// workloads are pushed because they call the target and which because
+/// they serve it.
+fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>) -> Result<()> {
+    let wide = r.output == ReportOutput::Wide;
+    let names = |m: &BTreeMap<String, usize>| -> String {
+        let v: Vec<&str> = m
+            .keys()
+            // `Kind/ns/name` → `ns/name`
+            .map(|k| k.split_once('/').map_or(k.as_str(), |(_, rest)| rest))
+            .collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else if v.len() > 5 && !wide {
+            format!("{}, ... {} more", v[..5].join(", "), v.len() - 5)
+        } else {
+            v.join(", ")
+        }
+    };
+    // The headline is the table's heading: --no-headers drops both.
+    if !p.no_headers {
+        let a = &imp.after;
+        let why = match (a.callers.is_empty(), a.serving.is_empty()) {
+            (true, true) => "none".to_string(),
+            (false, true) => format!("calling it: {}", names(&a.callers)),
+            (true, false) => format!("serving it: {}", names(&a.serving)),
+            (false, false) => format!(
+                "calling it: {}; serving it: {}",
+                names(&a.callers),
+                names(&a.serving)
+            ),
+        };
+        writeln!(
+            p.out,
+            "{} (namespace {ns}): pushed to {} now, {} after ({why})",
+            r.spec,
+            plural(imp.now.proxies, "proxy", "proxies"),
+            plural(a.proxies, "proxy", "proxies"),
+        )?;
+    }
+    let mut t = Table::new([
+        "",
+        "PROXIES",
+        "OF",
+        "PUSHED (PROTOBUF)",
+        "CALLING",
+        "SERVING",
+    ]);
+    for (label, side) in [("now", &imp.now), ("after", &imp.after)] {
+        t.row([
+            label.to_string(),
+            side.proxies.to_string(),
+            imp.total_proxies.to_string(),
+            bytes(side.bytes),
+            names(&side.callers),
+            names(&side.serving),
+        ]);
+    }
+    Ok(p.table(&t)?)
 }

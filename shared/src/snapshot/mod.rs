@@ -216,6 +216,23 @@ impl MeshSnapshot {
         }
     }
 
+    /// Whether `w`'s proxies serve `svc`: a Kubernetes Service whose
+    /// selector, or a ServiceEntry whose `workloadSelector`, picks them in
+    /// its own namespace. istiod builds their inbound config from it (their
+    /// service targets), so a change to it is pushed to them whatever their
+    /// scope imports (`docs/istio-semantics.md` §4).
+    pub fn serves(&self, w: WorkloadId, svc: SvcId) -> bool {
+        let s = &self.services[svc];
+        let selector = match s.kind {
+            SvcKind::Kube => s.selector.as_ref(),
+            SvcKind::Entry => s.workload_selector.as_ref(),
+        };
+        selector.is_some_and(|sel| {
+            s.namespace == self.workloads[w].namespace
+                && selector_matches(sel, self.workload_labels(w))
+        })
+    }
+
     /// Workloads that run an Envoy sidecar and so need a Sidecar scope.
     pub fn sidecar_workloads(&self) -> impl Iterator<Item = WorkloadId> + '_ {
         (0..self.workloads.len()).filter(|w| self.workloads[*w].injection.sidecar)

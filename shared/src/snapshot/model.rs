@@ -219,6 +219,9 @@ pub struct ServiceInfo {
     /// A Kubernetes Service's pod selector (`None` for ServiceEntries and
     /// selector-less Services).
     pub selector: Option<Labels>,
+    /// A ServiceEntry's `workloadSelector` (`None` for Kubernetes Services
+    /// and entries without one): the pods of its namespace that serve it.
+    pub workload_selector: Option<Labels>,
     /// Rank among services: oldest first, namespace-specific exports first.
     pub order: usize,
 }

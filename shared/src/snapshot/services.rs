@@ -302,6 +302,7 @@ fn kube_service(
             .selector
             .filter(|s| !s.is_empty())
             .map(|s| s.into_iter().collect()),
+        workload_selector: None,
         name,
         namespace: ns,
         order: 0,
@@ -368,6 +369,7 @@ fn entry_services<'a>(
         endpoints,
         mesh_defined_name,
         selector: None,
+        workload_selector: se.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
         order: 0,
     })
 }

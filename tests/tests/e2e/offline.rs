@@ -163,7 +163,7 @@ fn json_output_is_a_v1_list_of_the_same_sidecars() {
 }
 
 #[test]
-fn impact_of_one_httpbin_drops_from_every_proxy_to_its_one_caller() {
+fn impact_of_one_httpbin_drops_from_every_proxy_to_its_caller_and_its_own_pods() {
     let dir = tempfile::tempdir().unwrap();
     write_scenario(dir.path(), &Scenario::reference());
     let m = dir.path().join("manifests.yaml");
@@ -181,7 +181,9 @@ fn impact_of_one_httpbin_drops_from_every_proxy_to_its_one_caller() {
     r.outcome.unwrap();
     assert!(
         r.stdout.starts_with(
-            "service/httpbin-0 (namespace default): pushed to 420 proxies now, 1 proxy after (default/sleep-0)"
+            // Its one caller, and its own two pods: the Service selects
+            // them, and their inbound config comes from it.
+            "service/httpbin-0 (namespace default): pushed to 420 proxies now, 3 proxies after (calling it: default/sleep-0; serving it: default/httpbin-0)"
         ),
         "{}",
         r.stdout
