@@ -207,7 +207,8 @@ pub fn first_outside(base: &str, since: Duration) -> Result<BTreeMap<String, Tim
         .build()
         .into();
     let mut out = BTreeMap::new();
-    for s in query(&agent, base, &first_outside_query(&window(since)))? {
+    let window = format!("{}s", since.as_secs().max(1));
+    for s in query(&agent, base, &first_outside_query(&window))? {
         let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
         let key = format!(
             "{}/{}",

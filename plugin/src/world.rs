@@ -141,17 +141,24 @@ fn check_traffic_domain(
     Ok(())
 }
 
+/// The slack a watch pass adds to Prometheus' window: `increase()` needs
+/// two samples of a series in the window, so a scrape interval's worth.
+const PROMETHEUS_SLACK: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How far back a watch pass asks Prometheus: since the previous pass,
-/// with a scrape interval's slack (increase() needs two samples of a
-/// series in the window), or `--since` on the first pass.
+/// with [`PROMETHEUS_SLACK`], or `--since` on the first pass; and the time
+/// since the previous pass alone (the whole window on the first).
 fn prometheus_window(
     m: &MeshRequest,
     last: &mut Option<std::time::Instant>,
-) -> std::time::Duration {
+) -> (std::time::Duration, std::time::Duration) {
     let now = std::time::Instant::now();
     match last.replace(now) {
-        Some(t) => now.duration_since(t) + std::time::Duration::from_secs(30),
-        None => m.prometheus_window(),
+        Some(t) => {
+            let since = now.duration_since(t);
+            (since + PROMETHEUS_SLACK, since)
+        }
+        None => (m.prometheus_window(), m.prometheus_window()),
     }
 }
 
@@ -394,15 +401,17 @@ impl World {
             add(&mut obs, logs.obs);
         }
         if let Some(url) = &m.prometheus {
-            let window = match cursor.as_deref_mut() {
+            let (window, since_last) = match cursor.as_deref_mut() {
                 Some(c) => prometheus_window(m, &mut c.prometheus),
-                None => m.prometheus_window(),
+                None => (m.prometheus_window(), m.prometheus_window()),
             };
             let o = prometheus::observe(snap, url, window)?;
             if let Some(c) = cursor {
-                // For the latency metric only: a failure costs precision.
+                // For the latency metric only (a failure costs precision):
+                // series new since the last pass, which an earlier
+                // widening cannot have answered.
                 c.prometheus_first_outside =
-                    prometheus::first_outside(url, window).unwrap_or_default();
+                    prometheus::first_outside(url, since_last).unwrap_or_default();
             }
             add(&mut obs, o);
         }
