@@ -78,6 +78,32 @@ pub struct Container {
     pub hint_values: Vec<String>,
     /// The ConfigMaps its environment reads (`envFrom`, `valueFrom`).
     pub config_maps: Vec<ConfigMapRef>,
+    /// `restartPolicy: Always`: an init container that is a native
+    /// sidecar (see [`crate::inject::is_proxy`]).
+    pub restart_always: bool,
+}
+
+impl Container {
+    /// Whether it is the injected proxy, as a container (`init` false) or
+    /// an init container of a pod.
+    pub fn is_proxy(&self, init: bool) -> bool {
+        let policy = self.restart_always.then_some("Always");
+        crate::inject::is_proxy(&self.name, init, policy)
+    }
+}
+
+impl PodSpec {
+    /// Whether the pod runs the injected proxy.
+    pub fn has_proxy(&self) -> bool {
+        self.containers.iter().any(|c| c.is_proxy(false))
+            || self.init_containers.iter().any(|c| c.is_proxy(true))
+    }
+
+    /// The proxy container, if the pod runs one.
+    pub fn proxy(&self) -> Option<&Container> {
+        (self.containers.iter().find(|c| c.is_proxy(false)))
+            .or_else(|| self.init_containers.iter().find(|c| c.is_proxy(true)))
+    }
 }
 
 /// Could this string of a pod template name a host? It has a letter (a
@@ -106,6 +132,8 @@ struct RawContainer {
     env: Vec<RawEnv>,
     #[serde(default, deserialize_with = "null_as_empty")]
     env_from: Vec<RawEnvFrom>,
+    #[serde(default)]
+    restart_policy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +198,7 @@ impl From<RawContainer> for Container {
             }));
         }
         Container {
+            restart_always: c.restart_policy.as_deref() == Some("Always"),
             name: c.name,
             ports: c.ports,
             image: c.image,

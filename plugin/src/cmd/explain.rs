@@ -104,6 +104,8 @@ fn identity(e: &Explanation, out: &mut dyn Write) -> Result<bool> {
             "sidecar"
         } else if e.ambient {
             "ambient (no sidecar; Sidecar resources do not apply)"
+        } else if e.proxy_missing {
+            "none (no sidecar, though injection applies: MS0015)"
         } else {
             "none (no sidecar)"
         },
