@@ -415,6 +415,28 @@ pub struct Inputs {
     pub skipped_mistakes: usize,
 }
 
+/// Which of the kinds the findings depend on an input held: what an
+/// offline command can tell of a `kubectl get` that left some out
+/// ([`crate::notes::missing_kinds`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputKinds {
+    /// Pods or controllers of any kind.
+    pub workloads: bool,
+    pub namespaces: bool,
+    pub services: bool,
+    pub service_entries: bool,
+    pub sidecars: bool,
+    pub virtual_services: bool,
+    /// Telemetries or AuthorizationPolicies.
+    pub telemetry_or_authz: bool,
+    /// A mesh config: ConfigMap `istio` with key `mesh`, or `--mesh-config`.
+    pub mesh_config: bool,
+}
+
+/// The kinds the findings read, as `kubectl get` names them, in one list
+/// to dump them with (README, section "From files", shows the command).
+pub const DUMP_KINDS: &str = "namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,services,endpointslices,serviceentries,sidecars,virtualservices,destinationrules,telemetries,authorizationpolicies,configmaps";
+
 /// The kinds [`Inputs::add`] reads, and the Istio API group of each
 /// Istio kind (`None`: a Kubernetes kind).
 const READ_KINDS: &[(&str, Option<&str>)] = &[
@@ -650,6 +672,27 @@ impl Inputs {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Which kinds it holds; `mesh_config_given` is `--mesh-config`.
+    pub fn kinds(&self, mesh_config_given: bool) -> InputKinds {
+        InputKinds {
+            workloads: !(self.pods.is_empty()
+                && self.deployments.is_empty()
+                && self.statefulsets.is_empty()
+                && self.daemonsets.is_empty()
+                && self.replicasets.is_empty()
+                && self.jobs.is_empty()
+                && self.cronjobs.is_empty()),
+            namespaces: !self.namespaces.is_empty(),
+            services: !self.services.is_empty(),
+            service_entries: !self.service_entries.is_empty(),
+            sidecars: !self.sidecars.is_empty(),
+            virtual_services: !self.virtual_services.is_empty(),
+            telemetry_or_authz: !(self.telemetries.is_empty()
+                && self.authorization_policies.is_empty()),
+            mesh_config: mesh_config_given || self.mesh_config_text().is_some(),
+        }
     }
 }
 

@@ -48,6 +48,7 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
             .into_iter()
             .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
             .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
+    world.warn_missing_kinds("audit", Some(&kept), p.err)?;
     let (exempt, findings) = kept.into_iter().partition(|f| f.exempt.is_some());
     Ok(Audited {
         findings,

@@ -18,6 +18,7 @@ pub fn run(r: &ExplainRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     // Services' per-pod listeners): the request reads them all; the
     // target is looked up in its namespace.
     let world = World::load(&r.mesh, p.err)?;
+    world.warn_missing_kinds("explain", None, p.err)?;
     let (w, pod) = resolve(&world, r)?;
     let e = explain::explain(&world.snap, w, pod, world.obs.as_ref());
     let out = &mut *p.out;

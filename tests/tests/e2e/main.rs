@@ -18,6 +18,7 @@
 //!   descriptors and memory while it runs.
 
 mod complete;
+mod dumps;
 mod exempt;
 mod fuzz_regressions;
 mod habits;
