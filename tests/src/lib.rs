@@ -14,6 +14,7 @@ use std::net::Ipv4Addr;
 pub mod bench;
 pub mod cluster;
 pub mod fidelity;
+pub mod injector;
 pub mod istiod;
 pub mod kubelet;
 pub mod livescale;
