@@ -31,6 +31,9 @@ pub struct World {
     pub live: Option<std::sync::Arc<LiveCtx>>,
     /// What the workloads' manifests name (`--from-manifest-hints`).
     pub hints: Option<scope::hints::ManifestHints>,
+    /// Which kinds an offline input held (`None` in live mode, which reads
+    /// every kind).
+    pub kinds: Option<scope::inputs::InputKinds>,
 }
 
 pub struct LiveCtx {
@@ -268,6 +271,7 @@ impl World {
             selector: m.selector.clone(),
             live: None,
             hints,
+            kinds: Some(inputs.kinds(m.mesh_config.is_some())),
         })
     }
 
@@ -338,6 +342,7 @@ impl World {
             selector: m.selector.clone(),
             live: Some(ctx),
             hints,
+            kinds: None,
         })
     }
 
@@ -446,6 +451,29 @@ impl World {
             for line in scope::notes::ingest_summary(obs) {
                 p.summary(format_args!("{line}"))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Warns of the kinds the results depend on that an offline input
+    /// lacks, then names the `kubectl get` that dumps them all into
+    /// `kubectl meshscope COMMAND`; `findings` are audit's.
+    pub fn warn_missing_kinds(
+        &self,
+        command: &str,
+        findings: Option<&[scope::audit::Finding]>,
+        err: &mut dyn Write,
+    ) -> Result<()> {
+        let Some(kinds) = &self.kinds else {
+            return Ok(());
+        };
+        let missing = scope::notes::missing_kinds(kinds, &self.snap, findings);
+        for m in &missing {
+            writeln!(err, "warning: {m}")?;
+        }
+        if !missing.is_empty() {
+            let dump = scope::notes::dump_command(command);
+            writeln!(err, "note: every kind the results read: {dump}")?;
         }
         Ok(())
     }

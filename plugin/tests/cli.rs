@@ -131,12 +131,50 @@ fn the_example_run_from_the_readme_works() {
 fn codes_are_documented() {
     let o = run(&["codes"]);
     let out = text(&o.stdout);
-    for i in 1..=11 {
-        assert!(out.contains(&format!("MS{i:04}")), "MS{i:04}");
+    for d in meshscope_shared::audit::CODES {
+        let row = |l: &str| {
+            let cells: Vec<&str> = l
+                .split("   ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            cells == [d.code, d.severity.as_str(), d.title]
+        };
+        assert!(out.lines().any(row), "{}\n{out}", d.code);
     }
     let o = run(&["codes", "ms0006"]);
     assert!(text(&o.stdout).contains("does not inherit"));
     assert_eq!(run(&["codes", "MS9999"]).status.code(), Some(2));
+}
+
+/// README's "Finding codes" table lists every code, in order, with its
+/// severity, and no other: the codes are numbered without gaps.
+#[test]
+fn the_readme_lists_every_finding_code_with_its_severity() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let section = readme
+        .split("### Finding codes")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("README has a Finding codes section");
+    let listed: Vec<(String, String)> = section
+        .lines()
+        .filter_map(|l| {
+            let mut cells = l.strip_prefix("| MS")?.split('|');
+            let code = format!("MS{}", cells.next()?.trim());
+            Some((code, cells.next()?.trim().to_string()))
+        })
+        .collect();
+    let codes: Vec<(String, String)> = meshscope_shared::audit::CODES
+        .iter()
+        .map(|d| (d.code.to_string(), d.severity.to_string()))
+        .collect();
+    assert_eq!(listed, codes);
+    for (i, (code, _)) in codes.iter().enumerate() {
+        assert_eq!(*code, format!("MS{:04}", i + 1));
+    }
 }
 
 #[test]

@@ -6,12 +6,15 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::edges;
+use crate::exempt::{no_reason_warning, Exemption, EXEMPT_ANNOTATION};
 use crate::host::{host_subset_of, hosts_overlap, NsSel};
 use crate::inject::Injection;
 use crate::observe::Observations;
 use crate::recommend::{generated_for, observed_outside, required_outside};
 use crate::scope::{Evaluator, ScopeSource};
-use crate::snapshot::{selector_matches, Labels, MeshSnapshot, SidecarId, WorkloadId};
+use crate::snapshot::{
+    selector_matches, Labels, MeshSnapshot, PodInfo, SidecarId, WorkloadId, WorkloadKind,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -154,6 +157,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "Services or ServiceEntries in more than one namespace define the same hostname, with different ports or protocols. A proxy gets one copy: its own namespace's, else (among the copies exported to its namespace) a Kubernetes Service's over a ServiceEntry's, else the oldest; so which ports and endpoints a call to the name reaches depends on the caller's namespace. An egress host <namespace>/<fqdn> imports only that namespace's copy. The message lists each definition and which namespaces' proxies get it.",
         fix: "Give the definitions distinct hostnames, or narrow their exportTo so that each namespace sees the one it means. kubectl meshscope recommend writes each host from the namespace whose copy the traffic used.",
     },
+    CodeDoc {
+        code: "MS0015",
+        severity: Severity::Warning,
+        title: "Running pods without the sidecar that injection gives new ones",
+        description: "The workload's pods run without an istio-proxy container (or native sidecar init container), although the injector's rules inject pods like them (the namespace's istio-injection or istio.io/rev label, the pod's sidecar.istio.io/inject label): they were created before those rules applied to them, typically when the namespace was labelled after the workload started, or while the injector was down. Injection happens only when a pod is created, so these pods stay outside the mesh (no mTLS, no Sidecar scope, no traffic in the proxies' logs) until they are re-created; meshscope counts them as having no proxy.",
+        fix: "Re-create the pods so that the injector adds the proxy: kubectl rollout restart -n NS deployment/NAME (statefulset, daemonset); delete the pods of other controllers, and re-create a bare pod.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {
@@ -168,6 +178,10 @@ pub struct Finding {
     pub namespace: String,
     pub name: String,
     pub message: String,
+    /// The reason of the object's `meshscope.io/exempt` annotation, when
+    /// it has one ([`crate::exempt`]): reported, but never a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exempt: Option<String>,
 }
 
 fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: String) -> Finding {
@@ -179,6 +193,7 @@ fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: String
         namespace: ns.to_string(),
         name: name.to_string(),
         message,
+        exempt: None,
     }
 }
 
@@ -718,7 +733,117 @@ fn outside_message(
     )
 }
 
-/// The whole audit.
+/// MS0015 for one workload: its pods that the injector's rules inject but
+/// that run without the proxy (created before those rules applied).
+pub fn missing_proxy(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    let missing: Vec<&PodInfo> = (wl.pods.iter().map(|p| &snap.pods[*p]))
+        .filter(|p| p.injection.missing.is_some())
+        .collect();
+    let why = missing.first()?.injection.missing.as_deref()?;
+    let (ns, name) = (&wl.namespace, &wl.name);
+    let restart = match wl.kind {
+        WorkloadKind::Deployment | WorkloadKind::StatefulSet | WorkloadKind::DaemonSet => format!(
+            "kubectl rollout restart -n {ns} {}/{name}",
+            wl.kind.as_str().to_ascii_lowercase()
+        ),
+        WorkloadKind::Pod => "re-create the pod".to_string(),
+        _ => {
+            let names: Vec<&str> = missing.iter().map(|p| p.name.as_str()).collect();
+            format!("kubectl delete pod -n {ns} {}", names.join(" "))
+        }
+    };
+    Some(finding(
+        "MS0015",
+        wl.kind.as_str(),
+        ns,
+        name,
+        format!(
+            "{} {ns}/{name} runs {} of {} without an istio-proxy container although {why}: {} created before injection applied, so {} outside the mesh until re-created; restart: {restart}",
+            wl.kind,
+            missing.len(),
+            plural(wl.pods.len(), "pod", "pods"),
+            if missing.len() == 1 { "it was" } else { "they were" },
+            if missing.len() == 1 { "it is" } else { "they are" },
+        ),
+    ))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// MS0011 for one workload: observed traffic outside its scope.
+fn outside_scope(
+    snap: &MeshSnapshot,
+    obs: Option<&Observations>,
+    w: WorkloadId,
+    eval: &mut Evaluator<'_>,
+) -> Option<Finding> {
+    let wl = &snap.workloads[w];
+    let t = obs.filter(|_| wl.injection.sidecar)?.of(w)?;
+    let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+    if sel.source == ScopeSource::Implicit {
+        return None;
+    }
+    let vis = eval.visible_for(sel.source, &wl.namespace);
+    let outside = observed_outside(snap, &wl.namespace, t, &vis);
+    if outside.is_empty() {
+        return None;
+    }
+    let policy = edges::policy_for(snap, sel.source);
+    let dns = edges::dns_capture(snap, w);
+    let edges = edges::edge_outcomes(snap, t, &vis, &policy, dns);
+    Some(finding(
+        "MS0011",
+        wl.kind.as_str(),
+        &wl.namespace,
+        &wl.name,
+        outside_message(snap, w, sel.source, &policy, dns, &edges, &outside),
+    ))
+}
+
+/// The findings of one workload.
+fn workload_findings(
+    snap: &MeshSnapshot,
+    obs: Option<&Observations>,
+    w: WorkloadId,
+    eval: &mut Evaluator<'_>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(unscoped_workload(snap, w));
+    out.extend(conflicting_selectors(snap, w));
+    out.extend(scoped_by_another_workload(snap, w));
+    out.extend(missing_required(snap, w, eval));
+    out.extend(missing_proxy(snap, w));
+    out.extend(outside_scope(snap, obs, w, eval));
+    out
+}
+
+/// `findings` of an object, marked exempt when its `meshscope.io/exempt`
+/// says so.
+fn marked(mut findings: Vec<Finding>, exemption: &Exemption) -> Vec<Finding> {
+    if let Some(reason) = exemption.reason() {
+        for f in &mut findings {
+            f.exempt = Some(reason.to_string());
+        }
+    }
+    findings
+}
+
+/// A Sidecar's `meshscope.io/exempt`.
+fn sidecar_exemption(snap: &MeshSnapshot, s: SidecarId) -> Exemption {
+    let annotations = snap.sidecars[s].object.metadata.annotations.as_ref();
+    Exemption::of_value(
+        annotations
+            .and_then(|a| a.get(EXEMPT_ANNOTATION))
+            .map(String::as_str),
+    )
+}
+
+/// The whole audit. Findings of an object that `meshscope.io/exempt`
+/// exempts (a workload, ServiceEntry or Sidecar, as the webhook reads it)
+/// are in it, with [`Finding::exempt`] set.
 pub fn audit(
     snap: &MeshSnapshot,
     obs: Option<&Observations>,
@@ -728,34 +853,9 @@ pub fn audit(
     let mut eval = Evaluator::new(snap);
     for w in 0..snap.workloads.len() {
         let wl = &snap.workloads[w];
-        if !scope.ns(&wl.namespace) || !scope.workload(w) {
-            continue;
-        }
-        out.extend(unscoped_workload(snap, w));
-        out.extend(conflicting_selectors(snap, w));
-        out.extend(scoped_by_another_workload(snap, w));
-        out.extend(missing_required(snap, w, &mut eval));
-        if let (Some(obs), true) = (obs, wl.injection.sidecar) {
-            if let Some(t) = obs.of(w) {
-                let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
-                if sel.source == ScopeSource::Implicit {
-                    continue;
-                }
-                let vis = eval.visible_for(sel.source, &wl.namespace);
-                let outside = observed_outside(snap, &wl.namespace, t, &vis);
-                if !outside.is_empty() {
-                    let policy = edges::policy_for(snap, sel.source);
-                    let dns = edges::dns_capture(snap, w);
-                    let edges = edges::edge_outcomes(snap, t, &vis, &policy, dns);
-                    out.push(finding(
-                        "MS0011",
-                        wl.kind.as_str(),
-                        &wl.namespace,
-                        &wl.name,
-                        outside_message(snap, w, sel.source, &policy, dns, &edges, &outside),
-                    ));
-                }
-            }
+        if scope.ns(&wl.namespace) && scope.workload(w) {
+            let found = workload_findings(snap, obs, w, &mut eval);
+            out.extend(marked(found, &wl.exemption));
         }
     }
     if scope.workloads.is_none() {
@@ -763,18 +863,25 @@ pub fn audit(
             if !scope.ns(&se.namespace) {
                 continue;
             }
-            out.extend(dns_service_entry(
+            let found = dns_service_entry(
                 snap,
                 &se.namespace,
                 &se.name,
                 &se.resolution,
                 se.export_to.as_deref(),
+            );
+            out.extend(marked(
+                found.into_iter().collect(),
+                &Exemption::of(&se.annotations),
             ));
         }
         out.extend(duplicated_hostnames(snap, scope));
         for s in 0..snap.sidecars.len() {
             if scope.ns(&snap.sidecars[s].namespace) {
-                out.extend(sidecar_findings(snap, s));
+                out.extend(marked(
+                    sidecar_findings(snap, s),
+                    &sidecar_exemption(snap, s),
+                ));
             }
         }
     }
@@ -786,17 +893,51 @@ pub fn audit(
     out
 }
 
+/// The `meshscope.io/exempt` annotations in the audit's scope that exempt
+/// nothing (no reason), as the webhook warns of them.
+pub fn ignored_exemptions(snap: &MeshSnapshot, scope: &AuditScope<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (w, wl) in snap.workloads.iter().enumerate() {
+        if scope.ns(&wl.namespace) && scope.workload(w) && wl.exemption == Exemption::NoReason {
+            out.push(no_reason_warning(wl.kind.as_str(), &wl.namespace, &wl.name));
+        }
+    }
+    if scope.workloads.is_none() {
+        for se in snap
+            .service_entries
+            .iter()
+            .filter(|se| scope.ns(&se.namespace))
+        {
+            if Exemption::of(&se.annotations) == Exemption::NoReason {
+                out.push(no_reason_warning("ServiceEntry", &se.namespace, &se.name));
+            }
+        }
+        for (s, sc) in snap.sidecars.iter().enumerate() {
+            if scope.ns(&sc.namespace) && sidecar_exemption(snap, s) == Exemption::NoReason {
+                out.push(no_reason_warning("Sidecar", &sc.namespace, &sc.name));
+            }
+        }
+    }
+    out
+}
+
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Summary {
     pub errors: usize,
     pub warnings: usize,
     pub infos: usize,
+    /// Findings of exempt objects, counted apart: none of the others.
+    pub exempt: usize,
     pub by_code: std::collections::BTreeMap<&'static str, usize>,
 }
 
 pub fn summarize(findings: &[Finding]) -> Summary {
     let mut s = Summary::default();
     for f in findings {
+        if f.exempt.is_some() {
+            s.exempt += 1;
+            continue;
+        }
         match f.severity {
             Severity::Error => s.errors += 1,
             Severity::Warning => s.warnings += 1,

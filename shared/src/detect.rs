@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::inject::PROXY_CONTAINER;
 use crate::inputs::Pod;
 use crate::version::IstioVersion;
 use crate::Error;
@@ -87,19 +86,17 @@ impl Evidence {
     pub fn from_pods(pods: &[Pod], istiod_pods: &[Pod]) -> Evidence {
         let mut e = Evidence::default();
         for p in pods {
-            let Some(spec) = &p.spec else { continue };
-            for c in spec.containers.iter().chain(&spec.init_containers) {
-                if c.name != PROXY_CONTAINER {
-                    continue;
-                }
-                e.proxy_count += 1;
-                if let Some(v) = version_of_image(&c.image) {
-                    *e.proxies.entry(v).or_default() += 1;
-                }
-                // `$(POD_NAMESPACE).svc.cluster.local`
-                if let Some(d) = c.domain.as_deref().and_then(|d| d.split_once(".svc.")) {
-                    *e.domains.entry(d.1.to_string()).or_default() += 1;
-                }
+            // One proxy per pod that runs one: the same test as injection's.
+            let Some(c) = p.spec.as_ref().and_then(|s| s.proxy()) else {
+                continue;
+            };
+            e.proxy_count += 1;
+            if let Some(v) = version_of_image(&c.image) {
+                *e.proxies.entry(v).or_default() += 1;
+            }
+            // `$(POD_NAMESPACE).svc.cluster.local`
+            if let Some(d) = c.domain.as_deref().and_then(|d| d.split_once(".svc.")) {
+                *e.domains.entry(d.1.to_string()).or_default() += 1;
             }
         }
         for p in istiod_pods {
@@ -282,6 +279,7 @@ pub fn traffic_domain(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inject::PROXY_CONTAINER;
 
     #[test]
     fn the_traffic_domain_is_adopted_only_when_nothing_chose_one() {

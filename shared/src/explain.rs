@@ -86,6 +86,9 @@ pub struct Explanation {
     pub workload: String,
     pub injected: bool,
     pub ambient: bool,
+    /// The injector's rules inject pods like it, but it runs without the
+    /// proxy (created before they applied; MS0015).
+    pub proxy_missing: bool,
     pub injection_reason: String,
     pub scope_source: &'static str,
     pub sidecar: Option<String>,
@@ -241,6 +244,7 @@ pub fn explain(
         workload: format!("{}/{}", wl.kind, wl.name),
         injected: injection.sidecar,
         ambient: injection.ambient,
+        proxy_missing: injection.missing.is_some(),
         injection_reason: injection.reason.clone(),
         scope_source: source_kind(sel.source),
         sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),

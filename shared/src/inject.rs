@@ -31,6 +31,12 @@ pub struct Injection {
     pub sidecar: bool,
     /// The pod is enrolled in ambient mode (no sidecar; Sidecars do not apply).
     pub ambient: bool,
+    /// Why the injector's rules inject the pod, when it runs without a
+    /// proxy all the same: it was created before they applied to it (its
+    /// namespace labelled after it started, say) or while the injector
+    /// was down. Only for pods that exist ([`PodFacts::admitted`]);
+    /// `sidecar` is then false.
+    pub missing: Option<String>,
     /// Why, in one phrase.
     pub reason: String,
 }
@@ -39,14 +45,30 @@ pub struct PodFacts<'a> {
     pub namespace: &'a str,
     pub labels: &'a Labels,
     pub annotations: &'a Labels,
+    /// It has the proxy container ([`is_proxy`]).
     pub has_proxy: bool,
     pub host_network: bool,
+    /// The pod exists: the API server admitted it, so the injector has
+    /// already run (or never will), and only its containers say whether
+    /// it runs a proxy. `false` for pod templates, for manifests not yet
+    /// applied and for the object under admission, which the injector's
+    /// rules decide.
+    pub admitted: bool,
+}
+
+/// Whether a pod's container is the injected proxy: `istio-proxy` among
+/// its containers, or among its init containers with `restartPolicy:
+/// Always` (a Kubernetes native sidecar, as the injector writes it when
+/// native sidecars are on).
+pub fn is_proxy(name: &str, init: bool, restart_policy: Option<&str>) -> bool {
+    name == PROXY_CONTAINER && (!init || restart_policy == Some("Always"))
 }
 
 fn sidecar(reason: impl Into<String>) -> Injection {
     Injection {
         sidecar: true,
         ambient: false,
+        missing: None,
         reason: reason.into(),
     }
 }
@@ -55,12 +77,35 @@ fn none(reason: impl Into<String>) -> Injection {
     Injection {
         sidecar: false,
         ambient: false,
+        missing: None,
         reason: reason.into(),
     }
 }
 
+fn ambient(reason: String) -> Injection {
+    Injection {
+        sidecar: false,
+        ambient: true,
+        missing: None,
+        reason,
+    }
+}
+
 pub fn evaluate(pod: &PodFacts<'_>, ns: &NamespaceInfo, options: &Options) -> Injection {
-    let decided = sidecar_decision(pod, ns, options);
+    let mut decided = sidecar_decision(pod, ns, options);
+    // A pod that exists has the proxy it was created with: the label
+    // rules only say what the injector would do to a new one.
+    if pod.admitted && decided.sidecar && !pod.has_proxy {
+        decided = Injection {
+            sidecar: false,
+            ambient: false,
+            reason: format!(
+                "{}, but the pod runs no {PROXY_CONTAINER} container: it was created before injection applied to it; restart it to inject the proxy",
+                decided.reason
+            ),
+            missing: Some(decided.reason),
+        };
+    }
     if decided.sidecar {
         return decided;
     }
@@ -72,31 +117,19 @@ pub fn evaluate(pod: &PodFacts<'_>, ns: &NamespaceInfo, options: &Options) -> In
             .map(String::as_str)
             == Some("enabled")
         {
-            return Injection {
-                sidecar: false,
-                ambient: true,
-                reason: format!("annotation {AMBIENT_REDIRECTION_ANNOTATION}=enabled (ambient)"),
-            };
+            return ambient(format!(
+                "annotation {AMBIENT_REDIRECTION_ANNOTATION}=enabled (ambient)"
+            ));
         }
         match pod.labels.get(DATAPLANE_LABEL).map(String::as_str) {
-            Some("ambient") => {
-                return Injection {
-                    sidecar: false,
-                    ambient: true,
-                    reason: format!("pod label {DATAPLANE_LABEL}=ambient"),
-                }
-            }
+            Some("ambient") => return ambient(format!("pod label {DATAPLANE_LABEL}=ambient")),
             Some("none") => {}
             _ => {
                 if ns.labels.get(DATAPLANE_LABEL).map(String::as_str) == Some("ambient") {
-                    return Injection {
-                        sidecar: false,
-                        ambient: true,
-                        reason: format!(
-                            "namespace {} has label {DATAPLANE_LABEL}=ambient",
-                            pod.namespace
-                        ),
-                    };
+                    return ambient(format!(
+                        "namespace {} has label {DATAPLANE_LABEL}=ambient",
+                        pod.namespace
+                    ));
                 }
             }
         }
@@ -200,6 +233,7 @@ mod tests {
                 annotations: &l(ann),
                 has_proxy: false,
                 host_network: false,
+                admitted: false,
             },
             &NamespaceInfo {
                 labels: l(ns_labels),
@@ -272,6 +306,7 @@ mod tests {
                 annotations: &Labels::new(),
                 has_proxy: false,
                 host_network: true,
+                admitted: false,
             },
             &NamespaceInfo {
                 labels: l(&[("istio-injection", "enabled")]),
@@ -290,11 +325,76 @@ mod tests {
                 annotations: &Labels::new(),
                 has_proxy: true,
                 host_network: false,
+                admitted: true,
             },
             &NamespaceInfo::default(),
             &Options::default(),
         );
         assert!(i.sidecar);
+    }
+
+    fn admitted(ns_labels: &[(&str, &str)], has_proxy: bool) -> Injection {
+        evaluate(
+            &PodFacts {
+                namespace: "a",
+                labels: &Labels::new(),
+                annotations: &Labels::new(),
+                has_proxy,
+                host_network: false,
+                admitted: true,
+            },
+            &NamespaceInfo {
+                labels: l(ns_labels),
+            },
+            &Options::default(),
+        )
+    }
+
+    #[test]
+    fn a_running_pod_without_the_proxy_has_none_whatever_the_namespace_label() {
+        // Created before the namespace was labelled: the label rules would
+        // inject it, but it runs only its own containers.
+        let i = admitted(&[("istio-injection", "enabled")], false);
+        assert!(!i.sidecar && !i.ambient, "{i:?}");
+        assert_eq!(
+            i.missing.as_deref(),
+            Some("namespace a has label istio-injection=enabled")
+        );
+        assert!(
+            i.reason.contains("istio-injection=enabled")
+                && i.reason.contains("runs no istio-proxy container"),
+            "{}",
+            i.reason
+        );
+        assert!(admitted(&[("istio.io/rev", "canary")], false)
+            .missing
+            .is_some());
+        // Injected: as before.
+        let i = admitted(&[("istio-injection", "enabled")], true);
+        assert!(i.sidecar && i.missing.is_none());
+        // Nothing expected: not missing either.
+        let i = admitted(&[], false);
+        assert!(!i.sidecar && i.missing.is_none());
+        // An ambient namespace enrols the pod that has no sidecar.
+        let i = admitted(
+            &[
+                ("istio-injection", "enabled"),
+                ("istio.io/dataplane-mode", "ambient"),
+            ],
+            false,
+        );
+        assert!(i.ambient && i.missing.is_none());
+        // The same pod as a template (or under admission) is injected.
+        assert!(eval("a", &[("istio-injection", "enabled")], &[], &[]).sidecar);
+    }
+
+    #[test]
+    fn the_proxy_is_a_container_or_a_native_sidecar_init_container() {
+        assert!(is_proxy("istio-proxy", false, None));
+        assert!(is_proxy("istio-proxy", true, Some("Always")));
+        assert!(!is_proxy("istio-proxy", true, None));
+        assert!(!is_proxy("istio-init", true, Some("Always")));
+        assert!(!is_proxy("app", false, None));
     }
 
     #[test]

@@ -78,6 +78,32 @@ pub struct Container {
     pub hint_values: Vec<String>,
     /// The ConfigMaps its environment reads (`envFrom`, `valueFrom`).
     pub config_maps: Vec<ConfigMapRef>,
+    /// `restartPolicy: Always`: an init container that is a native
+    /// sidecar (see [`crate::inject::is_proxy`]).
+    pub restart_always: bool,
+}
+
+impl Container {
+    /// Whether it is the injected proxy, as a container (`init` false) or
+    /// an init container of a pod.
+    pub fn is_proxy(&self, init: bool) -> bool {
+        let policy = self.restart_always.then_some("Always");
+        crate::inject::is_proxy(&self.name, init, policy)
+    }
+}
+
+impl PodSpec {
+    /// Whether the pod runs the injected proxy.
+    pub fn has_proxy(&self) -> bool {
+        self.containers.iter().any(|c| c.is_proxy(false))
+            || self.init_containers.iter().any(|c| c.is_proxy(true))
+    }
+
+    /// The proxy container, if the pod runs one.
+    pub fn proxy(&self) -> Option<&Container> {
+        (self.containers.iter().find(|c| c.is_proxy(false)))
+            .or_else(|| self.init_containers.iter().find(|c| c.is_proxy(true)))
+    }
 }
 
 /// Could this string of a pod template name a host? It has a letter (a
@@ -106,6 +132,8 @@ struct RawContainer {
     env: Vec<RawEnv>,
     #[serde(default, deserialize_with = "null_as_empty")]
     env_from: Vec<RawEnvFrom>,
+    #[serde(default)]
+    restart_policy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +198,7 @@ impl From<RawContainer> for Container {
             }));
         }
         Container {
+            restart_always: c.restart_policy.as_deref() == Some("Always"),
             name: c.name,
             ports: c.ports,
             image: c.image,
@@ -385,6 +414,28 @@ pub struct Inputs {
     /// kind read under another API group.
     pub skipped_mistakes: usize,
 }
+
+/// Which of the kinds the findings depend on an input held: what an
+/// offline command can tell of a `kubectl get` that left some out
+/// ([`crate::notes::missing_kinds`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputKinds {
+    /// Pods or controllers of any kind.
+    pub workloads: bool,
+    pub namespaces: bool,
+    pub services: bool,
+    pub service_entries: bool,
+    pub sidecars: bool,
+    pub virtual_services: bool,
+    /// Telemetries or AuthorizationPolicies.
+    pub telemetry_or_authz: bool,
+    /// A mesh config: ConfigMap `istio` with key `mesh`, or `--mesh-config`.
+    pub mesh_config: bool,
+}
+
+/// The kinds the findings read, as `kubectl get` names them, in one list
+/// to dump them with (README, section "From files", shows the command).
+pub const DUMP_KINDS: &str = "namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,services,endpointslices,serviceentries,sidecars,virtualservices,destinationrules,telemetries,authorizationpolicies,configmaps";
 
 /// The kinds [`Inputs::add`] reads, and the Istio API group of each
 /// Istio kind (`None`: a Kubernetes kind).
@@ -621,6 +672,27 @@ impl Inputs {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Which kinds it holds; `mesh_config_given` is `--mesh-config`.
+    pub fn kinds(&self, mesh_config_given: bool) -> InputKinds {
+        InputKinds {
+            workloads: !(self.pods.is_empty()
+                && self.deployments.is_empty()
+                && self.statefulsets.is_empty()
+                && self.daemonsets.is_empty()
+                && self.replicasets.is_empty()
+                && self.jobs.is_empty()
+                && self.cronjobs.is_empty()),
+            namespaces: !self.namespaces.is_empty(),
+            services: !self.services.is_empty(),
+            service_entries: !self.service_entries.is_empty(),
+            sidecars: !self.sidecars.is_empty(),
+            virtual_services: !self.virtual_services.is_empty(),
+            telemetry_or_authz: !(self.telemetries.is_empty()
+                && self.authorization_policies.is_empty()),
+            mesh_config: mesh_config_given || self.mesh_config_text().is_some(),
+        }
     }
 }
 

@@ -21,6 +21,7 @@ pub mod detect;
 pub mod duplicates;
 pub mod edges;
 pub mod error;
+pub mod exempt;
 pub mod explain;
 pub mod hints;
 pub mod host;

@@ -4,7 +4,9 @@
 //! returns the text without its `note:`/`warning:` prefix unless it says
 //! otherwise.
 
+use crate::audit::Finding;
 use crate::host::HostEntry;
+use crate::inputs::{InputKinds, DUMP_KINDS};
 use crate::observe::Observations;
 use crate::recommend::{Outcome, Recommendation};
 use crate::{Inputs, IstioVersion, MeshSnapshot};
@@ -104,4 +106,52 @@ pub fn version_skew(seen: &[String], used: IstioVersion) -> Option<String> {
         "proxies run Istio {} but the predictions use Istio {used} semantics; pass --istio-version {first} for a like-for-like check",
         seen.join(", ")
     ))
+}
+
+/// The `kubectl get` that dumps every kind the findings read, piped into
+/// `kubectl meshscope COMMAND`.
+pub fn dump_command(command: &str) -> String {
+    format!("kubectl get -A -o yaml {DUMP_KINDS} | kubectl meshscope {command} --manifests -")
+}
+
+/// One warning per kind the results depend on that an offline input
+/// lacks, each naming the `kubectl get` resource to add. Namespaces,
+/// Services and the mesh config exist in every cluster with workloads,
+/// so their absence always means an incomplete input. ServiceEntries,
+/// VirtualServices, Telemetries and AuthorizationPolicies may really be
+/// absent, so they are named only when `findings` (audit's) hold an
+/// MS0007 their absence may have caused, or (the last two) when the mesh
+/// config names extension providers. Sidecars are never named: a mesh
+/// without any is what a new user audits.
+pub fn missing_kinds(
+    kinds: &InputKinds,
+    snap: &MeshSnapshot,
+    findings: Option<&[Finding]>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if !(kinds.workloads || kinds.sidecars || kinds.service_entries) {
+        return out;
+    }
+    let found = |code: &str| findings.is_some_and(|f| f.iter().any(|f| f.code == code));
+    // Namespace labels decide injection, and which ServiceEntries
+    // serviceEntryVisibility caps (MS0002).
+    if !kinds.namespaces && (kinds.workloads || kinds.service_entries) {
+        out.push("the input holds no Namespaces: namespace injection labels unknown (only the pods' own containers and labels say which run a sidecar, and serviceEntryVisibility's namespace selectors match nothing); add namespaces to the kubectl get list".to_string());
+    }
+    if !kinds.services && (kinds.workloads || kinds.sidecars) {
+        out.push("the input holds no Services: egress hosts of Kubernetes Services match nothing (MS0007) and traffic to them is not attributed; add services to the kubectl get list".to_string());
+    }
+    if !kinds.mesh_config {
+        out.push(format!("the input holds no mesh config (ConfigMap istio with key mesh): Istio's defaults are assumed (root namespace {}, outbound policy ALLOW_ANY, no extension providers); add configmaps to the kubectl get list, or pass --mesh-config", snap.mesh.root_namespace));
+    }
+    if !kinds.service_entries && found("MS0007") {
+        out.push("the input holds no ServiceEntries: egress hosts that only a ServiceEntry defines match nothing, so MS0007 may be false; add serviceentries to the kubectl get list".to_string());
+    }
+    if !kinds.virtual_services && found("MS0007") {
+        out.push("the input holds no VirtualServices: egress hosts that only a VirtualService names match nothing, so MS0007 may be false; add virtualservices to the kubectl get list".to_string());
+    }
+    if !kinds.telemetry_or_authz && !snap.mesh.extension_providers.is_empty() {
+        out.push("the input holds no Telemetries or AuthorizationPolicies: which Envoys call the mesh config's extension providers (MS0013) is read from its defaultProviders alone; add telemetries,authorizationpolicies to the kubectl get list".to_string());
+    }
+    out
 }

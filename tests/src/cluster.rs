@@ -1,7 +1,8 @@
 //! The real control plane for end-to-end tests: etcd, kube-apiserver and
 //! kube-controller-manager, built from Go modules and started on loopback by
-//! `tests/cluster/up` (once per test binary; `up` is idempotent). Each test
-//! works in namespaces of its own.
+//! `tests/cluster/up` (once per test binary; `up` is idempotent), with a
+//! stand-in sidecar injector ([`crate::injector`]) per test process. Each
+//! test works in namespaces of its own.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -68,7 +69,8 @@ macro_rules! needs_cluster {
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 impl Cluster {
-    /// Starts (or reuses) the test control plane.
+    /// Starts (or reuses) the test control plane, with this process's
+    /// stand-in sidecar injector ([`crate::injector`]) registered.
     pub fn shared() -> &'static Cluster {
         SHARED.get_or_init(|| {
             let up = repo_root().join("tests/cluster/up");
@@ -83,9 +85,13 @@ impl Cluster {
                 .last()
                 .expect("up prints the kubeconfig path")
                 .trim();
-            Cluster {
+            let c = Cluster {
                 kubeconfig: PathBuf::from(path),
-            }
+            };
+            // No istiod injector runs here: this process's stand-in
+            // injects the pods created in injected namespaces.
+            crate::injector::start(&c).expect("the stand-in injector starts");
+            c
         })
     }
 

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod cluster;
 pub mod fidelity;
 pub mod help;
+pub mod injector;
 pub mod istiod;
 pub mod kubelet;
 pub mod livescale;

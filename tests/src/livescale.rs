@@ -131,7 +131,8 @@ pub fn deploy(c: &Cluster, s: &Scenario) -> Result<Vec<Pod>> {
 /// As [`deploy`], with the Deployments and Services edited first.
 pub fn deploy_with(c: &Cluster, s: &Scenario, edit: impl Fn(String) -> String) -> Result<Vec<Pod>> {
     // The pods carry their istio-proxy container, in an injected
-    // namespace, as the reference scenario says.
+    // namespace, as the reference scenario says: the stand-in injector
+    // (crate::injector) adds it as the controllers create them.
     c.kubectl_ok(
         &[
             "label",

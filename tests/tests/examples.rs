@@ -146,8 +146,8 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
     // Its pods carry the injected istio-proxy container, and keep their
     // names: without owner references (their ReplicaSets' uids differ
     // here, and the garbage collector would delete them), and with the
-    // Deployments scaled to zero (the controllers' own pods would have no
-    // istio-proxy: no injector runs here).
+    // Deployments scaled to zero (the controllers' own pods would be more
+    // pods, under other names than the examples use).
     let mut docs = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&manifests) {
         let mut v: serde_yaml::Value = serde::Deserialize::deserialize(doc).unwrap();

@@ -341,11 +341,53 @@ fn scenario(s: &Setup, log: &str) {
         "unscoped proxies see every service: {before:?}"
     );
 
+    // A pod created while its namespace was not labelled (the stand-in
+    // injector left it alone), then labelled: no proxy, so not checked,
+    // and never "not connected".
+    let label = |l: &str| {
+        s.c.kubectl_ok(&["label", "namespace", ns, l, "--overwrite"], None)
+    };
+    label("istio-injection-");
+    let containers = || {
+        let path = "jsonpath={.spec.containers[*].name}";
+        let args = ["get", "pod", "unproxied-0", "-n", ns, "-o", path];
+        s.c.kubectl_ok(&args, None)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The API server may see the label removed a moment late.
+    loop {
+        s.c.apply(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: unproxied-0\n  namespace: {ns}\n  labels: {{app: unproxied}}\nspec:\n  containers: [{{name: app, image: example/app:1}}]\n"
+        ));
+        if containers().trim() == "app" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "unproxied-0 keeps being injected"
+        );
+        s.c.force_delete_pod(ns, "unproxied-0");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    label("istio-injection=enabled");
+    let r = s.verify(&["pod/unproxied-0"]);
+    let e = r.outcome.unwrap_err();
+    assert!(
+        e.starts_with(&format!("pod {ns}/unproxied-0 has no Envoy sidecar (namespace {ns} has label istio-injection=enabled, but the pod runs no istio-proxy container")),
+        "{e}"
+    );
+
     // Before any Sidecar: every connected proxy is OK; ghost-0 is not connected.
     let r = s.verify(&["-o", "json"]);
     assert_eq!(r.outcome, Ok(Outcome::Findings), "{}", r.stderr);
     let p = proxies(&r.stdout);
     assert_eq!(p.len(), 6, "{}", r.stdout);
+    assert!(
+        !p.contains_key(&format!("{ns}/unproxied-0")),
+        "{}",
+        r.stdout
+    );
+    s.c.force_delete_pod(ns, "unproxied-0");
     for pod in ["client-0", "web-0", "db-0", "extra-0", "lonely-0"] {
         assert_eq!(
             p[&format!("{ns}/{pod}")]["status"],

@@ -501,6 +501,7 @@ mod tests {
             namespace: "shop".into(),
             name: "web".into(),
             message: format!("{code} message"),
+            exempt: None,
         }
     }
 

@@ -238,13 +238,17 @@ async fn every_response_echoes_the_uid_and_the_review_version() {
 async fn unscoped_workloads_are_denied_in_enforce_namespaces_with_the_code_and_the_fix() {
     let state = state();
     for (file, kind, name) in WORKLOADS {
-        let reply = validate(&state, &fixture_in(file, "enforce")).await;
+        let review = fixture_in(file, "enforce");
+        let reply = validate(&state, &review).await;
         assert!(!reply.allowed(), "{file}");
-        assert_eq!(
-            reply.message(),
-            format!("MS0001: {kind} enforce/{name} has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-manifest-hints --allow-idle)", lower = kind.to_ascii_lowercase()),
-            "{file}"
-        );
+        let lower = kind.to_ascii_lowercase();
+        // A creation: the workload is not in the cluster, so the fix plans
+        // from its manifest; an update: from the cluster, as audit says.
+        let expected = match review["request"]["operation"].as_str() {
+            Some("CREATE") => format!("MS0001: {kind} enforce/{name} has no Sidecar scope; create its Sidecar first from the manifest you are applying, then apply that again: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-manifest-hints --allow-idle -f FILE (FILE: the manifest that holds this {kind})"),
+            _ => format!("MS0001: {kind} enforce/{name} has no Sidecar scope; run: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-pod-logs (not running yet: kubectl meshscope apply -n enforce --workload {lower}/{name} --from-manifest-hints --allow-idle)"),
+        };
+        assert_eq!(reply.message(), expected, "{file}");
         assert_eq!(reply.response()["status"]["code"], 403, "{file}");
         assert_eq!(reply.response()["auditAnnotations"]["codes"], "MS0001");
     }

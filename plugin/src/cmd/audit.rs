@@ -13,9 +13,12 @@ use crate::output::{self, plural, Printer, Table};
 use crate::request::AuditRequest;
 use crate::world::World;
 
-/// What the audit found: the findings to report, and those suppressed.
+/// What the audit found: the findings to report, those of objects that
+/// `meshscope.io/exempt` exempts (shown with the reason, never a failure),
+/// and those suppressed.
 pub struct Audited {
     pub findings: Vec<Finding>,
+    pub exempt: Vec<Finding>,
     pub suppressed: Vec<Finding>,
 }
 
@@ -33,28 +36,33 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
             .filter(|w| world.in_scope(*w))
             .collect()
     });
-    let (findings, suppressed): (Vec<Finding>, Vec<Finding>) = audit::audit(
-        &world.snap,
-        world.obs.as_ref(),
-        &AuditScope {
-            namespaces: world.namespaces.as_ref(),
-            workloads: workloads.as_ref(),
-        },
-    )
-    .into_iter()
-    .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
-    .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
+    let scope = AuditScope {
+        namespaces: world.namespaces.as_ref(),
+        workloads: workloads.as_ref(),
+    };
+    for w in audit::ignored_exemptions(&world.snap, &scope) {
+        writeln!(p.err, "warning: {w}")?;
+    }
+    let (kept, suppressed): (Vec<Finding>, Vec<Finding>) =
+        audit::audit(&world.snap, world.obs.as_ref(), &scope)
+            .into_iter()
+            .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
+            .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
+    world.warn_missing_kinds("audit", Some(&kept), p.err)?;
+    let (exempt, findings) = kept.into_iter().partition(|f| f.exempt.is_some());
     Ok(Audited {
         findings,
+        exempt,
         suppressed,
     })
 }
 
 /// Prints the findings and picks the exit code from `--fail-on`.
 fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> {
-    let (findings, suppressed) = (&a.findings, &a.suppressed);
-    let summary = audit::summarize(findings);
-    let document = || serde_json::json!({"findings": findings, "summary": summary, "suppressed": suppressed.len()});
+    let (findings, exempt, suppressed) = (&a.findings, &a.exempt, &a.suppressed);
+    let mut summary = audit::summarize(findings);
+    summary.exempt = exempt.len();
+    let document = || serde_json::json!({"findings": findings, "exempt": exempt, "summary": summary, "suppressed": suppressed.len()});
     match r.output {
         ReportOutput::Json => output::json(p.out, &document())?,
         ReportOutput::Yaml => output::yaml(p.out, &document())?,
@@ -63,8 +71,8 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
             findings.iter().map(|f| (f.kind.as_str(), f.name.as_str())),
         )?,
         ReportOutput::Table | ReportOutput::Wide => {
+            let wide = r.output == ReportOutput::Wide;
             if !findings.is_empty() {
-                let wide = r.output == ReportOutput::Wide;
                 let mut t =
                     Table::new(["SEVERITY", "CODE", "KIND", "NAMESPACE", "NAME", "MESSAGE"]);
                 for f in findings {
@@ -83,12 +91,25 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
                 }
                 p.table(&t)?;
             }
+            if !exempt.is_empty() {
+                if !findings.is_empty() {
+                    writeln!(p.out)?;
+                }
+                p.table(&exempt_table(exempt, wide))?;
+            }
         }
     }
-    let suppressed_note = if suppressed.is_empty() {
+    let mut notes = Vec::new();
+    if !exempt.is_empty() {
+        notes.push(format!("{} exempt", exempt.len()));
+    }
+    if !suppressed.is_empty() {
+        notes.push(format!("{} suppressed", suppressed.len()));
+    }
+    let suppressed_note = if notes.is_empty() {
         String::new()
     } else {
-        format!(" ({} suppressed)", suppressed.len())
+        format!(" ({})", notes.join(", "))
     };
     if findings.is_empty() {
         p.summary(format_args!("no findings{suppressed_note}"))?;
@@ -105,6 +126,31 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
         Some(t) if findings.iter().any(|f| f.severity >= t) => Outcome::Findings,
         _ => Outcome::Ok,
     })
+}
+
+/// The findings of exempt objects: the severity they would have, and the
+/// reason their `meshscope.io/exempt` gives (with `-o wide`, the message).
+fn exempt_table(exempt: &[Finding], wide: bool) -> Table {
+    let mut headers = vec!["EXEMPT", "CODE", "KIND", "NAMESPACE", "NAME", "REASON"];
+    if wide {
+        headers.push("MESSAGE");
+    }
+    let mut t = Table::new(headers);
+    for f in exempt {
+        let mut row = vec![
+            f.severity.as_str(),
+            f.code,
+            f.kind.as_str(),
+            f.namespace.as_str(),
+            f.name.as_str(),
+            f.exempt.as_deref().unwrap_or_default(),
+        ];
+        if wide {
+            row.push(f.message.as_str());
+        }
+        t.row(row);
+    }
+    t
 }
 
 /// The message without its opening "Kind ns/name", which the table's

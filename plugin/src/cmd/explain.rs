@@ -18,6 +18,7 @@ pub fn run(r: &ExplainRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     // Services' per-pod listeners): the request reads them all; the
     // target is looked up in its namespace.
     let world = World::load(&r.mesh, p.err)?;
+    world.warn_missing_kinds("explain", None, p.err)?;
     let (w, pod) = resolve(&world, r)?;
     let e = explain::explain(&world.snap, w, pod, world.obs.as_ref());
     let out = &mut *p.out;
@@ -104,6 +105,8 @@ fn identity(e: &Explanation, out: &mut dyn Write) -> Result<bool> {
             "sidecar"
         } else if e.ambient {
             "ambient (no sidecar; Sidecar resources do not apply)"
+        } else if e.proxy_missing {
+            "none (no sidecar, though injection applies: MS0015)"
         } else {
             "none (no sidecar)"
         },

@@ -16,6 +16,7 @@ use crate::world::World;
 
 pub fn run(r: &RecommendRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let (world, recs) = load(&r.spec, p)?;
+    world.warn_missing_kinds("recommend", None, p.err)?;
     let objects: Vec<&scope::istio::Sidecar> = recs.iter().filter_map(|r| r.sidecar()).collect();
     // `recommend --workload X | kubectl apply -f -` with nothing to apply
     // fails in kubectl with a puzzling message: say why here instead.

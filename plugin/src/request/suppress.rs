@@ -106,6 +106,7 @@ pub(crate) mod tests {
             namespace: ns.into(),
             name: name.into(),
             message: message.into(),
+            exempt: None,
         }
     }
 

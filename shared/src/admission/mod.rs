@@ -445,10 +445,9 @@ pub fn review(req: &Request<'_>, snap: &MeshSnapshot, cfg: &Config) -> Decision 
             d.exempt = Some(reason);
             return d;
         }
-        Exemption::NoReason if !mutating => d.warnings.push(shorten(&format!(
-            "{EXEMPT_ANNOTATION} on {} {}/{name} has no reason, so it is ignored",
-            req.kind, req.namespace
-        ))),
+        Exemption::NoReason if !mutating => d.warnings.push(shorten(
+            &crate::exempt::no_reason_warning(req.kind, req.namespace, &name),
+        )),
         _ => {}
     }
     match subject {
@@ -548,6 +547,9 @@ fn review_workload(
             annotations: &annotations,
             has_proxy,
             host_network,
+            // Under admission, the pod does not exist yet: the injector's
+            // rules decide what it will run.
+            admitted: false,
         },
         ns_info.unwrap_or(&empty),
         &snap.options,
@@ -762,8 +764,11 @@ fn probe_workload(ns: &str, labels: Labels) -> Workload {
         injection: inject::Injection {
             sidecar: true,
             ambient: false,
+            missing: None,
             reason: "probe".into(),
         },
+        proxy_pods: 0,
+        exemption: Default::default(),
     }
 }
 

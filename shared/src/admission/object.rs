@@ -9,23 +9,11 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::inject::PROXY_CONTAINER;
+use crate::inject::is_proxy;
 use crate::labels::Labels;
 use crate::snapshot::WorkloadKind;
 
-/// Object annotation that exempts a workload or ServiceEntry; the value is
-/// the reason and must not be empty.
-pub const EXEMPT_ANNOTATION: &str = "meshscope.io/exempt";
-
-/// `meshscope.io/exempt` on an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Exemption {
-    None,
-    /// The annotation with its reason.
-    Exempt(String),
-    /// The annotation with an empty reason: not an exemption.
-    NoReason,
-}
+pub use crate::exempt::{Exemption, EXEMPT_ANNOTATION};
 
 /// The parts of an admitted object that the rules read, borrowed from the
 /// request body. Every other field (most of a workload: containers' images,
@@ -193,9 +181,13 @@ struct PodSpecView<'a> {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct NamedView<'a> {
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
+    /// `Always` on an init container that is a native sidecar.
+    #[serde(borrow, default)]
+    restart_policy: Option<Cow<'a, str>>,
 }
 
 /// `spec` of a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job.
@@ -254,9 +246,9 @@ impl<'a> ObjectView<'a> {
             .and_then(|e| e.0);
         match found {
             None => Exemption::None,
-            Some(v) => match v.as_str().map(str::trim) {
-                Some(r) if !r.is_empty() => Exemption::Exempt(r.to_string()),
-                _ => Exemption::NoReason,
+            Some(v) => match v.as_str() {
+                Some(r) => Exemption::of_value(Some(r)),
+                None => Exemption::NoReason,
             },
         }
     }
@@ -279,12 +271,14 @@ impl<'a> ObjectView<'a> {
         };
         let meta = template.metadata.unwrap_or_default();
         let spec = template.spec.unwrap_or_default();
-        let has_proxy = spec
-            .containers
-            .iter()
-            .flatten()
-            .chain(spec.init_containers.iter().flatten())
-            .any(|c| c.name.as_deref() == Some(PROXY_CONTAINER));
+        let proxy = |init: bool| {
+            move |c: &NamedView<'_>| {
+                let name = c.name.as_deref().unwrap_or_default();
+                is_proxy(name, init, c.restart_policy.as_deref())
+            }
+        };
+        let has_proxy = spec.containers.iter().flatten().any(proxy(false))
+            || spec.init_containers.iter().flatten().any(proxy(true));
         Ok(Some(PodTemplate {
             labels: meta.labels.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),

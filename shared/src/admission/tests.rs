@@ -767,3 +767,56 @@ fn policies_parse_and_bad_labels_fall_back_with_a_warning() {
         (Policy::Enforce, None)
     );
 }
+
+// === exemptions: the webhook and audit read them alike ===
+
+#[test]
+fn audit_reports_what_the_webhook_exempts_as_exempt_with_the_reason() {
+    let mut se = mk_service_entry("warn", "api", "DNS", None);
+    se["metadata"]["annotations"] = json!({EXEMPT_ANNOTATION: " shared egress gateway "});
+    let mut dep = mk_deployment("warn", "worker", &[("app", "worker")]);
+    dep["metadata"]["annotations"] = json!({EXEMPT_ANNOTATION: "batch job, scoped in Q3"});
+    let mut sc = mk_sidecar("warn", "tuning", Some(&[("app", "nobody")]), &[]);
+    sc["metadata"]["annotations"] = json!({EXEMPT_ANNOTATION: ""});
+    let plain = mk_service_entry("warn", "other", "DNS", None);
+    let snap = mesh([se.clone(), dep.clone(), sc.clone(), plain]);
+    let scope = AuditScope {
+        namespaces: None,
+        workloads: None,
+    };
+    let found = audit(&snap, None, &scope);
+    let exempt = |kind: &str, name: &str| -> Vec<(&'static str, Option<String>)> {
+        found
+            .iter()
+            .filter(|f| f.kind == kind && f.name == name)
+            .map(|f| (f.code, f.exempt.clone()))
+            .collect()
+    };
+    let d = validate(&snap, &se);
+    assert_eq!(d.exempt.as_deref(), Some("shared egress gateway"));
+    assert_eq!(
+        exempt("ServiceEntry", "api"),
+        [("MS0002", d.exempt.clone())]
+    );
+    let d = validate(&snap, &dep);
+    assert_eq!(exempt("Deployment", "worker"), [("MS0001", d.exempt)]);
+    // No reason: not exempt, in the webhook (which warns) or in audit.
+    let d = validate(&snap, &sc);
+    assert_eq!(d.exempt, None);
+    assert_eq!(
+        exempt("Sidecar", "tuning"),
+        [("MS0003", None), ("MS0006", None)]
+    );
+    assert_eq!(
+        crate::audit::ignored_exemptions(&snap, &scope),
+        ["meshscope.io/exempt on Sidecar warn/tuning has no reason, so it is ignored"]
+    );
+    assert!(d
+        .warnings
+        .contains(&crate::audit::ignored_exemptions(&snap, &scope)[0]));
+    assert_eq!(exempt("ServiceEntry", "other"), [("MS0002", None)]);
+    // Exempt findings count apart in the summary.
+    let s = crate::audit::summarize(&found);
+    assert_eq!(s.exempt, 2);
+    assert_eq!(s.by_code.get("MS0002"), Some(&1));
+}

@@ -6,6 +6,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::error::Error;
+use crate::exempt::Exemption;
 use crate::host::{Export, HostEntry, NsSel};
 use crate::inject::Injection;
 use crate::istio::Sidecar;
@@ -94,6 +95,12 @@ pub struct Workload {
     pub inbound: Inbound,
     pub created: Created,
     pub injection: Injection,
+    /// How many of its pods run the proxy.
+    pub proxy_pods: usize,
+    /// `meshscope.io/exempt` on the workload object itself (not its pod
+    /// template): the webhook admits it unchecked, and `audit` reports its
+    /// findings as exempt.
+    pub exemption: Exemption,
 }
 
 /// A proxy's inbound ports, by protocol (each gets an inbound cluster and
@@ -115,13 +122,13 @@ impl Workload {
         format!("{}/{}/{}", self.kind, self.namespace, self.name)
     }
 
-    /// How many proxies this workload runs: its pods, or before any pod
-    /// exists, the replicas its template asks for.
+    /// How many proxies this workload runs: its pods that run one, or
+    /// before any pod exists, the replicas its template asks for.
     pub fn proxies(&self) -> usize {
         if self.pods.is_empty() {
             self.replicas as usize
         } else {
-            self.pods.len()
+            self.proxy_pods
         }
     }
 }
@@ -136,6 +143,8 @@ pub struct PodInfo {
     pub workload: WorkloadId,
     pub has_proxy: bool,
     pub host_network: bool,
+    /// It exists ([`crate::inject::PodFacts::admitted`]).
+    pub admitted: bool,
     pub injection: Injection,
 }
 

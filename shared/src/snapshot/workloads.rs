@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
 use super::model::{Inbound, PodId, PodInfo, Workload, WorkloadId, WorkloadKind};
+use crate::exempt::Exemption;
 use crate::inject::{self, Injection};
 use crate::inputs::{Inputs, Pod};
 use crate::labels::Labels;
@@ -60,6 +61,7 @@ pub(super) fn workloads_and_pods(inputs: &Inputs) -> (Vec<Workload>, Vec<PodInfo
             workload: wid,
             has_proxy: tpl.has_proxy,
             host_network: tpl.host_network,
+            admitted: admitted(p),
             injection: Injection::default(),
         });
     }
@@ -257,6 +259,14 @@ fn pod_workload(
     }
 }
 
+/// Whether a pod exists (and is not a manifest yet to be applied): the API
+/// server gave it a uid or a creation time, or it has a status; and it has
+/// a spec, which says whether it runs the proxy.
+fn admitted(p: &Pod) -> bool {
+    let m = &p.metadata;
+    p.spec.is_some() && (m.uid.is_some() || m.creation_timestamp.is_some() || p.status.is_some())
+}
+
 /// A pod's IPs: `status.podIPs`, then `status.podIP` if it is not among them.
 fn pod_ips(p: &Pod) -> Vec<IpAddr> {
     let mut ips: Vec<IpAddr> = Vec::new();
@@ -292,12 +302,18 @@ pub(super) fn decide_injection(
                 annotations: &p.annotations,
                 has_proxy: p.has_proxy,
                 host_network: p.host_network,
+                admitted: p.admitted,
             },
             nsinfo,
             options,
         );
     }
     for w in workloads.iter_mut() {
+        w.proxy_pods = w
+            .pods
+            .iter()
+            .filter(|p| pods[**p].injection.sidecar)
+            .count();
         // The pods decide when there are any: they are what runs.
         w.injection = match w
             .pods
@@ -314,6 +330,7 @@ pub(super) fn decide_injection(
                     annotations: &w.annotations,
                     has_proxy: w.template_has_proxy,
                     host_network: w.host_network,
+                    admitted: false,
                 },
                 namespaces.get(&w.namespace).unwrap_or(&empty_ns),
                 options,
@@ -365,10 +382,14 @@ fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|o| o.controller == Some(true))
 }
 
+/// Whether a pod template runs the proxy ([`inject::is_proxy`]).
 fn has_proxy(spec: Option<&PodSpec>) -> bool {
     let Some(spec) = spec else { return false };
-    let named = |c: &Container| c.name == crate::inject::PROXY_CONTAINER;
-    spec.containers.iter().any(named) || spec.init_containers.iter().flatten().any(named)
+    let proxy = |init: bool| {
+        move |c: &Container| inject::is_proxy(&c.name, init, c.restart_policy.as_deref())
+    };
+    spec.containers.iter().any(proxy(false))
+        || spec.init_containers.iter().flatten().any(proxy(true))
 }
 
 /// What a workload's pods look like: from a pod template, or from a pod.
@@ -395,11 +416,7 @@ impl<'a> From<&'a crate::inputs::Pod> for Template<'a> {
         let spec = p.spec.as_ref();
         Template {
             meta: Some(&p.metadata),
-            has_proxy: spec.is_some_and(|s| {
-                (s.containers.iter())
-                    .chain(&s.init_containers)
-                    .any(|c| c.name == crate::inject::PROXY_CONTAINER)
-            }),
+            has_proxy: spec.is_some_and(crate::inputs::PodSpec::has_proxy),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         }
     }
@@ -438,6 +455,8 @@ impl WorkloadBuilder {
             inbound: Inbound::default(),
             created: created(meta),
             injection: Injection::default(),
+            proxy_pods: 0,
+            exemption: Exemption::of(&labels(&meta.annotations)),
         });
         self.by_key.insert(key, id);
         id

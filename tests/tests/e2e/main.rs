@@ -18,10 +18,13 @@
 //!   descriptors and memory while it runs.
 
 mod complete;
+mod dumps;
+mod exempt;
 mod fuzz_regressions;
 mod habits;
 mod hints;
 mod hosts;
+mod injection;
 mod lease;
 mod live;
 mod offline;
