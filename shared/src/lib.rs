@@ -17,6 +17,7 @@
 pub mod accesslog;
 pub mod admission;
 pub mod audit;
+pub mod codes;
 pub mod detect;
 pub mod duplicates;
 pub mod edges;

@@ -90,7 +90,7 @@ impl Cluster {
             };
             // No istiod injector runs here: this process's stand-in
             // injects the pods created in injected namespaces.
-            crate::injector::start(&c).expect("the stand-in injector starts");
+            crate::injector::start(&|a, i| c.kubectl(a, i)).expect("the stand-in injector starts");
             c
         })
     }

@@ -35,7 +35,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::{json, Value};
 
-use crate::cluster::Cluster;
+/// Runs kubectl against the test cluster (`Cluster::kubectl`); taken as a
+/// function so that this module does not depend on `cluster`, which starts it.
+pub type Kubectl<'a> = &'a dyn Fn(&[&str], Option<&str>) -> std::process::Output;
 
 /// The MutatingWebhookConfiguration every test process registers under.
 pub const CONFIGURATION: &str = "meshscope-test-injector";
@@ -52,7 +54,7 @@ type Tls = StreamOwned<ServerConnection, TcpStream>;
 
 /// Starts the injector on loopback and registers it with the cluster;
 /// returns once the API server calls it. It serves until the process ends.
-pub fn start(c: &Cluster) -> Result<()> {
+pub fn start(c: Kubectl<'_>) -> Result<()> {
     let key = rcgen::KeyPair::generate()?;
     let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])?.self_signed(&key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -79,7 +81,7 @@ pub fn start(c: &Cluster) -> Result<()> {
 }
 
 /// The webhook configuration, pointing at `port`, trusting `ca_pem`.
-fn register(c: &Cluster, port: u16, ca_pem: &[u8]) -> Result<()> {
+fn register(c: Kubectl<'_>, port: u16, ca_pem: &[u8]) -> Result<()> {
     let webhook = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -107,7 +109,7 @@ fn register(c: &Cluster, port: u16, ca_pem: &[u8]) -> Result<()> {
     let probe_ns = json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": PROBE_NAMESPACE, "labels": {"istio-injection": "enabled"}}});
     for doc in [webhook, probe_ns] {
-        let o = c.kubectl(&["apply", "-f", "-"], Some(&doc.to_string()));
+        let o = c(&["apply", "-f", "-"], Some(&doc.to_string()));
         if !o.status.success() {
             bail!(
                 "register the stand-in injector: {}",
@@ -120,14 +122,14 @@ fn register(c: &Cluster, port: u16, ca_pem: &[u8]) -> Result<()> {
 
 /// Waits until the API server uses the new registration: a probe pod
 /// (server-side dry run, nothing is stored) comes back injected.
-fn wait_until_called(c: &Cluster) -> Result<()> {
+fn wait_until_called(c: Kubectl<'_>) -> Result<()> {
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "probe", "namespace": PROBE_NAMESPACE},
         "spec": {"containers": [{"name": "app", "image": "example/probe:1"}]}})
     .to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let o = c.kubectl(
+        let o = c(
             &["create", "--dry-run=server", "-o", "json", "-f", "-"],
             Some(&pod),
         );

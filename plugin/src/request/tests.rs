@@ -1,0 +1,366 @@
+use clap::Parser;
+
+use super::*;
+use crate::args::Cli;
+
+fn parse(args: &[&str]) -> Result<Request> {
+    let cli = Cli::try_parse_from(std::iter::once("kubectl-meshscope").chain(args.iter().copied()))
+        .expect("clap accepts the line");
+    Request::parse(cli.command).map(|(r, _)| r)
+}
+
+fn error(args: &[&str]) -> String {
+    format!("{:#}", parse(args).expect_err("a mistake"))
+}
+
+#[test]
+fn since_is_checked_everywhere_and_refused_where_nothing_reads_it() {
+    // A bad duration is an error wherever it is given...
+    for args in [
+        &["audit", "--since", "3days"][..],
+        &["audit", "--from-pod-logs", "--since", "soon"],
+    ] {
+        let e = error(args);
+        assert!(e.starts_with("invalid duration"), "{args:?}: {e}");
+    }
+    // ...and a good one where nothing reads it is refused, not ignored.
+    for args in [
+        &["audit", "--since", "1h"][..],
+        &["recommend", "--manifests", "m.yaml", "--since", "1h"],
+        &["recommend", "--access-log", "a.log", "--since", "1h"],
+    ] {
+        let e = error(args);
+        assert!(
+            e.starts_with("--since sets how far back --from-pod-logs and --prometheus read"),
+            "{args:?}: {e}"
+        );
+    }
+    let Request::Audit(a) = parse(&["audit", "--prometheus", "http://p", "--since", "2h"]).unwrap()
+    else {
+        panic!("an audit request")
+    };
+    assert_eq!(a.mesh.prometheus_window(), Duration::from_secs(7200));
+}
+
+#[test]
+fn checks_keep_the_order_the_commands_made_them_in() {
+    // recommend checked --istio-version, then --include, then the sources.
+    let e = error(&["recommend", "--istio-version", "banana", "--include", "x"]);
+    assert!(e.starts_with("--istio-version: "), "{e}");
+    let e = error(&[
+        "recommend",
+        "--include",
+        "x",
+        "--manifests",
+        "m",
+        "--from-pod-logs",
+    ]);
+    assert!(e.starts_with("--include: "), "{e}");
+    // audit checked the sources first.
+    let e = error(&[
+        "audit",
+        "--istio-version",
+        "banana",
+        "--manifests",
+        "m",
+        "--prometheus",
+        "u",
+    ]);
+    assert!(
+        e.starts_with("--from-pod-logs and --prometheus read from a cluster"),
+        "{e}"
+    );
+    // apply: --manifests, then --wait.
+    let e = error(&["apply", "--manifests", "m", "--dry-run=client", "--wait"]);
+    assert!(e.starts_with("apply changes a cluster"), "{e}");
+    let e = error(&["apply", "--dry-run=client", "--wait"]);
+    assert!(e.starts_with("--wait waits for istiod"), "{e}");
+    // stdin before anything.
+    let e = error(&["apply", "--manifests", "-", "--access-log", "-"]);
+    assert!(e.starts_with("--manifests - and --access-log -"), "{e}");
+}
+
+#[test]
+fn planned_objects_are_for_a_cluster_and_stdin_is_read_once() {
+    let e = error(&["recommend", "--manifests", "m", "-f", "d.yaml"]);
+    assert!(e.starts_with("-f lays objects over a cluster's"), "{e}");
+    let e = error(&["apply", "-f", "-", "--access-log", "-"]);
+    assert!(e.starts_with("-f - reads stdin"), "{e}");
+    let e = error(&["diff", "-f", "-", "--filename", "-"]);
+    assert!(e.starts_with("-f - reads stdin"), "{e}");
+    let e = error(&["apply", "--watch", "--from-pod-logs", "-f", "d.yaml"]);
+    assert!(e.starts_with("--watch follows the cluster"), "{e}");
+    let Request::Apply(a) = parse(&["apply", "-f", "a.yaml", "--filename", "b"]).unwrap() else {
+        panic!("an apply request")
+    };
+    assert_eq!(
+        a.spec.mesh.planned,
+        [PathBuf::from("a.yaml"), PathBuf::from("b")]
+    );
+}
+
+#[test]
+fn commands_that_answer_for_one_namespace_read_them_all() {
+    let Request::Verify(v) = parse(&["verify", "-n", "shop"]).unwrap() else {
+        panic!("a verify request")
+    };
+    assert!(v.mesh.all_namespaces);
+    assert_eq!(v.mesh.pod_logs, PodLogScope::Namespace);
+    assert_eq!(
+        v.mesh.purpose,
+        Purpose::Verify {
+            istiod: Some("istio-system".into())
+        }
+    );
+    let Request::Impact(i) = parse(&["impact", "service/web", "-n", "shop"]).unwrap() else {
+        panic!("an impact request")
+    };
+    assert!(i.mesh.all_namespaces);
+    assert_eq!(i.mesh.pod_logs, PodLogScope::Listed);
+    let Request::Apply(a) = parse(&["apply", "--prune", "--wait=1m"]).unwrap() else {
+        panic!("an apply request")
+    };
+    assert_eq!(
+        a.spec.mesh.purpose,
+        Purpose::Apply {
+            prune: true,
+            istiod: Some("istio-system".into())
+        }
+    );
+    assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(60)));
+}
+
+#[test]
+fn watch_flags_are_checked_up_front() {
+    let e = error(&["apply", "--interval", "5s"]);
+    assert!(e.starts_with("--interval is a --watch flag"), "{e}");
+    let e = error(&["apply", "--watch"]);
+    assert!(e.starts_with("--watch needs a traffic source"), "{e}");
+    let e = error(&["apply", "--watch", "--from-pod-logs", "--dry-run=server"]);
+    assert!(e.starts_with("--watch writes as traffic changes"), "{e}");
+    let e = error(&["apply", "--watch", "--from-pod-logs", "--prune-hosts"]);
+    assert!(e.starts_with("--prune-hosts drops every host"), "{e}");
+    let e = error(&["apply", "--watch", "--access-log", "-"]);
+    assert!(e.contains("stdin (-) cannot be read again"), "{e}");
+    let e = error(&[
+        "apply",
+        "--watch",
+        "--from-pod-logs",
+        "--interval",
+        "1m",
+        "--prune-after",
+        "30s",
+    ]);
+    assert!(
+        e.starts_with("--prune-after is shorter than --interval"),
+        "{e}"
+    );
+    let e = error(&["apply", "--watch", "--from-pod-logs", "--lease", "nope"]);
+    assert!(
+        e.starts_with("--lease \"nope\": expected NAMESPACE/NAME"),
+        "{e}"
+    );
+    let Request::Apply(a) = parse(&[
+        "apply",
+        "--watch",
+        "--from-pod-logs",
+        "--prune-after",
+        "1h",
+        "--metrics-addr",
+        ":9090",
+        "--lease",
+        "meshscope-system/watch",
+    ])
+    .unwrap() else {
+        panic!("an apply request")
+    };
+    let w = a.watch.expect("a watch request");
+    assert_eq!(w.interval, Duration::from_secs(30));
+    assert_eq!(w.prune_after, Some(Duration::from_secs(3600)));
+    assert_eq!(w.metrics_addr.unwrap().port(), 9090);
+    // --watch confirms on istiod, so the RBAC check includes istiod's.
+    assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(120)));
+    assert_eq!(
+        a.spec.mesh.purpose,
+        Purpose::Watch {
+            prune: false,
+            istiod: Some("istio-system".into()),
+            lease: Some(("meshscope-system".into(), "watch".into())),
+        }
+    );
+}
+
+/// A value a user could give for an argument named `value_name`.
+fn plausible(value_name: &str) -> &'static str {
+    match value_name {
+        "NAMESPACE" | "ISTIO_NAMESPACE" => "shop",
+        "SELECTOR" => "app=web",
+        "CONTEXT" => "prod",
+        "KUBECONFIG" => "/etc/kubeconfig",
+        "PATH" => "mesh.yaml",
+        "FILE" => "mesh-config.yaml",
+        "VERSION" => "1.29",
+        "DOMAIN" => "example.local",
+        "URL" => "http://localhost:9090",
+        "DURATION" | "TIMEOUT" => "5m",
+        "N" => "100",
+        "NAME" => "web",
+        "HOST" => "shop/web.shop.svc.cluster.local",
+        "ADDR" => ":9090",
+        "NAMESPACE/NAME" => "meshscope-system/watch",
+        "REVISION" => "canary",
+        "CODE" => "MS0006",
+        "CODE[=KIND/NS/NAME]" => "MS0006=Sidecar/shop/*",
+        "IMAGE" => "registry.example/meshscope-webhook:1",
+        "VALIDITY_DAYS" => "30",
+        "TYPE[/NAME]" => "pod/web",
+        "KIND/NAME" => "service/web",
+        other => panic!("no plausible value for {other}: add one"),
+    }
+}
+
+fn value_name(a: &clap::Arg) -> String {
+    a.get_value_names()
+        .and_then(|v| v.first())
+        .map_or_else(|| a.get_id().as_str().to_uppercase(), |v| v.to_string())
+}
+
+/// `--flag` or `--flag=VALUE` for each value worth trying: every
+/// possible value of an enum, else one plausible value.
+fn spellings(a: &clap::Arg) -> Vec<String> {
+    let long = a.get_long().expect("every flag has a long name");
+    if !a.get_action().takes_values() {
+        return vec![format!("--{long}")];
+    }
+    let possible = a.get_possible_values();
+    if possible.is_empty() {
+        return vec![format!("--{long}={}", plausible(&value_name(a)))];
+    }
+    possible
+        .iter()
+        .map(|v| format!("--{long}={}", v.get_name()))
+        .collect()
+}
+
+/// The flags a flag is documented to need: `--since` reads pod logs
+/// or Prometheus, the watch-mode flags need `--watch` (and a source).
+fn companions(a: &clap::Arg) -> Vec<&'static str> {
+    let watch = a.get_help_heading() == Some("Watch mode");
+    match a.get_id().as_str() {
+        "since" => vec!["--from-pod-logs"],
+        "watch" => vec!["--from-pod-logs"],
+        _ if watch => vec!["--watch", "--from-pod-logs"],
+        _ => vec![],
+    }
+}
+
+/// What the request layer makes of `argv`: the request and the style,
+/// as text to compare, or its error.
+fn outcome(argv: &[String]) -> Result<String> {
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("clap refuses {argv:?}: {e}"));
+    Request::parse(cli.command).map(|r| format!("{r:?}"))
+}
+
+/// Each leaf (sub)command: its path of names, and the command.
+fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+    if !cmd.has_subcommands() {
+        out.push((path, cmd.clone()));
+        return;
+    }
+    for sub in cmd.get_subcommands() {
+        let mut p = path.clone();
+        p.push(sub.get_name().to_string());
+        leaves(sub, p, out);
+    }
+}
+
+/// The command line up to the flags: the names and the required
+/// positionals, each with a plausible (or its first possible) value.
+fn base(path: &[String], cmd: &clap::Command) -> Vec<String> {
+    let mut argv = vec!["kubectl-meshscope".to_string()];
+    argv.extend(path.iter().cloned());
+    for p in cmd.get_positionals().filter(|p| p.is_required_set()) {
+        argv.push(match p.get_possible_values().first() {
+            Some(v) => v.get_name().to_string(),
+            None => plausible(&value_name(p)).to_string(),
+        });
+    }
+    argv
+}
+
+/// Not circular: the flags come from clap's tree (what `--help`
+/// prints), the verdict from the request layer, which knows nothing
+/// of help. A flag listed in a command's help must be taken there (no
+/// refusal whatever its value, given the flags its help says it
+/// needs) and must change the request (a flag the command ignores
+/// would be listed for nothing).
+#[test]
+fn every_flag_a_commands_help_lists_is_taken_and_used_by_its_request() {
+    use clap::CommandFactory;
+    let mut all = Vec::new();
+    leaves(&Cli::command(), Vec::new(), &mut all);
+    assert!(all.len() >= 11, "{}", all.len());
+    let mut checked = 0;
+    let mut unused = Vec::new();
+    for (path, mut cmd) in all {
+        cmd.build();
+        let base = base(&path, &cmd);
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if a.is_positional() || a.is_hide_set() || id == "help" || id == "version" {
+                continue;
+            }
+            let mut before = base.clone();
+            before.extend(companions(a).iter().map(|c| c.to_string()));
+            let without =
+                outcome(&before).unwrap_or_else(|e| panic!("{before:?} is refused: {e:#}"));
+            let mut changed = false;
+            for flag in spellings(a) {
+                let mut argv = before.clone();
+                argv.push(flag.clone());
+                let with = outcome(&argv).unwrap_or_else(|e| {
+                    panic!("{path:?}: {flag} is in the help, yet refused: {e:#}")
+                });
+                changed |= with != without;
+                checked += 1;
+            }
+            if !changed {
+                unused.push(format!("{} --{id}", path.join(" ")));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "in the help, yet changing nothing: {unused:#?}"
+    );
+    assert!(checked > 150, "{checked} flags checked");
+}
+
+#[test]
+fn dry_run_takes_its_value_after_a_space_or_an_equals_sign_or_none() {
+    for (args, want) in [
+        (&["apply", "--dry-run", "server"][..], DryRun::Server),
+        (&["apply", "--dry-run=server"], DryRun::Server),
+        (&["apply", "--dry-run"], DryRun::Client),
+        (&["apply", "--dry-run", "--diff"], DryRun::Client),
+        (&["apply"], DryRun::None),
+    ] {
+        let Request::Apply(a) = parse(args).unwrap() else {
+            panic!("an apply request")
+        };
+        assert_eq!(a.dry_run, want, "{args:?}");
+    }
+}
+
+#[test]
+fn prune_means_deleting_sidecars_in_every_command() {
+    let e = error(&["recommend", "--prune"]);
+    assert!(
+        e.starts_with("recommend --prune is now --prune-hosts"),
+        "{e}"
+    );
+    let Request::Recommend(r) = parse(&["recommend", "--prune-hosts"]).unwrap() else {
+        panic!("a recommend request")
+    };
+    assert!(r.spec.prune_hosts);
+}

@@ -1,0 +1,161 @@
+//! The finding codes (MS0001…): their severities and documented
+//! meanings, as `kubectl meshscope codes` prints them. A leaf: the rules
+//! that raise them are in [`crate::audit`].
+
+use std::fmt;
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "info" => Some(Severity::Info),
+            "warning" => Some(Severity::Warning),
+            "error" => Some(Severity::Error),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The documentation of one code.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CodeDoc {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub fix: &'static str,
+}
+
+pub const CODES: &[CodeDoc] = &[
+    CodeDoc {
+        code: "MS0001",
+        severity: Severity::Warning,
+        title: "Unscoped injected workload",
+        description: "The workload runs an Envoy sidecar and no Sidecar applies to it: none selects it, its namespace has no default, and the root namespace has no mesh default. Its proxies receive the configuration of every service visible to the namespace, and every change anywhere in the mesh is pushed to them.",
+        fix: "Apply a Sidecar made from the workload's observed traffic: kubectl meshscope apply -n NS --workload KIND/NAME --from-pod-logs (or --prometheus URL, or recommend --access-log FILE | kubectl apply -f -). For a workload that is not running yet (no traffic to learn from), a Sidecar made from the hosts its manifests name (env values, args, the ConfigMaps it reads; only hosts a Service or ServiceEntry defines) scopes it: kubectl meshscope apply -n NS --workload KIND/NAME --from-manifest-hints --allow-idle (a workload whose manifests name no such host gets a closed scope); its traffic widens it later. A Deployment whose creation the webhook denies is not in the cluster yet: add -f FILE (the manifest being applied) to that command, which plans as if FILE were applied, then apply FILE again. Or write a namespace or mesh default Sidecar yourself.",
+    },
+    CodeDoc {
+        code: "MS0002",
+        severity: Severity::Warning,
+        title: "DNS ServiceEntry exported to the whole mesh",
+        description: "A ServiceEntry with resolution DNS or DNS_ROUND_ROBIN and no exportTo, while the mesh default exports services everywhere and (Istio 1.31+) meshConfig.serviceEntryVisibility does not keep its namespace's ServiceEntries to their namespace (NAMESPACE) or hide them (NONE) for sidecars (applyToSidecars: true). Every sidecar that imports it resolves its hosts itself, and unscoped sidecars all do.",
+        fix: "Set spec.exportTo to the namespaces that call the hosts (for example [\".\"]). On Istio 1.31+, or cap ServiceEntries mesh-wide: meshConfig.serviceEntryVisibility with visibility NAMESPACE for the namespace (a policy with a namespaceSelector, or defaultVisibility) and applyToSidecars: true.",
+    },
+    CodeDoc {
+        code: "MS0003",
+        severity: Severity::Warning,
+        title: "Sidecar selects nothing",
+        description: "The Sidecar's workloadSelector matches no pod and no workload template in its namespace, so it has no effect.",
+        fix: "Fix the selector labels, or delete the Sidecar.",
+    },
+    CodeDoc {
+        code: "MS0004",
+        severity: Severity::Error,
+        title: "Several Sidecars select one workload",
+        description: "More than one Sidecar with a workloadSelector selects the workload. istiod uses the oldest (then the first by name) and ignores the others; Istio calls this undefined behaviour.",
+        fix: "Merge the Sidecars into one, or narrow their selectors so that exactly one selects each workload.",
+    },
+    CodeDoc {
+        code: "MS0005",
+        severity: Severity::Error,
+        title: "Several namespace-wide Sidecars",
+        description: "More than one Sidecar without a workloadSelector in one namespace. istiod uses the oldest and ignores the others.",
+        fix: "Keep one selector-less Sidecar per namespace.",
+    },
+    CodeDoc {
+        code: "MS0006",
+        severity: Severity::Warning,
+        title: "Sidecar without egress",
+        description: "A Sidecar with no egress section imports the whole mesh (*/*). It does not inherit the namespace or mesh default, so a Sidecar written only for ingress or connection-pool settings widens its workloads.",
+        fix: "Add an egress section listing the hosts the workloads call.",
+    },
+    CodeDoc {
+        code: "MS0007",
+        severity: Severity::Warning,
+        title: "Egress host matches nothing",
+        description: "An egress host entry matches no service and no VirtualService visible to the Sidecar's namespace. Egress hosts do no short-name expansion: prod/reviews does not match reviews.prod.svc.cluster.local.",
+        fix: "Use <namespace>/<fully-qualified host> (or a wildcard), and check the service's exportTo.",
+    },
+    CodeDoc {
+        code: "MS0008",
+        severity: Severity::Warning,
+        title: "Root-namespace Sidecar with a selector",
+        description: "A Sidecar in the root namespace with a workloadSelector is not a mesh default: it applies only to pods in the root namespace.",
+        fix: "Remove the workloadSelector to make it the mesh default, or move it to the workload's namespace.",
+    },
+    CodeDoc {
+        code: "MS0009",
+        severity: Severity::Warning,
+        title: "Sidecar selects an ambient workload",
+        description: "The Sidecar selects pods enrolled in ambient mode. They have no Envoy sidecar, so the Sidecar has no effect on them.",
+        fix: "Delete the Sidecar or narrow its selector; ambient traffic is scoped by waypoints, not Sidecars.",
+    },
+    CodeDoc {
+        code: "MS0010",
+        severity: Severity::Warning,
+        title: "Sidecar imports everything",
+        description: "An egress entry */* imports every visible service: the Sidecar is scoped in name only.",
+        fix: "Replace */* with the hosts the workloads call (kubectl meshscope recommend).",
+    },
+    CodeDoc {
+        code: "MS0011",
+        severity: Severity::Error,
+        title: "Observed traffic outside the scope",
+        description: "The workload was seen calling a registered service that its scope does not import. The message names what each such edge meets: passthrough (outbound policy ALLOW_ANY: it leaves through PassthroughCluster without routing, retries or mTLS, and fails against a STRICT peer), egress-proxy (ALLOW_ANY with the Sidecar's egressProxy), blackholed (REGISTRY_ONLY: a 502 or a reset), dns-failure (DNS capture on, and the name is one only the proxy's name table resolves, which follows the scope), or dynamic-forward-proxy (mesh-wide ALLOW_ANY_DYNAMIC_DNS, Istio 1.31+, for plaintext HTTP). The outbound policy is the Sidecar's outboundTrafficPolicy, else the mesh config's.",
+        fix: "Add the host to the Sidecar's egress (kubectl meshscope recommend shows the full list).",
+    },
+    CodeDoc {
+        code: "MS0012",
+        severity: Severity::Warning,
+        title: "Scoped by another workload's Sidecar",
+        description: "A Sidecar that meshscope generated for one workload (its meshscope.io/workload-kind and meshscope.io/workload-name labels) selects this workload's pods too. The workload runs with a scope made from the other workload's traffic: hosts only it calls leave through PassthroughCluster without routing rules or mTLS, or are blocked under REGISTRY_ONLY, and its scope changes whenever the other workload's Sidecar is re-applied or pruned. This happens when a selector was chosen from labels that another workload later took (a new Deployment with the same version label, say), or from labels that change with each release.",
+        fix: "Re-apply the Sidecars of the namespace (kubectl meshscope apply -n NS --from-pod-logs): generated selectors start from each workload's own spec.selector, use only labels that stay true, never select another workload's pods, and the old Sidecar's selector is replaced. Or give the workloads labels that tell them apart.",
+    },
+    CodeDoc {
+    code: "MS0013",
+    severity: Severity::Error,
+    title: "Sidecar lacks a service the mesh config makes Envoy call",
+    description: "The mesh config's extensionProviders make the workload's Envoy call a service itself: a tracing collector (defaultProviders.tracing or a Telemetry), an access-log service, or an ext_authz server (an AuthorizationPolicy with action CUSTOM selecting it). These calls appear in no access log and no metric, and istiod adds no provider service to a proxy's scope: the Sidecar that applies to the workload does not import it, so its cluster is missing from the proxy's CDS and span export, access-log streaming or ext_authz fails (requests to a CUSTOM-protected workload are denied).",
+    fix: "Add the provider's <namespace>/<fqdn> to the Sidecar's egress; kubectl meshscope recommend adds it (annotation meshscope.io/required-by) and names it for Sidecars it does not own.",
+},
+    CodeDoc {
+        code: "MS0014",
+        severity: Severity::Warning,
+        title: "Hostname defined in several namespaces with different ports",
+        description: "Services or ServiceEntries in more than one namespace define the same hostname, with different ports or protocols. A proxy gets one copy: its own namespace's, else (among the copies exported to its namespace) a Kubernetes Service's over a ServiceEntry's, else the oldest; so which ports and endpoints a call to the name reaches depends on the caller's namespace. An egress host <namespace>/<fqdn> imports only that namespace's copy. The message lists each definition and which namespaces' proxies get it.",
+        fix: "Give the definitions distinct hostnames, or narrow their exportTo so that each namespace sees the one it means. kubectl meshscope recommend writes each host from the namespace whose copy the traffic used.",
+    },
+    CodeDoc {
+        code: "MS0015",
+        severity: Severity::Warning,
+        title: "Running pods without the sidecar that injection gives new ones",
+        description: "The workload's pods run without an istio-proxy container (or native sidecar init container), although the injector's rules inject pods like them (the namespace's istio-injection or istio.io/rev label, the pod's sidecar.istio.io/inject label): they were created before those rules applied to them, typically when the namespace was labelled after the workload started, or while the injector was down. Injection happens only when a pod is created, so these pods stay outside the mesh (no mTLS, no Sidecar scope, no traffic in the proxies' logs) until they are re-created; meshscope counts them as having no proxy.",
+        fix: "Re-create the pods so that the injector adds the proxy: kubectl rollout restart -n NS deployment/NAME (statefulset, daemonset); delete the pods of other controllers, and re-create a bare pod.",
+    },
+];
+
+pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {
+    CODES.iter().find(|c| c.code.eq_ignore_ascii_case(code))
+}
