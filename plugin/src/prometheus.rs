@@ -67,6 +67,14 @@ pub fn inbound_query(window: &str) -> String {
     )
 }
 
+/// An HTTP client whose every call ends within `timeout`.
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
+}
+
 fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
     let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
     let mut resp = agent
@@ -102,10 +110,7 @@ fn window(d: Duration) -> String {
 /// the destination proxy reported (a client without a sidecar's metrics)
 /// are added.
 pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Observations> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
+    let agent = agent(Duration::from_secs(60));
     let w = window(since);
     let mut obs = Observations::default();
     obs.sources.insert("prometheus".into());
@@ -178,10 +183,7 @@ pub const OUTSIDE_SERIES_QUERY: &str = "count({__name__=~\"istio_requests_total|
 /// How many series [`OUTSIDE_SERIES_QUERY`] counts now: the cheap probe
 /// `apply --watch` makes between passes.
 pub fn outside_series(base: &str) -> Result<u64> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into();
+    let agent = agent(Duration::from_secs(5));
     let samples = query(&agent, base, OUTSIDE_SERIES_QUERY)?;
     let n = samples
         .first()
@@ -202,10 +204,7 @@ pub fn first_outside_query(window: &str) -> String {
 /// [`first_outside_query`] over the time since `since`, as `ns/workload`
 /// -> when. For `apply --watch`'s scope-latency metric.
 pub fn first_outside(base: &str, since: Duration) -> Result<BTreeMap<String, Timestamp>> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = agent(Duration::from_secs(30));
     let mut out = BTreeMap::new();
     let window = format!("{}s", since.as_secs().max(1));
     for s in query(&agent, base, &first_outside_query(&window))? {

@@ -83,24 +83,27 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let prom = Prometheus::start(&s.openmetrics(now)).unwrap();
-    let r = meshscope(
-        &c.kubeconfig,
-        &[
-            "recommend",
-            "-n",
-            &ns,
-            "--prometheus",
-            &prom.url,
-            "--since",
-            "7d",
-        ],
-    );
-    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
-    let from_prom = sidecars(&r.stdout);
-    assert_eq!(from_prom, from_logs, "{}", r.stderr);
-    assert!(r.stdout.contains("meshscope.io/sources: prometheus"));
-    drop(prom);
+    // `recommend` from a real Prometheus loaded with `openmetrics`.
+    let from_prometheus = |openmetrics: &str, since: &str| {
+        let prom = Prometheus::start(openmetrics).unwrap();
+        let r = meshscope(
+            &c.kubeconfig,
+            &[
+                "recommend",
+                "-n",
+                &ns,
+                "--prometheus",
+                &prom.url,
+                "--since",
+                since,
+            ],
+        );
+        assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+        assert_eq!(sidecars(&r.stdout), from_logs, "{}", r.stderr);
+        r.stdout
+    };
+    let out = from_prometheus(&s.openmetrics(now), "7d");
+    assert!(out.contains("meshscope.io/sources: prometheus"));
 
     // Every series with one sample, as a dependency called only in a burst
     // that one scrape saw (Istio creates a series on its first request, so
@@ -114,22 +117,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert!(once.matches("istio_requests_total{").count() >= s.sleeps);
-    let prom = Prometheus::start(&once).unwrap();
-    let r = meshscope(
-        &c.kubeconfig,
-        &[
-            "recommend",
-            "-n",
-            &ns,
-            "--prometheus",
-            &prom.url,
-            "--since",
-            "1h",
-        ],
-    );
-    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
-    assert_eq!(sidecars(&r.stdout), from_logs, "{}", r.stderr);
-    drop(prom);
+    from_prometheus(&once, "1h");
 
     // A user-owned Sidecar for sleep-0: never replaced.
     c.apply(&format!(

@@ -341,6 +341,38 @@ fn creation_denial(ns: &str, name: &str) -> String {
     )
 }
 
+/// Creates Service `reviews` in `ns` and returns Deployment `worker`,
+/// whose environment names `reviews:9080` (a host manifest hints find).
+fn worker_calling_reviews(c: &Cluster, ns: &str) -> String {
+    let svc = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: reviews\n  namespace: {ns}\nspec:\n  selector: {{app: reviews}}\n  ports:\n  - {{name: http, port: 9080}}\n"
+    );
+    let (ok, _, err) = apply(c, &svc, &[]);
+    assert!(ok, "{err}");
+    deployment(ns, "worker", None).replace(
+        "        image: registry.example.com/worker:1\n",
+        "        image: registry.example.com/worker:1\n        env:\n        - {name: REVIEWS_ADDR, value: \"reviews:9080\"}\n",
+    )
+}
+
+/// Applies `yaml` until the webhook admits it without a warning, within
+/// [`PROPAGATION`] of `fix` having run.
+fn admitted_after(c: &Cluster, yaml: &str, fix: &str) {
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let (ok, _, err) = apply(c, yaml, &[]);
+        if ok {
+            assert!(!err.contains("Warning"), "{err}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still denied {PROPAGATION:?} after `{fix}`: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// `kubectl meshscope recommend` for one workload, offline from the
 /// objects as written.
 fn recommend(ns: &str, name: &str, manifests: &str, dir: &Path) -> String {
@@ -428,15 +460,7 @@ fn the_fix_a_denial_prints_for_a_workload_not_running_yet_gets_it_admitted() {
     let c = Cluster::shared();
     let wh = Webhook::start(c, "fix", &[]);
     let ns = wh.namespace(c, "warn");
-    let svc = format!(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: reviews\n  namespace: {ns}\nspec:\n  selector: {{app: reviews}}\n  ports:\n  - {{name: http, port: 9080}}\n"
-    );
-    let (ok, _, err) = apply(c, &svc, &[]);
-    assert!(ok, "{err}");
-    let dep = deployment(&ns, "worker", None).replace(
-        "        image: registry.example.com/worker:1\n",
-        "        image: registry.example.com/worker:1\n        env:\n        - {name: REVIEWS_ADDR, value: \"reviews:9080\"}\n",
-    );
+    let dep = worker_calling_reviews(c, &ns);
     let (ok, _, err) = apply(c, &dep, &[]);
     assert!(ok && err.contains("Warning: MS0001"), "{err}");
 
@@ -467,19 +491,7 @@ fn the_fix_a_denial_prints_for_a_workload_not_running_yet_gets_it_admitted() {
     let fix = crate::hints::not_running_fix(&denial);
     let (ok, err) = crate::hints::run_printed(c, &fix);
     assert!(ok, "{fix}: {err}");
-    let deadline = Instant::now() + PROPAGATION;
-    loop {
-        let (ok, _, err) = apply(c, &scaled, &[]);
-        if ok {
-            assert!(!err.contains("Warning"), "{err}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still denied {PROPAGATION:?} after `{fix}`: {err}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    admitted_after(c, &scaled, &fix);
 }
 
 /// The fix the denial of a Deployment's creation prints, run as printed
@@ -491,15 +503,7 @@ fn the_fix_a_creation_denial_prints_gets_the_deployment_created() {
     let c = Cluster::shared();
     let wh = Webhook::start(c, "create", &[]);
     let ns = wh.namespace(c, "enforce");
-    let svc = format!(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: reviews\n  namespace: {ns}\nspec:\n  selector: {{app: reviews}}\n  ports:\n  - {{name: http, port: 9080}}\n"
-    );
-    let (ok, _, err) = apply(c, &svc, &[]);
-    assert!(ok, "{err}");
-    let dep = deployment(&ns, "worker", None).replace(
-        "        image: registry.example.com/worker:1\n",
-        "        image: registry.example.com/worker:1\n        env:\n        - {name: REVIEWS_ADDR, value: \"reviews:9080\"}\n",
-    );
+    let dep = worker_calling_reviews(c, &ns);
     let (ok, _, denial) = apply(c, &dep, &[]);
     assert!(!ok, "an unscoped Deployment was admitted");
     assert!(denial.contains(&creation_denial(&ns, "worker")), "{denial}");
@@ -522,19 +526,7 @@ fn the_fix_a_creation_denial_prints_gets_the_deployment_created() {
         "the Sidecar imports the host the manifest names: {sidecars}"
     );
 
-    let deadline = Instant::now() + PROPAGATION;
-    loop {
-        let (ok, _, err) = apply(c, &dep, &[]);
-        if ok {
-            assert!(!err.contains("Warning"), "{err}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still denied {PROPAGATION:?} after `{fix}`: {err}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    admitted_after(c, &dep, &fix);
     assert!(exists(c, "deployment", &ns, "worker"));
 }
 
