@@ -8,13 +8,15 @@ use meshscope_shared::admission::Policy;
 
 use crate::install;
 
+pub use crate::format::{Format, FormatParser, WithJson};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kubectl meshscope",
     bin_name = "kubectl meshscope",
     version,
     about = "Right-size Istio sidecar scopes: recommend, apply, explain and audit Sidecar resources",
-    long_about = "Right-size Istio sidecar scopes.\n\nBy default istiod sends every sidecar the configuration of every service in the mesh. kubectl meshscope recommends a Sidecar per workload from observed traffic, explains which scope a pod has and why, shows which proxies a change is pushed to, and audits namespaces for unscoped workloads and risky ServiceEntries.\n\nInputs are offline files (--manifests, --access-log) or, without --manifests, the current kubeconfig context.",
+    long_about = "Right-size Istio sidecar scopes.\n\nBy default istiod sends every sidecar the configuration of every service in the mesh. kubectl meshscope recommends a Sidecar per workload from observed traffic, explains which scope a pod has and why, shows which proxies a change is pushed to, and audits namespaces for unscoped workloads and risky ServiceEntries.\n\nInputs are offline files (--manifests, --access-log) or, without --manifests, the current kubeconfig context. As with kubectl, -n and the connection flags (--context, --kubeconfig, --cluster, --user, --server, --token, --as, ...) may also come before the command: kubectl meshscope -n bookinfo audit.",
     after_help = "Examples:\n  kubectl meshscope audit -A --manifests examples/bookinfo/manifests.yaml\n  kubectl meshscope recommend --manifests examples/bookinfo --access-log examples/bookinfo/access.log | kubectl apply -f -\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo --manifests examples/bookinfo\n  kubectl meshscope codes MS0001"
 )]
 pub struct Cli {
@@ -95,21 +97,79 @@ pub struct Selection {
     pub selector: Option<String>,
 }
 
-/// The cluster to read, and how (live mode).
+/// The cluster to read, and how (live mode): kubectl's connection flags.
+/// They may also come before the command (`kubectl meshscope -n NS audit`),
+/// as kubectl's global flags do; see [`crate::hoist`].
 #[derive(Debug, Args, Clone, Default)]
 pub struct Connection {
-    /// The kubeconfig context to use (live mode)
-    #[arg(long)]
+    /// The kubeconfig context to use
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// Path to the kubeconfig file (live mode; default: KUBECONFIG or ~/.kube/config)
-    #[arg(long)]
+    /// Path to the kubeconfig file (default: KUBECONFIG or ~/.kube/config)
+    #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// Live: list in pages of this many objects (as kubectl's --chunk-size)
+    /// The kubeconfig cluster to use (instead of the context's)
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use (instead of the context's)
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The address and port of the API server (instead of the cluster's)
+    #[arg(short = 's', long, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for authentication to the API server (instead of the user's credentials)
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Path to a PEM file of the certificate authorities that sign the API server's certificate
+    #[arg(long, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Do not check the API server's certificate (insecure: anyone in the path can read and change the traffic)
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
+    /// User to impersonate for the operation (a user name or a service account, system:serviceaccount:NS:NAME)
+    #[arg(long = "as", value_name = "USER")]
+    pub impersonate: Option<String>,
+    /// Group to impersonate for the operation (repeatable; needs --as)
+    #[arg(long = "as-group", value_name = "GROUP")]
+    pub impersonate_groups: Vec<String>,
+    /// UID to impersonate for the operation (needs --as)
+    #[arg(long = "as-uid", value_name = "UID")]
+    pub impersonate_uid: Option<String>,
+    /// List in pages of this many objects (as kubectl's --chunk-size)
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub chunk_size: u32,
-    /// Live: how long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
+    /// How long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
     pub request_timeout: crate::duration::RequestTimeout,
+}
+
+impl Connection {
+    /// The flags, for [`crate::live::Live::connect`], checked.
+    pub fn options(&self) -> anyhow::Result<crate::live::ConnectOptions> {
+        if self.impersonate.is_none()
+            && (!self.impersonate_groups.is_empty() || self.impersonate_uid.is_some())
+        {
+            anyhow::bail!("--as-group and --as-uid impersonate a user's groups and UID: give the user with --as too");
+        }
+        if self.insecure_skip_tls_verify && self.certificate_authority.is_some() {
+            anyhow::bail!("--insecure-skip-tls-verify skips the check --certificate-authority is for: give one of them");
+        }
+        Ok(crate::live::ConnectOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            cluster: self.cluster.clone(),
+            user: self.user.clone(),
+            server: self.server.clone(),
+            token: self.token.clone(),
+            certificate_authority: self.certificate_authority.clone(),
+            insecure_skip_tls_verify: self.insecure_skip_tls_verify,
+            impersonate: self.impersonate.clone(),
+            impersonate_groups: self.impersonate_groups.clone(),
+            impersonate_uid: self.impersonate_uid.clone(),
+            request_timeout: self.request_timeout,
+            chunk_size: self.chunk_size,
+        })
+    }
 }
 
 /// What meshscope otherwise reads from istiod's and the proxies' pods.
@@ -235,8 +295,7 @@ pub struct Common {
     pub namespace: Option<String>,
     pub all_namespaces: bool,
     pub selector: Option<String>,
-    pub context: Option<String>,
-    pub kubeconfig: Option<PathBuf>,
+    pub connection: Connection,
     pub manifests: Vec<PathBuf>,
     pub access_logs: Vec<PathBuf>,
     pub mesh_config: Option<PathBuf>,
@@ -247,21 +306,14 @@ pub struct Common {
     pub from_pod_logs: bool,
     pub prometheus: Option<String>,
     pub since: Option<String>,
-    pub chunk_size: u32,
-    pub request_timeout: crate::duration::RequestTimeout,
     pub no_headers: bool,
     pub quiet: bool,
 }
 
 impl Common {
-    /// The connection flags, for [`crate::live::Live::connect`].
-    pub fn connect_options(&self) -> crate::live::ConnectOptions {
-        crate::live::ConnectOptions {
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            request_timeout: self.request_timeout,
-            chunk_size: self.chunk_size,
-        }
+    /// The connection flags, for [`crate::live::Live::connect`], checked.
+    pub fn connect_options(&self) -> anyhow::Result<crate::live::ConnectOptions> {
+        self.connection.options()
     }
 
     /// The flags of every group; `manifests` as given.
@@ -278,8 +330,7 @@ impl Common {
             namespace: s.namespace.clone(),
             all_namespaces: s.all_namespaces,
             selector: s.selector.clone(),
-            context: c.context.clone(),
-            kubeconfig: c.kubeconfig.clone(),
+            connection: c.clone(),
             manifests: manifests.to_vec(),
             access_logs: t.access_logs.clone(),
             mesh_config: m.mesh_config.clone(),
@@ -290,8 +341,6 @@ impl Common {
             from_pod_logs: t.from_pod_logs,
             prometheus: t.prometheus.clone(),
             since: t.since.clone(),
-            chunk_size: c.chunk_size,
-            request_timeout: c.request_timeout,
             no_headers: p.no_headers,
             quiet: p.quiet,
         }
@@ -331,6 +380,22 @@ impl ClusterMeshFlags {
 }
 
 impl Command {
+    /// The `-o jsonpath=` template, if given.
+    pub fn jsonpath(&self) -> Option<&str> {
+        match self {
+            Command::Recommend(a) => a.output.template(),
+            Command::Audit(a) => a.output.template(),
+            Command::Explain(a) => a.output.template(),
+            Command::Impact(a) => a.output.template(),
+            Command::Verify(a) => a.output.template(),
+            Command::Codes(a) => a.output.template(),
+            Command::Version(a) => a.output.as_ref().and_then(|o| o.template()),
+            Command::Apply(_) | Command::Diff(_) | Command::Completion(_) | Command::Webhook(_) => {
+                None
+            }
+        }
+    }
+
     /// The input flags of the commands that read a mesh (`version`: the
     /// ones it takes).
     pub fn common(&self) -> Option<Common> {
@@ -356,6 +421,18 @@ impl Command {
     }
 }
 
+impl WithJson for RecommendOutput {
+    const JSON: Self = RecommendOutput::Json;
+}
+
+impl WithJson for ReportOutput {
+    const JSON: Self = ReportOutput::Json;
+}
+
+impl WithJson for VersionOutput {
+    const JSON: Self = VersionOutput::Json;
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RecommendOutput {
     Yaml,
@@ -371,9 +448,9 @@ pub struct RecommendArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mesh: MeshFlags,
-    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), table, wide (every dependency), or name (each Sidecar as sidecar.networking.istio.io/NAME)
-    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
-    pub output: RecommendOutput,
+    /// Output format: yaml (for kubectl apply -f -), json (a v1 List), table, wide (every dependency), name (each Sidecar as sidecar.networking.istio.io/NAME), or jsonpath=TEMPLATE (kubectl's, over the json)
+    #[arg(short = 'o', long, default_value = "yaml", value_parser = FormatParser::<RecommendOutput>::new())]
+    pub output: Format<RecommendOutput>,
     #[command(flatten)]
     pub rec: RecommendFlags,
     /// Drop hosts of managed Sidecars that were not seen in the observed window
@@ -500,9 +577,9 @@ pub struct VerifyArgs {
     /// Only this pod or workload: pod/NAME or KIND/NAME (e.g. deployment/reviews-v1)
     #[arg(value_name = "pod/NAME | KIND/NAME")]
     pub target: Option<String>,
-    /// Output format: table, wide (adds the proxies' versions and route counts), json, yaml, or name (each proxy checked as pod/NAME)
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: ReportOutput,
+    /// Output format: table, wide (adds the proxies' versions and route counts), json, yaml, or name (each proxy checked as pod/NAME), or jsonpath=TEMPLATE (kubectl's, over the json)
+    #[arg(short = 'o', long, default_value = "table", value_parser = FormatParser::<ReportOutput>::new())]
+    pub output: Format<ReportOutput>,
     #[command(flatten)]
     pub istiod: IstiodFlags,
 }
@@ -553,9 +630,9 @@ pub struct AuditArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mesh: MeshFlags,
-    /// Output format: table, wide (whole messages), json, yaml, or name (each object with a finding as kind.group/NAME, e.g. deployment.apps/reviews-v1)
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: ReportOutput,
+    /// Output format: table, wide (whole messages), json, yaml, or name (each object with a finding as kind.group/NAME, e.g. deployment.apps/reviews-v1), or jsonpath=TEMPLATE (kubectl's, over the json)
+    #[arg(short = 'o', long, default_value = "table", value_parser = FormatParser::<ReportOutput>::new())]
+    pub output: Format<ReportOutput>,
     /// Exit with code 1 when a finding at or above this severity is found (after --code and --suppress)
     #[arg(long, value_enum, default_value = "error")]
     pub fail_on: FailOn,
@@ -579,9 +656,9 @@ pub struct ExplainArgs {
     /// The pod or workload name (not with TYPE/NAME)
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
-    /// Output format: table, wide (lists every visible service), json, yaml, or name (the pod explained as pod/NAME, a workload as kind.group/NAME, e.g. deployment.apps/reviews-v1)
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: ReportOutput,
+    /// Output format: table, wide (lists every visible service), json, yaml, or name (the pod explained as pod/NAME, a workload as kind.group/NAME, e.g. deployment.apps/reviews-v1), or jsonpath=TEMPLATE (kubectl's, over the json)
+    #[arg(short = 'o', long, default_value = "table", value_parser = FormatParser::<ReportOutput>::new())]
+    pub output: Format<ReportOutput>,
 }
 
 #[derive(Debug, Args)]
@@ -593,9 +670,9 @@ pub struct ImpactArgs {
     /// service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME
     #[arg(value_name = "KIND/NAME")]
     pub target: String,
-    /// Output format: table, wide (lists every workload), json, yaml, or name (each workload the change is pushed to now as kind.group/NAME, e.g. deployment.apps/reviews-v1)
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: ReportOutput,
+    /// Output format: table, wide (lists every workload), json, yaml, or name (each workload the change is pushed to now as kind.group/NAME, e.g. deployment.apps/reviews-v1), or jsonpath=TEMPLATE (kubectl's, over the json)
+    #[arg(short = 'o', long, default_value = "table", value_parser = FormatParser::<ReportOutput>::new())]
+    pub output: Format<ReportOutput>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -616,18 +693,18 @@ pub struct VersionArgs {
     /// Print only the client version (no cluster)
     #[arg(long)]
     pub client: bool,
-    /// Output format: json or yaml (default: text)
-    #[arg(short = 'o', long, value_enum)]
-    pub output: Option<VersionOutput>,
+    /// Output format: json, yaml, or jsonpath=TEMPLATE (kubectl's, over the json) (default: text)
+    #[arg(short = 'o', long, value_parser = FormatParser::<VersionOutput>::new())]
+    pub output: Option<Format<VersionOutput>>,
 }
 
 #[derive(Debug, Args)]
 pub struct CodesArgs {
     /// Show one code (e.g. MS0001)
     pub code: Option<String>,
-    /// Output format: table, wide (each code's description and fix), json, yaml, or name (the codes, one a line, e.g. MS0001)
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: ReportOutput,
+    /// Output format: table, wide (each code's description and fix), json, yaml, or name (the codes, one a line, e.g. MS0001), or jsonpath=TEMPLATE (kubectl's, over the json)
+    #[arg(short = 'o', long, default_value = "table", value_parser = FormatParser::<ReportOutput>::new())]
+    pub output: Format<ReportOutput>,
     /// Do not print the table header
     #[arg(long)]
     pub no_headers: bool,

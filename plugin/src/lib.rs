@@ -15,10 +15,13 @@ pub mod cmd;
 pub mod complete;
 pub mod detect;
 pub mod duration;
+pub mod format;
+pub mod hoist;
 pub mod input;
 pub mod install;
 pub mod interrupt;
 pub mod istiod;
+pub mod jsonpath;
 pub mod live;
 pub mod outcome;
 pub mod output;
@@ -38,11 +41,27 @@ pub use outcome::Outcome;
 /// it, printing to `out` and `err`.
 pub fn run(cli: args::Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<Outcome> {
     let (req, style) = request::Request::parse(cli.command)?;
+    let Some(template) = &style.jsonpath else {
+        let mut p = output::Printer {
+            out,
+            err,
+            no_headers: style.no_headers,
+            quiet: style.quiet,
+        };
+        return cmd::run(req, &mut p);
+    };
+    // `-o jsonpath=`: the command prints json, which the template renders.
+    let mut json = Vec::new();
     let mut p = output::Printer {
-        out,
+        out: &mut json,
         err,
         no_headers: style.no_headers,
         quiet: style.quiet,
     };
-    cmd::run(req, &mut p)
+    let outcome = cmd::run(req, &mut p)?;
+    if !json.is_empty() {
+        let v: serde_json::Value = serde_json::from_slice(&json)?;
+        out.write_all(template.render(&v)?.as_bytes())?;
+    }
+    Ok(outcome)
 }

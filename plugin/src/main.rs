@@ -10,8 +10,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     no_transparent_huge_pages();
-    // As `Cli::parse`, with the help's examples printed unwrapped.
-    let cli = args::Cli::from_arg_matches(&args::command().get_matches())
+    // As `Cli::parse`, with the help's examples printed unwrapped, and
+    // kubectl's global flags taken before the command too.
+    let argv = kubectl_meshscope::hoist::hoist(std::env::args_os().collect());
+    let cli = args::Cli::from_arg_matches(&args::command().get_matches_from(argv))
         .unwrap_or_else(|e| e.format(&mut args::command()).exit());
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());

@@ -300,8 +300,9 @@ impl World {
         };
         // Every permission checked in one pass; what cannot be read
         // cluster-wide narrows the result, and is said.
-        // explain and impact read every namespace, but -n suffices.
-        let fallback = m.namespace.as_deref().filter(|_| m.all_namespaces);
+        // explain, impact and verify read every namespace, but the
+        // answer's namespace suffices.
+        let fallback = m.narrowable.then_some(default_ns.as_str());
         let read = rt.block_on(live.read(
             namespaces.as_ref(),
             fallback,

@@ -20,6 +20,7 @@ pub mod istiod;
 pub mod kubelet;
 pub mod livescale;
 pub mod load;
+pub mod rbac;
 pub mod run;
 pub mod setup;
 pub mod traffic;

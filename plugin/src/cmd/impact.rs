@@ -35,6 +35,7 @@ pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             ),
         },
     };
+    found(&world, r, &ns)?;
     let target = r.target.in_namespace(&ns);
     // "After" is every workload under its recommended Sidecar.
     let all: Vec<WorkloadId> = snap.sidecar_workloads().collect();
@@ -64,6 +65,32 @@ pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     }
     let imp = explain::impact(snap, &target, &proposed, &|w| world.in_scope(w))?;
     print(r, &ns, &imp, p)
+}
+
+/// The namespace and the target in it exist, or the error names which
+/// does not (and where an object of that name is).
+fn found(world: &World, r: &ImpactRequest, ns: &str) -> Result<()> {
+    let snap = &world.snap;
+    if !snap.namespaces.contains_key(ns) {
+        bail!("namespace {ns:?} not found{}", world.source());
+    }
+    let elsewhere = r.target.namespaces_in(snap);
+    if elsewhere.iter().any(|n| n == ns) {
+        return Ok(());
+    }
+    let hint = match elsewhere.as_slice() {
+        [] => String::new(),
+        [one] => format!("; there is one in namespace {one} (pass -n {one})"),
+        many => format!(
+            "; there are some in namespaces {} (pass -n)",
+            many.join(", ")
+        ),
+    };
+    bail!(
+        "{} not found in namespace {ns}{}{hint}",
+        r.spec,
+        world.source()
+    )
 }
 
 /// Prints the impact on `ns`'s target.

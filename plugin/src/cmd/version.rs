@@ -14,7 +14,7 @@ use meshscope_shared::IstioVersion;
 use crate::args::VersionOutput;
 use crate::detect;
 use crate::input;
-use crate::live::{ConnectOptions, Live, Select};
+use crate::live::{ConnectOptions, FailureKind, Live, Select};
 use crate::outcome::Outcome;
 use crate::output::{self, Printer};
 use crate::request::{VersionRequest, VersionSource};
@@ -60,7 +60,7 @@ pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             if r.output.is_none() {
                 writeln!(out, "Client Version: {VERSION}")?;
             }
-            live_evidence(connect)?
+            live_evidence(connect, p.err)?
         }
         VersionSource::Manifests(paths) => {
             let inputs = input::load_manifests(paths)?;
@@ -144,16 +144,35 @@ fn print(r: &Report, format: Option<VersionOutput>, p: &mut Printer<'_>) -> Resu
     Ok(Outcome::Ok)
 }
 
-/// Every pod's images (lean, page by page) and istiod's.
-fn live_evidence(connect: &ConnectOptions) -> Result<Evidence> {
+/// Every pod's images (lean, page by page) and istiod's; for a user who
+/// may not list pods in all namespaces, those of the context's namespace,
+/// said on stderr, as the other commands narrow.
+fn live_evidence(connect: &ConnectOptions, err: &mut dyn std::io::Write) -> Result<Evidence> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let live = Live::connect(connect).await?;
-        // Reachability and RBAC first, with the usual one-line errors.
-        live.probe().await?;
-        let all: Vec<ObservedPod> = live.list(None, Select::ALL).await?;
+        // Reachability and credentials first, with the usual one-line
+        // errors; a denied namespace list is not one.
+        if let Err(f) = live.probe().await {
+            if !matches!(f.kind, FailureKind::Forbidden(_)) {
+                return Err(f.into());
+            }
+        }
+        let all: Vec<ObservedPod> = match live.list(None, Select::ALL).await {
+            Err(f) if matches!(f.kind, FailureKind::Forbidden(_)) => {
+                let ns = live.default_namespace.clone();
+                let pods = live.list(Some(&ns), Select::ALL).await?;
+                writeln!(
+                    err,
+                    "warning: other namespaces' proxies unknown: cannot list pods in all namespaces, so only namespace {ns:?}'s are counted; grant {} for the rest",
+                    crate::live::READER_FILE
+                )?;
+                pods
+            }
+            other => other?,
+        };
         let istiod = detect::istiod_pods(&live).await;
         Ok(Evidence::from_pods(&all, &istiod))
     })

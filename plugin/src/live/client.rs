@@ -44,6 +44,18 @@ pub struct Live {
 pub struct ConnectOptions {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    /// `--cluster`, `--user`: the kubeconfig's, instead of the context's.
+    pub cluster: Option<String>,
+    pub user: Option<String>,
+    /// `-s/--server`: the API server's URL, instead of the cluster's.
+    pub server: Option<String>,
+    pub token: Option<String>,
+    pub certificate_authority: Option<PathBuf>,
+    pub insecure_skip_tls_verify: bool,
+    /// `--as`, `--as-group`, `--as-uid`.
+    pub impersonate: Option<String>,
+    pub impersonate_groups: Vec<String>,
+    pub impersonate_uid: Option<String>,
     pub request_timeout: RequestTimeout,
     /// Objects per page of a list (`--chunk-size`).
     pub chunk_size: u32,
@@ -51,23 +63,11 @@ pub struct ConnectOptions {
 
 impl Live {
     /// Connects like kubectl: --kubeconfig, else KUBECONFIG, else
-    /// ~/.kube/config, else the in-cluster service account.
+    /// ~/.kube/config, else (with --server) none, else the in-cluster
+    /// service account; then the connection flags override it.
     pub async fn connect(c: &ConnectOptions) -> anyhow::Result<Live> {
-        let opts = KubeConfigOptions {
-            context: c.context.clone(),
-            cluster: None,
-            user: None,
-        };
-        let mut config = match load_kubeconfig(c.kubeconfig.as_deref())? {
-            Some((k, from)) => Config::from_custom_kubeconfig(k.clone(), &opts)
-                .await
-                .map_err(|e| kubeconfig_error(e, &k, &from))?,
-            None => Config::incluster().map_err(|_| {
-                anyhow::anyhow!(
-                    "no kubeconfig found: pass --kubeconfig or set KUBECONFIG (or read files with --manifests)"
-                )
-            })?,
-        };
+        let mut config = base_config(c).await?;
+        overrides(c, &mut config)?;
         let timeout = c.request_timeout.get();
         if let Some(t) = timeout {
             // Per connection and per read; `bounded` bounds each call as a
@@ -84,12 +84,7 @@ impl Live {
             .trim_end_matches('/')
             .to_string();
         let default_namespace = config.default_namespace.clone();
-        let client = Client::try_from(config).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create a client for {server}: {}; check the user's credentials in the kubeconfig",
-                error_chain(&e)
-            )
-        })?;
+        let client = Client::try_from(config).map_err(|e| client_error(&server, &e))?;
         Ok(Live {
             client,
             server,
@@ -220,4 +215,103 @@ pub(super) fn qualified(group: &str, plural: &str) -> String {
 
 pub(super) fn resource_name(ar: &ApiResource) -> String {
     qualified(&ar.group, &ar.plural)
+}
+
+/// The kubeconfig's (or the service account's) connection, before the
+/// flags override it.
+async fn base_config(c: &ConnectOptions) -> anyhow::Result<Config> {
+    let opts = KubeConfigOptions {
+        context: c.context.clone(),
+        cluster: c.cluster.clone(),
+        user: c.user.clone(),
+    };
+    match load_kubeconfig(c.kubeconfig.as_deref())? {
+        Some((k, from)) => Config::from_custom_kubeconfig(k.clone(), &opts)
+            .await
+            .map_err(|e| kubeconfig_error(e, &k, &from)),
+        // As kubectl: --server alone (with --token, say) needs no file.
+        None if c.server.is_some() => Ok(Config::new(server_url(c.server.as_deref().unwrap_or_default())?)),
+        None => Config::incluster().map_err(|_| {
+            anyhow::anyhow!(
+                "no kubeconfig found: pass --kubeconfig or set KUBECONFIG (or read files with --manifests)"
+            )
+        }),
+    }
+}
+
+/// `--server` as kubectl takes it: a URL, or HOST:PORT for https.
+fn server_url(s: &str) -> anyhow::Result<hyper::Uri> {
+    let full = if s.contains("://") {
+        s.to_string()
+    } else {
+        format!("https://{s}")
+    };
+    full.parse::<hyper::Uri>()
+        .ok()
+        .filter(|u| u.host().is_some())
+        .ok_or_else(|| anyhow::anyhow!("--server {s:?} is not a URL; give it as https://HOST:PORT"))
+}
+
+/// The connection flags, over the kubeconfig's values.
+fn overrides(c: &ConnectOptions, config: &mut Config) -> anyhow::Result<()> {
+    if let Some(s) = &c.server {
+        config.cluster_url = server_url(s)?;
+    }
+    if let Some(path) = &c.certificate_authority {
+        config.root_cert = Some(read_certificate_authority(path)?);
+        config.root_cert_file = None;
+    }
+    if c.insecure_skip_tls_verify {
+        config.accept_invalid_certs = true;
+        config.root_cert = None;
+        config.root_cert_file = None;
+    }
+    let auth = &mut config.auth_info;
+    if let Some(t) = &c.token {
+        // The token replaces the user's other ways of getting one.
+        auth.token = Some(t.clone().into());
+        auth.token_file = None;
+        auth.exec = None;
+        auth.auth_provider = None;
+        auth.username = None;
+        auth.password = None;
+    }
+    if let Some(user) = &c.impersonate {
+        auth.impersonate = Some(user.clone());
+        auth.impersonate_groups = Some(c.impersonate_groups.clone()).filter(|g| !g.is_empty());
+        auth.impersonate_uid = c.impersonate_uid.clone();
+    }
+    Ok(())
+}
+
+/// The DER certificates of a `--certificate-authority` PEM file.
+fn read_certificate_authority(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u8>>> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let shown = path.display();
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("cannot read --certificate-authority {shown}: {e}"))?;
+    let certs: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(&bytes)
+        .map(|c| c.map(|c| c.to_vec()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--certificate-authority {shown} is not PEM: {e}"))?;
+    if certs.is_empty() {
+        anyhow::bail!("--certificate-authority {shown} holds no certificate (expected PEM \"BEGIN CERTIFICATE\" blocks)");
+    }
+    Ok(certs)
+}
+
+/// Why no client could be made, as one line with the fix.
+fn client_error(server: &str, e: &kube::Error) -> anyhow::Error {
+    let chain = error_chain(e);
+    // rustls (through webpki) reads only X.509 v3 certificates; openssl
+    // x509 -req without extensions issues v1 ones, which kubectl takes.
+    if chain.contains("UnsupportedCertVersion") {
+        return anyhow::anyhow!(
+            "the client certificate for {server} is an X.509 v1 certificate, which meshscope's TLS library (rustls) does not accept (kubectl's does); reissue it as v3, e.g. `openssl x509 -req -in USER.csr -CA ca.crt -CAkey ca.key -days 365 -out USER.crt -extfile <(printf 'keyUsage=critical,digitalSignature,keyEncipherment\\nextendedKeyUsage=clientAuth')`, or through the Kubernetes CSR API (kubectl certificate approve)"
+        );
+    }
+    anyhow::anyhow!(
+        "cannot create a client for {server}: {chain}; check the user's credentials in the kubeconfig"
+    )
 }

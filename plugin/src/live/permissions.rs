@@ -20,6 +20,9 @@ pub enum Purpose {
     /// `prune`); `istiod`: the namespace of the istiod `--wait`
     /// port-forwards to.
     Apply { prune: bool, istiod: Option<String> },
+    /// diff: server-side dry-run applies of Sidecars (a `patch`, and a
+    /// `create` where the Sidecar is new), checked before anything is read.
+    Diff,
     /// verify: port-forwards to istiod in this namespace (`None` with
     /// `--istiod-url`).
     Verify { istiod: Option<String> },
@@ -38,7 +41,7 @@ impl Purpose {
     fn role_name(&self) -> &'static str {
         match self {
             Purpose::Read => "meshscope-reader",
-            Purpose::Apply { .. } => "meshscope-applier",
+            Purpose::Apply { .. } | Purpose::Diff => "meshscope-applier",
             Purpose::Verify { .. } => "meshscope-verifier",
             Purpose::Watch { .. } => "meshscope-watch",
         }
@@ -70,6 +73,13 @@ impl Purpose {
                 }
                 v.extend(i.as_deref().map(istiod).unwrap_or_default());
                 v
+            }
+            Purpose::Diff => {
+                let g = meshscope_shared::istio::NETWORKING_GROUP;
+                vec![
+                    need("create", g, "sidecars", ns),
+                    need("patch", g, "sidecars", ns),
+                ]
             }
             Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
             Purpose::Watch {

@@ -298,7 +298,7 @@ impl Live {
     /// and one Role granting it.
     ///
     /// `fallback`: for commands that read every namespace to be complete
-    /// (explain, impact) but were given `-n`: the namespace to read alone
+    /// (explain, impact, verify) for one namespace's answer: the namespace to read alone
     /// when the caller may not read them all.
     pub async fn read(
         &self,

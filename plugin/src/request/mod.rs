@@ -17,8 +17,11 @@ use scope::audit::{self, CodeDoc, Severity};
 use scope::explain::Target;
 use scope::IstioVersion;
 
-use crate::args::{self, Command, Common, DryRun, RecommendOutput, ReportOutput, VersionOutput};
+use crate::args::{
+    self, Command, Common, DryRun, Format, RecommendOutput, ReportOutput, VersionOutput,
+};
 use crate::duration::parse_duration;
+use crate::jsonpath::Template;
 use crate::live::{ConnectOptions, Purpose};
 use crate::selector::Selector;
 
@@ -66,6 +69,9 @@ pub struct MeshRequest {
     pub manifest_hints: bool,
     /// `-f`: objects about to be applied, laid over the cluster's.
     pub planned: Vec<PathBuf>,
+    /// Every namespace is read for an answer about one (`-n`, else the
+    /// context's): a user who may not read them all gets that one's.
+    pub narrowable: bool,
 }
 
 impl MeshRequest {
@@ -113,11 +119,12 @@ impl MeshRequest {
             from_pod_logs: c.from_pod_logs,
             prometheus: c.prometheus.clone(),
             since,
-            connect: c.connect_options(),
+            connect: c.connect_options()?,
             purpose: Purpose::Read,
             pod_logs: PodLogScope::Listed,
             manifest_hints: false,
             planned: Vec::new(),
+            narrowable: false,
         })
     }
 
@@ -126,6 +133,7 @@ impl MeshRequest {
     fn everywhere(mut self) -> MeshRequest {
         if !self.all_namespaces {
             self.pod_logs = PodLogScope::Namespace;
+            self.narrowable = true;
         }
         self.all_namespaces = true;
         self
@@ -318,7 +326,7 @@ impl ApplyRequest {
             prune: a.prune,
             wait,
             istiod,
-            timeout_secs: c.request_timeout.secs(),
+            timeout_secs: c.connection.request_timeout.secs(),
             watch,
         })
     }
@@ -340,8 +348,11 @@ impl DiffRequest {
         if !c.manifests.is_empty() {
             bail!("diff compares with the cluster: drop --manifests (for files, `recommend --manifests ...` prints the Sidecars)");
         }
+        let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts)?;
+        // The dry-run applies are checked with the reads, in one pass.
+        spec.mesh.purpose = Purpose::Diff;
         Ok(DiffRequest {
-            spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts)?,
+            spec,
             force_conflicts: a.force_conflicts,
             prune: a.prune,
         })
@@ -382,9 +393,9 @@ impl VerifyRequest {
             namespace: c.namespace.clone(),
             all_namespaces: c.all_namespaces,
             target: a.target,
-            output: a.output,
+            output: a.output.get(),
             istiod,
-            timeout_secs: c.request_timeout.secs(),
+            timeout_secs: c.connection.request_timeout.secs(),
         })
     }
 }
@@ -420,7 +431,7 @@ impl AuditRequest {
         };
         Ok(AuditRequest {
             mesh: MeshRequest::parse(c)?,
-            output: a.output,
+            output: a.output.get(),
             fail_on,
             codes,
             suppressions,
@@ -484,7 +495,7 @@ impl ExplainRequest {
             namespace: c.namespace.clone(),
             all_namespaces: c.all_namespaces,
             target,
-            output: a.output,
+            output: a.output.get(),
         })
     }
 }
@@ -511,12 +522,13 @@ impl ImpactRequest {
         })?;
         let mut mesh = MeshRequest::parse(c)?;
         mesh.all_namespaces = true;
+        mesh.narrowable = true;
         Ok(ImpactRequest {
             mesh,
             namespace: c.namespace.clone(),
             spec: a.target,
             target,
-            output: a.output,
+            output: a.output.get(),
         })
     }
 }
@@ -527,7 +539,7 @@ pub enum VersionSource {
     /// `--client`: nowhere.
     Client,
     Manifests(Vec<PathBuf>),
-    Cluster(ConnectOptions),
+    Cluster(Box<ConnectOptions>),
 }
 
 #[derive(Debug)]
@@ -546,12 +558,12 @@ impl VersionRequest {
                 source: VersionSource::Client,
                 istio_version: None,
                 cluster_domain: None,
-                output: a.output,
+                output: a.output.as_ref().map(Format::get),
             });
         }
         let istio_version = istio_version(c)?;
         let source = if c.manifests.is_empty() {
-            VersionSource::Cluster(c.connect_options())
+            VersionSource::Cluster(Box::new(c.connect_options()?))
         } else {
             VersionSource::Manifests(c.manifests.clone())
         };
@@ -559,7 +571,7 @@ impl VersionRequest {
             source,
             istio_version,
             cluster_domain: c.cluster_domain.clone(),
-            output: a.output,
+            output: a.output.as_ref().map(Format::get),
         })
     }
 }
@@ -583,7 +595,7 @@ impl CodesRequest {
         Ok(CodesRequest {
             docs,
             one: a.code.is_some(),
-            output: a.output,
+            output: a.output.get(),
         })
     }
 }
@@ -604,27 +616,35 @@ pub enum Request {
     Completion(clap_complete::Shell),
 }
 
-/// How the output looks: `--no-headers`, `-q`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How the output looks: `--no-headers`, `-q`, `-o jsonpath=`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Style {
     /// Tables print no header row.
     pub no_headers: bool,
     /// Summaries on stderr are not printed (errors and warnings are).
     pub quiet: bool,
+    /// The json output goes through this template.
+    pub jsonpath: Option<Template>,
 }
 
 impl Request {
     /// Parses and checks the command line, and says how to print.
     pub fn parse(command: Command) -> Result<(Request, Style)> {
         let common = command.common();
+        let jsonpath = command
+            .jsonpath()
+            .map(|t| Template::parse(t).map_err(|e| anyhow!("-o jsonpath={t}: {e}")))
+            .transpose()?;
         let style = match (&command, &common) {
             (Command::Codes(a), _) => Style {
                 no_headers: a.no_headers,
                 quiet: false,
+                jsonpath,
             },
             (_, Some(c)) => Style {
                 no_headers: c.no_headers,
                 quiet: c.quiet,
+                jsonpath,
             },
             (_, None) => Style::default(),
         };
@@ -638,7 +658,7 @@ impl Request {
             ),
             Command::Recommend(a) => Request::Recommend(RecommendRequest {
                 spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts)?,
-                output: a.output,
+                output: a.output.get(),
             }),
             Command::Apply(a) => Request::Apply(ApplyRequest::parse(*a, c)?),
             Command::Diff(a) => Request::Diff(DiffRequest::parse(a, c)?),

@@ -215,6 +215,10 @@ fn plausible(value_name: &str) -> &'static str {
         "VALIDITY_DAYS" => "30",
         "TYPE[/NAME]" => "pod/web",
         "KIND/NAME" => "service/web",
+        "TOKEN" => "secret-token",
+        "USER" => "jane",
+        "GROUP" => "developers",
+        "UID" => "06f6ce97",
         other => panic!("no plausible value for {other}: add one"),
     }
 }
@@ -238,7 +242,11 @@ fn spellings(a: &clap::Arg) -> Vec<String> {
     }
     possible
         .iter()
-        .map(|v| format!("--{long}={}", v.get_name()))
+        .map(|v| match v.get_name() {
+            // `-o jsonpath=` takes a template after the `=`.
+            "jsonpath=" => format!("--{long}=jsonpath={{.kind}}"),
+            name => format!("--{long}={name}"),
+        })
         .collect()
 }
 
@@ -249,6 +257,7 @@ fn companions(a: &clap::Arg) -> Vec<&'static str> {
     match a.get_id().as_str() {
         "since" => vec!["--from-pod-logs"],
         "watch" => vec!["--from-pod-logs"],
+        "impersonate_groups" | "impersonate_uid" => vec!["--as=jane"],
         _ if watch => vec!["--watch", "--from-pod-logs"],
         _ => vec![],
     }
@@ -363,4 +372,156 @@ fn prune_means_deleting_sidecars_in_every_command() {
         panic!("a recommend request")
     };
     assert!(r.spec.prune_hosts);
+}
+
+/// `args` as the binary reads them: kubectl's global flags hoisted.
+fn hoisted(args: &[&str]) -> Vec<String> {
+    let line: Vec<String> = std::iter::once("kubectl-meshscope")
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect();
+    crate::hoist::hoist_words(&line)[1..].to_vec()
+}
+
+#[test]
+fn kubectls_global_flags_before_the_command_are_taken_after_it() {
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &["-n", "shop", "audit", "-o", "json"],
+            &["audit", "-n", "shop", "-o", "json"],
+        ),
+        (
+            &[
+                "--context=prod",
+                "-s",
+                "https://k:6443",
+                "--insecure-skip-tls-verify",
+                "verify",
+                "pod/web",
+            ],
+            &[
+                "verify",
+                "--context=prod",
+                "-s",
+                "https://k:6443",
+                "--insecure-skip-tls-verify",
+                "pod/web",
+            ],
+        ),
+        (
+            &[
+                "-nshop",
+                "--as",
+                "jane",
+                "--as-group",
+                "dev",
+                "explain",
+                "pod",
+                "web",
+            ],
+            &[
+                "explain",
+                "-nshop",
+                "--as",
+                "jane",
+                "--as-group",
+                "dev",
+                "pod",
+                "web",
+            ],
+        ),
+        // Nested commands: after the last name.
+        (
+            &["-n", "tools", "webhook", "manifests"],
+            &["webhook", "manifests", "-n", "tools"],
+        ),
+        // Not kubectl's global flags, or no command: left as typed.
+        (&["-A", "audit"], &["-A", "audit"]),
+        (&["--help"], &["--help"]),
+    ];
+    for (typed, read) in cases {
+        assert_eq!(hoisted(typed), read, "{typed:?}");
+    }
+    // Hoisted, the line means what it means written after the command.
+    let argv = |a: &[&str]| {
+        let line = hoisted(a);
+        let cli = Cli::try_parse_from(std::iter::once("kubectl-meshscope".to_string()).chain(line))
+            .expect("clap accepts the line");
+        format!("{:?}", Request::parse(cli.command).unwrap())
+    };
+    assert_eq!(
+        argv(&[
+            "-n",
+            "shop",
+            "--request-timeout",
+            "5s",
+            "--token",
+            "t",
+            "audit"
+        ]),
+        argv(&[
+            "audit",
+            "-n",
+            "shop",
+            "--request-timeout",
+            "5s",
+            "--token",
+            "t"
+        ])
+    );
+}
+
+#[test]
+fn connection_flags_that_need_another_say_which() {
+    assert_eq!(
+        error(&["audit", "--as-group", "dev"]),
+        "--as-group and --as-uid impersonate a user's groups and UID: give the user with --as too"
+    );
+    assert!(error(&[
+        "audit",
+        "--insecure-skip-tls-verify",
+        "--certificate-authority",
+        "ca.crt"
+    ])
+    .starts_with("--insecure-skip-tls-verify skips the check"));
+    let r = parse(&[
+        "audit",
+        "--as",
+        "jane",
+        "--as-group",
+        "a",
+        "--as-group",
+        "b",
+        "-s",
+        "k:6443",
+    ])
+    .unwrap();
+    let Request::Audit(a) = r else {
+        panic!("audit")
+    };
+    assert_eq!(a.mesh.connect.impersonate.as_deref(), Some("jane"));
+    assert_eq!(a.mesh.connect.impersonate_groups, ["a", "b"]);
+    assert_eq!(a.mesh.connect.server.as_deref(), Some("k:6443"));
+}
+
+#[test]
+fn jsonpath_templates_are_checked_up_front_and_json_is_printed_through_them() {
+    let cli =
+        Cli::try_parse_from(["kubectl-meshscope", "codes", "-o", "jsonpath={[*].code}"]).unwrap();
+    let (r, style) = Request::parse(cli.command).unwrap();
+    assert!(
+        matches!(
+            r,
+            Request::Codes(CodesRequest {
+                output: ReportOutput::Json,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert!(style.jsonpath.is_some());
+    assert_eq!(
+        error(&["audit", "-o", "jsonpath={range .findings[*]}{.code}"]),
+        "-o jsonpath={range .findings[*]}{.code}: {range} without {end}"
+    );
 }

@@ -18,6 +18,7 @@
 //!   descriptors and memory while it runs.
 
 mod complete;
+mod connection;
 mod dumps;
 mod exempt;
 mod fuzz_regressions;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use kubectl_meshscope::{args::Cli, Outcome};
 use meshscope_e2e::cluster::{plugin_binary, Cluster};
+use meshscope_e2e::rbac::{deployment, edited, kubeconfig_yaml, namespace_reader};
 
 use meshscope_e2e::run::meshscope_at as meshscope;
 
@@ -21,19 +22,6 @@ fn binary(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().unwrap()
-}
-
-fn kubeconfig_yaml(c: &Cluster) -> serde_yaml::Value {
-    serde_yaml::from_str(&std::fs::read_to_string(&c.kubeconfig).unwrap()).unwrap()
-}
-
-/// The admin kubeconfig, edited, written to `dir/name`.
-fn edited(c: &Cluster, dir: &Path, name: &str, edit: impl Fn(&mut serde_yaml::Value)) -> String {
-    let mut v = kubeconfig_yaml(c);
-    edit(&mut v);
-    let p = dir.join(name);
-    std::fs::write(&p, serde_yaml::to_string(&v).unwrap()).unwrap();
-    p.to_str().unwrap().to_string()
 }
 
 fn set_server(v: &mut serde_yaml::Value, url: &str) {
@@ -379,34 +367,6 @@ fn another_certificate() -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-const READER_RULES: &str = "rules:\n- apiGroups: [\"\"]\n  resources: [pods, services]\n  verbs: [get, list]\n- apiGroups: [apps]\n  resources: [deployments, replicasets, statefulsets, daemonsets]\n  verbs: [get, list]\n- apiGroups: [batch]\n  resources: [jobs, cronjobs]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [sidecars, serviceentries, virtualservices, destinationrules]\n  verbs: [get, list]\n- apiGroups: [telemetry.istio.io]\n  resources: [telemetries]\n  verbs: [get, list]\n- apiGroups: [security.istio.io]\n  resources: [authorizationpolicies]\n  verbs: [get, list]\n";
-
-/// A user bound to a Role in `ns` with the reader's verbs (and `get` on
-/// its Namespace object when `namespace_get`).
-fn namespace_reader(
-    c: &Cluster,
-    ns: &str,
-    user: &str,
-    namespace_get: bool,
-    dir: &Path,
-) -> std::path::PathBuf {
-    let extra = if namespace_get {
-        "- apiGroups: [\"\"]\n  resources: [namespaces]\n  verbs: [get]\n"
-    } else {
-        ""
-    };
-    c.apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {user}\n  namespace: {ns}\n{READER_RULES}{extra}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {user}\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {user}\nsubjects:\n- kind: User\n  name: {user}\n  apiGroup: rbac.authorization.k8s.io\n"
-    ));
-    c.impersonating(user, dir).unwrap()
-}
-
-fn deployment(ns: &str, name: &str) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: example/{name}:1}}]\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector: {{app: {name}}}\n  ports: [{{port: 80, name: http}}]\n"
-    )
 }
 
 #[test]
