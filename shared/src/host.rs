@@ -170,6 +170,21 @@ impl Export {
         Self::from_list(list, own_ns, true)
     }
 
+    /// [`Export::for_service`] as istiod's `IsServiceVisible` reads it:
+    /// `*`, `.` and namespaces, a `~` among them hiding nothing.
+    pub fn listed(export_to: Option<&[String]>, default: &[String], own_ns: &str) -> Self {
+        match Self::for_service(export_to, default, own_ns) {
+            Export::Hidden => {
+                let list = match export_to {
+                    Some(l) if !l.is_empty() => l,
+                    _ => default,
+                };
+                Self::from_list(list, own_ns, false)
+            }
+            other => other,
+        }
+    }
+
     /// VirtualServices: `~` is not valid there and is ignored.
     pub fn for_virtual_service(
         export_to: Option<&[String]>,

@@ -26,6 +26,7 @@ pub mod exempt;
 pub mod explain;
 pub mod hints;
 pub mod host;
+pub mod imports;
 pub mod inject;
 pub mod inputs;
 pub mod istio;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::HashMap;
 use std::rc::Rc;
 
-use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
+use crate::host::host_subset_of;
 use crate::snapshot::{
     selector_matches, DrId, Inbound, Labels, Listener, MeshSnapshot, Protocol, Resolution,
     SidecarId, SvcId, SvcKind, VsId,
@@ -110,7 +110,7 @@ impl MeshSnapshot {
 pub struct PortSet(Vec<u32>);
 
 impl PortSet {
-    fn from_unsorted(ports: impl Iterator<Item = u32>) -> Self {
+    pub(crate) fn from_unsorted(ports: impl Iterator<Item = u32>) -> Self {
         let mut v: Vec<u32> = ports.collect();
         v.sort_unstable();
         v.dedup();
@@ -126,6 +126,12 @@ impl PortSet {
     }
     pub fn iter(&self) -> impl Iterator<Item = &u32> {
         self.0.iter()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&u32) -> bool) {
+        self.0.retain(keep);
     }
 }
 
@@ -149,8 +155,9 @@ pub struct Visible {
     /// outbound listeners or routes (they are not egress-listener
     /// services).
     pub pulled: BTreeMap<SvcId, PortSet>,
-    /// Same-namespace copies of an imported hostname that the scope's
-    /// services do not keep: they get outbound listeners, no clusters.
+    /// Copies of an imported hostname that an egress listener selected but
+    /// the scope's services do not keep (another namespace's, or a port a
+    /// merged copy shares): they get outbound listeners, no clusters.
     pub shadowed: BTreeMap<SvcId, PortSet>,
     /// (service, port) imported through a port-specific listener that
     /// declares another kind of protocol (HTTP vs not): istiod builds that
@@ -169,346 +176,7 @@ impl Visible {
     }
 }
 
-fn entry_matches_service(e: &HostEntry, scope_ns: &str, svc_ns: &str, hostname: &str) -> bool {
-    e.ns.matches(scope_ns, svc_ns) && host_subset_of(hostname, &e.host)
-}
-
 impl MeshSnapshot {
-    /// Every service, VirtualService and DestinationRule that `listeners`
-    /// import for a proxy in `scope_ns`.
-    pub fn visible(&self, scope_ns: &str, listeners: &[Listener]) -> Visible {
-        let unified = self.options.istio.at_least(24);
-        let mut out = Visible {
-            namespace: scope_ns.to_string(),
-            ..Visible::default()
-        };
-        let overriding = listeners
-            .iter()
-            .any(|l| l.port.is_some() && l.protocol.is_some());
-        let mut per_listener: Vec<(Option<u32>, Option<Protocol>, Vec<SvcId>)> = Vec::new();
-        for l in listeners {
-            let (includes, excludes): (Vec<&HostEntry>, Vec<&HostEntry>) =
-                l.hosts.iter().partition(|e| !e.exclude);
-            // Candidate services: exact entries go through the host index;
-            // wildcard entries scan.
-            // Candidates from the indexes: exact hosts by name, wildcards
-            // by namespace; only `*/<wildcard>` scans everything.
-            let scan_all = includes
-                .iter()
-                .any(|e| e.host.contains('*') && e.ns == NsSel::Any);
-            let candidates: Vec<SvcId> = if scan_all {
-                (0..self.services.len()).collect()
-            } else {
-                let mut c: Vec<SvcId> = Vec::new();
-                for e in &includes {
-                    if !e.host.contains('*') {
-                        c.extend(self.services_named(&e.host).iter().copied());
-                    } else {
-                        let ns = match &e.ns {
-                            NsSel::Current => scope_ns,
-                            NsSel::Named(n) => n.as_str(),
-                            NsSel::Any => unreachable!("handled by scan_all"),
-                        };
-                        c.extend(self.services_in(ns).iter().copied());
-                    }
-                }
-                c.sort_unstable();
-                c.dedup();
-                c
-            };
-            // hostname -> the one copy kept for this listener
-            let mut chosen: HashMap<&str, SvcId> = HashMap::default();
-            chosen.reserve(candidates.len());
-            // Other copies that passed, for same-namespace duplicates.
-            let mut others: Vec<SvcId> = Vec::new();
-            for id in candidates {
-                let s = &self.services[id];
-                if !s.export.visible_to(scope_ns) {
-                    continue;
-                }
-                if !includes
-                    .iter()
-                    .any(|e| entry_matches_service(e, scope_ns, &s.namespace, &s.hostname))
-                {
-                    continue;
-                }
-                if excludes
-                    .iter()
-                    .any(|e| entry_matches_service(e, scope_ns, &s.namespace, &s.hostname))
-                {
-                    continue;
-                }
-                if let Some(p) = l.port {
-                    if !s.ports.iter().any(|sp| sp.number == p) {
-                        continue;
-                    }
-                }
-                match chosen.get(s.hostname.as_str()) {
-                    None => {
-                        chosen.insert(&s.hostname, id);
-                    }
-                    Some(&cur) => {
-                        if self.prefer(id, cur, scope_ns, unified) {
-                            chosen.insert(&s.hostname, id);
-                            others.push(cur);
-                        } else {
-                            others.push(id);
-                        }
-                    }
-                }
-            }
-            // istiod keeps, for a listener, every copy of a hostname in the
-            // chosen copy's namespace: each gets its listeners, while the
-            // scope's services keep one (a Kubernetes Service over a
-            // ServiceEntry). Known gap: istiod also merges the ports of
-            // like ServiceEntries of one hostname into clusters; here the
-            // extra copy gets listeners only.
-            for id in others {
-                let s = &self.services[id];
-                let keep = chosen[s.hostname.as_str()];
-                if self.services[keep].namespace != s.namespace {
-                    continue;
-                }
-                let ports = out.shadowed.entry(id).or_default();
-                match l.port {
-                    Some(p) => ports.insert(p),
-                    None => ports.extend(s.ports.iter().map(|p| p.number)),
-                }
-            }
-            let mut ids: Vec<SvcId> = chosen.into_values().collect();
-            ids.sort_unstable();
-            if overriding {
-                per_listener.push((l.port, l.protocol, ids.clone()));
-            }
-            let ports_of = |id: SvcId| match l.port {
-                Some(p) => PortSet(vec![p]),
-                None => PortSet::from_unsorted(self.services[id].ports.iter().map(|p| p.number)),
-            };
-            if out.services.is_empty() {
-                // Sorted keys: the map is built in bulk.
-                out.services = ids.into_iter().map(|id| (id, ports_of(id))).collect();
-            } else {
-                for id in ids {
-                    let ports = out.services.entry(id).or_default();
-                    match l.port {
-                        Some(p) => ports.insert(p),
-                        None => ports.extend(self.services[id].ports.iter().map(|p| p.number)),
-                    }
-                }
-            }
-            self.import_virtual_services(scope_ns, l.port, &includes, &excludes, &mut out);
-        }
-        if overriding {
-            let is_http = |p: Protocol| p == Protocol::Http;
-            let mut marks: BTreeMap<(SvcId, u32), (Option<Protocol>, bool)> = BTreeMap::new();
-            for (port, proto, ids) in &per_listener {
-                for &id in ids {
-                    for sp in &self.services[id].ports {
-                        if port.is_some_and(|p| p != sp.number) {
-                            continue;
-                        }
-                        let declared = match (port, proto) {
-                            (Some(_), Some(d)) => *d,
-                            _ => sp.protocol,
-                        };
-                        let m = marks.entry((id, sp.number)).or_default();
-                        if is_http(declared) != is_http(sp.protocol) {
-                            m.0 = Some(declared);
-                        } else {
-                            m.1 = true;
-                        }
-                    }
-                }
-            }
-            out.listener_protocols = marks
-                .into_iter()
-                .filter_map(|(k, (d, native))| d.map(|d| (k, (d, native))))
-                .collect();
-        }
-        // Destinations the listeners imported anyway are listener services;
-        // the rest are clusters only.
-        let pulled = std::mem::take(&mut out.pulled);
-        for (id, ports) in pulled {
-            // A hostname the listeners already imported from another
-            // service keeps that one (istiod merges only the same service).
-            let host = &self.services[id].hostname;
-            if self
-                .services_named(host)
-                .iter()
-                .any(|o| *o != id && out.services.contains_key(o))
-            {
-                continue;
-            }
-            let have = out.services.get(&id);
-            let extra: Vec<u32> = ports
-                .iter()
-                .copied()
-                .filter(|p| have.is_none_or(|h| !h.contains(p)))
-                .collect();
-            if extra.is_empty() {
-                continue;
-            }
-            out.services
-                .entry(id)
-                .or_default()
-                .extend(extra.iter().copied());
-            out.pulled
-                .insert(id, PortSet::from_unsorted(extra.into_iter()));
-        }
-        self.choose_destination_rules(scope_ns, &mut out);
-        out
-    }
-
-    /// Should `a` replace `b` as the copy of a hostname kept for a scope?
-    pub(crate) fn prefer(&self, a: SvcId, b: SvcId, scope_ns: &str, unified: bool) -> bool {
-        let (sa, sb) = (&self.services[a], &self.services[b]);
-        let own = |s: &crate::snapshot::ServiceInfo| s.namespace == scope_ns;
-        if own(sa) != own(sb) {
-            return own(sa);
-        }
-        if unified && sa.kind != sb.kind {
-            return sa.kind == SvcKind::Kube;
-        }
-        sa.order < sb.order
-    }
-
-    fn import_virtual_services(
-        &self,
-        scope_ns: &str,
-        listener_port: Option<u32>,
-        includes: &[&HostEntry],
-        excludes: &[&HostEntry],
-        out: &mut Visible,
-    ) {
-        let matches_vs = |e: &HostEntry, vs_ns: &str, hosts: &[String]| {
-            e.ns.matches(scope_ns, vs_ns) && hosts.iter().any(|h| hosts_overlap(h, &e.host))
-        };
-        let mut namespaces: BTreeSet<&str> = BTreeSet::new();
-        for e in includes {
-            match &e.ns {
-                NsSel::Any => {
-                    namespaces.extend(self.vss_by_ns.keys().map(String::as_str));
-                    break;
-                }
-                NsSel::Current => {
-                    namespaces.insert(scope_ns);
-                }
-                NsSel::Named(n) => {
-                    namespaces.insert(n);
-                }
-            }
-        }
-        let mut matched = Vec::new();
-        for ns in namespaces {
-            for &id in self.vss_in(ns) {
-                let vs = &self.virtual_services[id];
-                if !vs.mesh_bound || !vs.export.visible_to(scope_ns) {
-                    continue;
-                }
-                if !includes
-                    .iter()
-                    .any(|e| matches_vs(e, &vs.namespace, &vs.hosts))
-                {
-                    continue;
-                }
-                if excludes
-                    .iter()
-                    .any(|e| matches_vs(e, &vs.namespace, &vs.hosts))
-                {
-                    continue;
-                }
-                out.virtual_services.insert(id);
-                matched.push(id);
-            }
-        }
-        // Destinations of the listener's VirtualServices are imported too,
-        // as istiod does per listener: a port-specific listener keeps a
-        // destination only if it has the listener's port (and only that
-        // port); otherwise the ports the routes name (all of them when a
-        // route names none), and nothing when the service has none of them.
-        for id in matched {
-            let mut by_host: BTreeMap<&str, (bool, BTreeSet<u32>)> = BTreeMap::new();
-            for d in &self.virtual_services[id].dests {
-                if !d.source_namespaces.is_empty()
-                    && !d.source_namespaces.iter().any(|n| n == scope_ns)
-                {
-                    continue;
-                }
-                let e = by_host.entry(d.host.as_str()).or_default();
-                match d.port {
-                    Some(p) => {
-                        e.1.insert(p);
-                    }
-                    None => e.0 = true,
-                }
-            }
-            for (host, (all, ports)) in by_host {
-                let Some(svc) = self.destination_service(host, scope_ns) else {
-                    continue;
-                };
-                let sp = &self.services[svc].ports;
-                let keep: Vec<u32> = match listener_port {
-                    Some(lp) if sp.iter().any(|p| p.number == lp) => vec![lp],
-                    Some(_) => continue,
-                    None if all || ports.is_empty() => sp.iter().map(|p| p.number).collect(),
-                    None => sp
-                        .iter()
-                        .map(|p| p.number)
-                        .filter(|n| ports.contains(n))
-                        .collect(),
-                };
-                if keep.is_empty() {
-                    continue;
-                }
-                out.pulled.entry(svc).or_default().extend(keep);
-            }
-        }
-    }
-
-    /// The service a VirtualService destination host resolves to for a
-    /// proxy in `scope_ns`: the copy in that namespace, else a visible
-    /// Kubernetes Service, else the oldest visible one (alphabetical by
-    /// namespace before 1.30).
-    pub fn destination_service(&self, host: &str, scope_ns: &str) -> Option<SvcId> {
-        let ids = self.services_named(host);
-        // istiod takes the copy in the proxy's namespace whatever its
-        // exportTo.
-        if let Some(own) = ids
-            .iter()
-            .copied()
-            .find(|i| self.services[*i].namespace == scope_ns)
-        {
-            return Some(own);
-        }
-        let visible = ids
-            .iter()
-            .copied()
-            .filter(|i| self.services[*i].export.visible_to(scope_ns));
-        let mut best: Option<SvcId> = None;
-        for id in visible {
-            let s = &self.services[id];
-            let better = match best {
-                None => true,
-                Some(b) => {
-                    let t = &self.services[b];
-                    if (s.namespace == scope_ns) != (t.namespace == scope_ns) {
-                        s.namespace == scope_ns
-                    } else if s.kind != t.kind {
-                        s.kind == SvcKind::Kube
-                    } else if self.options.istio.at_least(30) {
-                        (s.created, &s.namespace) < (t.created, &t.namespace)
-                    } else {
-                        s.namespace < t.namespace
-                    }
-                }
-            };
-            if better {
-                best = Some(id);
-            }
-        }
-        best
-    }
-
     /// The subsets of the DestinationRule chosen for a service: istiod
     /// merges the subsets of every selector-less rule for the same host in
     /// that namespace (the first of a name wins).
@@ -538,7 +206,7 @@ impl MeshSnapshot {
         out
     }
 
-    fn choose_destination_rules(&self, scope_ns: &str, out: &mut Visible) {
+    pub(crate) fn choose_destination_rules(&self, scope_ns: &str, out: &mut Visible) {
         let ids: Vec<SvcId> = out.services.keys().copied().collect();
         for svc in ids {
             if let Some(dr) = self.destination_rule_for(scope_ns, svc) {

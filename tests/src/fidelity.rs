@@ -28,7 +28,7 @@ pub struct Scenario {
 pub const DEFAULT_MESH: &str =
     "rootNamespace: istio-system\noutboundTrafficPolicy:\n  mode: ALLOW_ANY\n";
 
-fn fqdn(name: &str, ns: &str) -> String {
+pub fn fqdn(name: &str, ns: &str) -> String {
     format!("{name}.{ns}.{DOMAIN}")
 }
 

@@ -24,6 +24,7 @@ pub mod rbac;
 pub mod run;
 pub mod setup;
 pub mod traffic;
+pub mod upstream_cases;
 pub mod watcher;
 pub mod world;
 pub mod xds;

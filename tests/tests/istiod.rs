@@ -275,6 +275,14 @@ fn fixed_scenarios_match_istiod() {
     run_all(fidelity::fixed(run_tag()));
 }
 
+/// The cases istiod's own rules and unit tests pin
+/// (`tests/src/upstream_cases.rs`).
+#[test]
+fn upstream_cases_match_istiod() {
+    meshscope_e2e::needs_cluster!();
+    run_all(meshscope_e2e::upstream_cases::cases(run_tag()));
+}
+
 #[test]
 fn random_scenarios_match_istiod() {
     meshscope_e2e::needs_cluster!();

@@ -81,9 +81,16 @@ fn found(world: &World, r: &ImpactRequest, ns: &str) -> Result<()> {
     let hint = match elsewhere.as_slice() {
         [] => String::new(),
         [one] => format!("; there is one in namespace {one} (pass -n {one})"),
+        many if many.len() <= 5 => {
+            format!(
+                "; there are some in namespaces {} (pass -n)",
+                many.join(", ")
+            )
+        }
         many => format!(
-            "; there are some in namespaces {} (pass -n)",
-            many.join(", ")
+            "; there are some in namespaces {}, ... {} more (pass -n)",
+            many[..5].join(", "),
+            many.len() - 5
         ),
     };
     bail!(

@@ -216,6 +216,15 @@ pub struct ServiceInfo {
     pub hostname: String,
     pub ports: Vec<PortInfo>,
     pub export: Export,
+    /// Who istiod's `IsServiceVisible` lets see it: `export` without the
+    /// hiding of a `~` listed next to namespaces (`~,app` is visible to
+    /// `app` here). istiod 1.31 checks this on its exact-host path and
+    /// for VirtualService destinations (`pilot/pkg/model/push_context.go`,
+    /// release-1.31).
+    pub listed: Export,
+    /// A ServiceEntry's own labels (`metadata.labels`), which must agree
+    /// for istiod to merge two entries of one hostname.
+    pub labels: Labels,
     pub created: Created,
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,

@@ -64,6 +64,7 @@ pub(super) fn services(
         if let Some(cap) = cap {
             for s in &mut services[first..] {
                 s.export = cap.cap(std::mem::replace(&mut s.export, Export::Hidden), &ns);
+                s.listed = cap.cap(std::mem::replace(&mut s.listed, Export::Hidden), &ns);
             }
         }
     }
@@ -209,13 +210,22 @@ pub(super) fn inbound_ports(
     }
 }
 
-fn service_export(meta: &ObjectMeta, mesh: &MeshConfig, ns: &str) -> Export {
+/// A Service's `networking.istio.io/exportTo` annotation, as istiod reads
+/// it: split on commas, each item trimmed; an empty value is no annotation
+/// (`pilot/pkg/serviceregistry/kube/conversion.go`, release-1.31). Also
+/// the `listed` form of [`ServiceInfo::listed`].
+fn service_export(meta: &ObjectMeta, mesh: &MeshConfig, ns: &str) -> (Export, Export) {
     let ann: Option<Vec<String>> = meta
         .annotations
         .as_ref()
         .and_then(|a| a.get("networking.istio.io/exportTo"))
+        .filter(|v| !v.is_empty())
         .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
-    Export::for_service(ann.as_deref(), &mesh.default_service_export_to, ns)
+    let default = &mesh.default_service_export_to;
+    (
+        Export::for_service(ann.as_deref(), default, ns),
+        Export::listed(ann.as_deref(), default, ns),
+    )
 }
 
 fn count_selected(
@@ -282,10 +292,13 @@ fn kube_service(
         .as_ref()
         .map(|sel| count_selected(sel, &ns, pods, pods_by_ns))
         .unwrap_or(0);
+    let (export, listed) = service_export(&s.metadata, mesh, &ns);
     ServiceInfo {
         kind: SvcKind::Kube,
         hostname: format!("{name}.{ns}.svc.{domain}"),
-        export: service_export(&s.metadata, mesh, &ns),
+        export,
+        listed,
+        labels: Labels::new(),
         created: created(&s.metadata),
         addresses,
         resolution: if external {
@@ -322,6 +335,12 @@ fn entry_services<'a>(
         &mesh.default_service_export_to,
         &ns,
     );
+    let listed = Export::listed(
+        se.spec.export_to.as_deref(),
+        &mesh.default_service_export_to,
+        &ns,
+    );
+    let own_labels = labels(&se.metadata.labels);
     let resolution = match se.spec.resolution.as_deref() {
         Some("DNS") => Resolution::Dns,
         Some("DNS_ROUND_ROBIN") => Resolution::DnsRoundRobin,
@@ -363,6 +382,8 @@ fn entry_services<'a>(
         hostname: h.clone(),
         ports: ports.clone(),
         export: export.clone(),
+        listed: listed.clone(),
+        labels: own_labels.clone(),
         created,
         addresses: addresses.clone(),
         resolution,

@@ -123,6 +123,13 @@ fn variants<T: ValueEnum>() -> Vec<String> {
         .collect()
 }
 
+/// `-o`'s completions: `T`'s formats, then `jsonpath=`.
+fn formats<T: ValueEnum>() -> Vec<String> {
+    let mut v = variants::<T>();
+    v.push("jsonpath=".into());
+    v
+}
+
 /// A namespace holding a bare pod, a Deployment, a StatefulSet, a Service
 /// and Istio routing objects.
 fn objects(c: &Cluster, prefix: &str) -> String {
@@ -202,10 +209,10 @@ fn enum_flag_values_complete() {
     meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = complete(c, &["audit", "-o", ""]);
-    assert_eq!(a.values(), variants::<ReportOutput>());
+    assert_eq!(a.values(), formats::<ReportOutput>());
     assert_eq!(a.directive, NO_FILE_COMP);
     let a = complete(c, &["recommend", "--output="]);
-    assert_eq!(a.values(), variants::<RecommendOutput>());
+    assert_eq!(a.values(), formats::<RecommendOutput>());
     assert_eq!(
         complete(c, &["audit", "--fail-on", "w"]).values(),
         ["warning"]

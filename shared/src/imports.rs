@@ -1,0 +1,498 @@
+//! What one scope imports, as istiod builds a SidecarScope
+//! (`pilot/pkg/model/sidecar.go`, release-1.31): each egress listener
+//! selects one copy of each hostname it matches, then the destinations of
+//! the VirtualServices it imports; the scope keeps one service per
+//! hostname, appended listener by listener (`appendSidecarServices`):
+//!
+//! - the first copy of a hostname stays, and a later copy from another
+//!   namespace is dropped, except that a Kubernetes Service replaces a
+//!   ServiceEntry of its hostname from any namespace (and is never
+//!   replaced by one);
+//! - a later copy in the same namespace that istiod may merge
+//!   (`canMergeServices`: same resolution, kind, labels, workload
+//!   selector and exportTo) adds the ports the kept one lacks;
+//! - a copy an egress listener selected that the scope does not keep still
+//!   gets that listener's outbound listeners, but no clusters
+//!   ([`Visible::shadowed`]).
+//!
+//! From 1.31 a listener whose hosts are all exact `ns/host` entries looks
+//! each up by name (`servicesForExactHosts`): one copy per hostname and
+//! namespace (a Kubernetes Service, else the oldest entry), checked with
+//! `IsServiceVisible` ([`ServiceInfo::listed`]) and ordered by age alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
+use crate::scope::{PortSet, Visible};
+use crate::snapshot::{Listener, MeshSnapshot, Protocol, ServiceInfo, SvcId, SvcKind};
+use crate::HashMap;
+
+fn entry_matches_service(e: &HostEntry, scope_ns: &str, svc_ns: &str, hostname: &str) -> bool {
+    e.ns.matches(scope_ns, svc_ns) && host_subset_of(hostname, &e.host)
+}
+
+/// The namespace an entry names, for a proxy in `scope_ns`.
+fn entry_namespace<'a>(e: &'a HostEntry, scope_ns: &'a str) -> Option<&'a str> {
+    match &e.ns {
+        NsSel::Current => Some(scope_ns),
+        NsSel::Named(n) => Some(n),
+        NsSel::Any => None,
+    }
+}
+
+/// One egress listener's services: the copy of each hostname it selects,
+/// and the other copies in that copy's namespace.
+struct Selected {
+    chosen: Vec<SvcId>,
+    copies: Vec<SvcId>,
+}
+
+impl MeshSnapshot {
+    /// Every service, VirtualService and DestinationRule that `listeners`
+    /// import for a proxy in `scope_ns`.
+    pub fn visible(&self, scope_ns: &str, listeners: &[Listener]) -> Visible {
+        let mut out = Visible {
+            namespace: scope_ns.to_string(),
+            ..Visible::default()
+        };
+        let overriding = listeners
+            .iter()
+            .any(|l| l.port.is_some() && l.protocol.is_some());
+        let mut per_listener: Vec<(Option<u32>, Option<Protocol>, Vec<SvcId>)> = Vec::new();
+        // The service the scope keeps for each hostname.
+        let mut kept: HashMap<&str, SvcId> = HashMap::default();
+        for l in listeners {
+            let (includes, excludes): (Vec<&HostEntry>, Vec<&HostEntry>) =
+                l.hosts.iter().partition(|e| !e.exclude);
+            let sel = self.listener_services(scope_ns, l, &includes, &excludes);
+            if overriding {
+                per_listener.push((l.port, l.protocol, sel.chosen.clone()));
+            }
+            for id in sel.chosen.into_iter().chain(sel.copies) {
+                let ports = match l.port {
+                    Some(p) => PortSet::from_unsorted([p].into_iter()),
+                    None => {
+                        PortSet::from_unsorted(self.services[id].ports.iter().map(|p| p.number))
+                    }
+                };
+                self.append(&mut out, &mut kept, id, ports, false);
+            }
+            let pulled =
+                self.import_virtual_services(scope_ns, l.port, &includes, &excludes, &mut out);
+            for (id, ports) in pulled {
+                self.append(&mut out, &mut kept, id, ports, true);
+            }
+        }
+        if overriding {
+            out.listener_protocols = self.listener_protocols(&per_listener);
+        }
+        self.choose_destination_rules(scope_ns, &mut out);
+        out
+    }
+
+    /// The services one listener selects: on 1.31's exact-host path by
+    /// name, else every matching service, one copy per hostname.
+    fn listener_services(
+        &self,
+        scope_ns: &str,
+        l: &Listener,
+        includes: &[&HostEntry],
+        excludes: &[&HostEntry],
+    ) -> Selected {
+        let exact = self.options.istio.at_least(31)
+            && !includes.is_empty()
+            && includes
+                .iter()
+                .all(|e| !e.host.contains('*') && e.ns != NsSel::Any);
+        let candidates = if exact {
+            self.exact_candidates(scope_ns, includes)
+        } else {
+            self.scan_candidates(scope_ns, includes)
+        };
+        let unified = self.options.istio.at_least(24);
+        // hostname -> the one copy kept for this listener
+        let mut chosen: HashMap<&str, SvcId> = HashMap::default();
+        let mut others: Vec<SvcId> = Vec::new();
+        for id in candidates {
+            let s = &self.services[id];
+            let visible = if exact { &s.listed } else { &s.export };
+            if !visible.visible_to(scope_ns)
+                || !includes
+                    .iter()
+                    .any(|e| entry_matches_service(e, scope_ns, &s.namespace, &s.hostname))
+                || excludes
+                    .iter()
+                    .any(|e| entry_matches_service(e, scope_ns, &s.namespace, &s.hostname))
+                || l.port
+                    .is_some_and(|p| !s.ports.iter().any(|sp| sp.number == p))
+            {
+                continue;
+            }
+            match chosen.get(s.hostname.as_str()) {
+                None => {
+                    chosen.insert(&s.hostname, id);
+                }
+                Some(&cur) if self.prefer_in(id, cur, scope_ns, unified, exact) => {
+                    chosen.insert(&s.hostname, id);
+                    others.push(cur);
+                }
+                Some(_) => others.push(id),
+            }
+        }
+        // Every copy in the chosen copy's namespace stays the listener's.
+        let copies = others
+            .into_iter()
+            .filter(|id| {
+                let s = &self.services[*id];
+                self.services[chosen[s.hostname.as_str()]].namespace == s.namespace
+            })
+            .collect();
+        let mut chosen: Vec<SvcId> = chosen.into_values().collect();
+        chosen.sort_unstable();
+        Selected { chosen, copies }
+    }
+
+    /// Candidates from the indexes: exact hosts by name, wildcards by
+    /// namespace; only `*/<wildcard>` scans everything.
+    fn scan_candidates(&self, scope_ns: &str, includes: &[&HostEntry]) -> Vec<SvcId> {
+        if includes
+            .iter()
+            .any(|e| e.host.contains('*') && e.ns == NsSel::Any)
+        {
+            return (0..self.services.len()).collect();
+        }
+        let mut c: Vec<SvcId> = Vec::new();
+        for e in includes {
+            match entry_namespace(e, scope_ns) {
+                _ if !e.host.contains('*') => {
+                    c.extend(self.services_named(&e.host).iter().copied())
+                }
+                Some(ns) => c.extend(self.services_in(ns).iter().copied()),
+                None => unreachable!("`*/<wildcard>` scans everything"),
+            }
+        }
+        c.sort_unstable();
+        c.dedup();
+        c
+    }
+
+    /// 1.31's exact-host path: per entry, the one copy istiod's index holds
+    /// for that hostname and namespace.
+    fn exact_candidates(&self, scope_ns: &str, includes: &[&HostEntry]) -> Vec<SvcId> {
+        let mut c: Vec<SvcId> = includes
+            .iter()
+            .filter_map(|e| {
+                let ns = entry_namespace(e, scope_ns)?;
+                self.services_named(&e.host)
+                    .iter()
+                    .copied()
+                    .filter(|i| self.services[*i].namespace == ns)
+                    .min_by_key(|i| {
+                        let s = &self.services[*i];
+                        (s.kind != SvcKind::Kube, s.created, s.order)
+                    })
+            })
+            .collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    }
+
+    /// Should `a` replace `b` as the copy of a hostname kept for a scope?
+    pub(crate) fn prefer(&self, a: SvcId, b: SvcId, scope_ns: &str, unified: bool) -> bool {
+        self.prefer_in(a, b, scope_ns, unified, false)
+    }
+
+    /// [`MeshSnapshot::prefer`]; on the exact-host path by age alone
+    /// after the namespace and kind.
+    fn prefer_in(&self, a: SvcId, b: SvcId, scope_ns: &str, unified: bool, by_age: bool) -> bool {
+        let (sa, sb) = (&self.services[a], &self.services[b]);
+        let own = |s: &ServiceInfo| s.namespace == scope_ns;
+        if own(sa) != own(sb) {
+            return own(sa);
+        }
+        if unified && sa.kind != sb.kind {
+            return sa.kind == SvcKind::Kube;
+        }
+        if by_age {
+            return (sa.created, sa.order) < (sb.created, sb.order);
+        }
+        sa.order < sb.order
+    }
+
+    /// Whether istiod merges entry `b` into `a` of the same hostname
+    /// (`canMergeServices`).
+    fn mergeable(&self, a: SvcId, b: SvcId) -> bool {
+        let (sa, sb) = (&self.services[a], &self.services[b]);
+        sa.kind == sb.kind
+            && sa.namespace == sb.namespace
+            && sa.resolution == sb.resolution
+            && sa.labels == sb.labels
+            && sa.workload_selector == sb.workload_selector
+            && sa.export == sb.export
+    }
+
+    /// Appends `id` (with `ports`; `pulled`: as a VirtualService
+    /// destination) to the scope's services, as istiod does.
+    fn append<'s>(
+        &'s self,
+        out: &mut Visible,
+        kept: &mut HashMap<&'s str, SvcId>,
+        id: SvcId,
+        ports: PortSet,
+        pulled: bool,
+    ) {
+        let s = &self.services[id];
+        let Some(&cur) = kept.get(s.hostname.as_str()) else {
+            kept.insert(&s.hostname, id);
+            return add(out, id, &ports, pulled);
+        };
+        if cur == id {
+            return add(out, id, &ports, pulled);
+        }
+        match (self.services[cur].kind, s.kind) {
+            (SvcKind::Kube, SvcKind::Entry) => shadow(out, id, &ports, pulled),
+            (SvcKind::Entry, SvcKind::Kube) => {
+                for &other in self.services_named(&s.hostname) {
+                    unkeep(out, other);
+                }
+                kept.insert(&s.hostname, id);
+                add(out, id, &ports, pulled);
+            }
+            _ if self.mergeable(cur, id) => {
+                let mut have = PortSet::default();
+                for o in self.services_named(&s.hostname) {
+                    have.extend(
+                        out.services
+                            .get(o)
+                            .into_iter()
+                            .flat_map(|p| p.iter().copied()),
+                    );
+                }
+                let (new, clash): (Vec<u32>, Vec<u32>) =
+                    ports.iter().partition(|p| !have.contains(p));
+                add(out, id, &PortSet::from_unsorted(new.into_iter()), pulled);
+                shadow(out, id, &PortSet::from_unsorted(clash.into_iter()), pulled);
+            }
+            _ => shadow(out, id, &ports, pulled),
+        }
+    }
+
+    /// The listener protocols port-specific listeners declare, per (service,
+    /// port), and whether the service's own is built too.
+    fn listener_protocols(
+        &self,
+        per_listener: &[(Option<u32>, Option<Protocol>, Vec<SvcId>)],
+    ) -> BTreeMap<(SvcId, u32), (Protocol, bool)> {
+        let is_http = |p: Protocol| p == Protocol::Http;
+        let mut marks: BTreeMap<(SvcId, u32), (Option<Protocol>, bool)> = BTreeMap::new();
+        for (port, proto, ids) in per_listener {
+            for &id in ids {
+                for sp in &self.services[id].ports {
+                    if port.is_some_and(|p| p != sp.number) {
+                        continue;
+                    }
+                    let declared = match (port, proto) {
+                        (Some(_), Some(d)) => *d,
+                        _ => sp.protocol,
+                    };
+                    let m = marks.entry((id, sp.number)).or_default();
+                    if is_http(declared) != is_http(sp.protocol) {
+                        m.0 = Some(declared);
+                    } else {
+                        m.1 = true;
+                    }
+                }
+            }
+        }
+        marks
+            .into_iter()
+            .filter_map(|(k, (d, native))| d.map(|d| (k, (d, native))))
+            .collect()
+    }
+
+    /// The VirtualServices one listener imports (into `out`), and the
+    /// destinations they pull in, with the ports each keeps: a
+    /// port-specific listener keeps a destination only if it has the
+    /// listener's port (and only that port); otherwise the ports the routes
+    /// name (all of them when a route names none), and nothing when the
+    /// service has none of them.
+    fn import_virtual_services(
+        &self,
+        scope_ns: &str,
+        listener_port: Option<u32>,
+        includes: &[&HostEntry],
+        excludes: &[&HostEntry],
+        out: &mut Visible,
+    ) -> Vec<(SvcId, PortSet)> {
+        let mut pulled = Vec::new();
+        for id in self.listener_virtual_services(scope_ns, includes, excludes) {
+            out.virtual_services.insert(id);
+            let mut by_host: BTreeMap<&str, (bool, BTreeSet<u32>)> = BTreeMap::new();
+            for d in &self.virtual_services[id].dests {
+                if !d.source_namespaces.is_empty()
+                    && !d.source_namespaces.iter().any(|n| n == scope_ns)
+                {
+                    continue;
+                }
+                let e = by_host.entry(d.host.as_str()).or_default();
+                match d.port {
+                    Some(p) => {
+                        e.1.insert(p);
+                    }
+                    None => e.0 = true,
+                }
+            }
+            for (host, (all, ports)) in by_host {
+                let Some(svc) = self.destination_service(host, scope_ns) else {
+                    continue;
+                };
+                let sp = self.services[svc].ports.iter().map(|p| p.number);
+                let keep: Vec<u32> = match listener_port {
+                    Some(lp) if self.services[svc].ports.iter().any(|p| p.number == lp) => {
+                        vec![lp]
+                    }
+                    Some(_) => continue,
+                    None if all || ports.is_empty() => sp.collect(),
+                    None => sp.filter(|n| ports.contains(n)).collect(),
+                };
+                if !keep.is_empty() {
+                    pulled.push((svc, PortSet::from_unsorted(keep.into_iter())));
+                }
+            }
+        }
+        pulled
+    }
+
+    /// The mesh-bound VirtualServices visible in `scope_ns` that a
+    /// listener imports: one of its hosts matches an entry (both ways, as
+    /// istiod's `VSMatches`) and is not itself within an exclusion
+    /// (`SelectVirtualServices`: each host one way, so a wildcard host is
+    /// not excluded by one of its names).
+    fn listener_virtual_services(
+        &self,
+        scope_ns: &str,
+        includes: &[&HostEntry],
+        excludes: &[&HostEntry],
+    ) -> Vec<usize> {
+        let mut namespaces: BTreeSet<&str> = BTreeSet::new();
+        for e in includes {
+            match entry_namespace(e, scope_ns) {
+                None => {
+                    namespaces.extend(self.vss_by_ns.keys().map(String::as_str));
+                    break;
+                }
+                Some(ns) => {
+                    namespaces.insert(ns);
+                }
+            }
+        }
+        let mut matched = Vec::new();
+        for ns in namespaces {
+            for &id in self.vss_in(ns) {
+                let vs = &self.virtual_services[id];
+                if !vs.mesh_bound || !vs.export.visible_to(scope_ns) {
+                    continue;
+                }
+                let imports = vs.hosts.iter().any(|h| {
+                    includes
+                        .iter()
+                        .any(|e| e.ns.matches(scope_ns, &vs.namespace) && hosts_overlap(h, &e.host))
+                        && !excludes.iter().any(|e| {
+                            e.ns.matches(scope_ns, &vs.namespace) && host_subset_of(h, &e.host)
+                        })
+                });
+                if imports {
+                    matched.push(id);
+                }
+            }
+        }
+        matched
+    }
+
+    /// The service a VirtualService destination host resolves to for a
+    /// proxy in `scope_ns`: the copy in that namespace whatever its
+    /// exportTo; else, of the copies `IsServiceVisible` shows it, a
+    /// Kubernetes Service, else the oldest (from 1.30,
+    /// `pickBestVisibleNamespace`); before 1.30 the alphabetically first
+    /// namespace, Kubernetes or not (`pickFirstVisibleNamespace`).
+    pub fn destination_service(&self, host: &str, scope_ns: &str) -> Option<SvcId> {
+        let ids = self.services_named(host);
+        if let Some(own) = ids
+            .iter()
+            .copied()
+            .find(|i| self.services[*i].namespace == scope_ns)
+        {
+            return Some(own);
+        }
+        let visible = ids
+            .iter()
+            .copied()
+            .filter(|i| self.services[*i].listed.visible_to(scope_ns));
+        if self.options.istio.at_least(30) {
+            visible.min_by_key(|i| {
+                let s = &self.services[*i];
+                (s.kind != SvcKind::Kube, s.created, s.namespace.as_str())
+            })
+        } else {
+            visible.min_by_key(|i| {
+                let s = &self.services[*i];
+                (s.namespace.as_str(), s.created)
+            })
+        }
+    }
+}
+
+/// `ports` of `id` as scope services (a destination's as clusters only).
+fn add(out: &mut Visible, id: SvcId, ports: &PortSet, pulled: bool) {
+    let have = out.services.entry(id).or_default();
+    if pulled {
+        let extra: Vec<u32> = ports
+            .iter()
+            .copied()
+            .filter(|p| !have.contains(p))
+            .collect();
+        have.extend(extra.iter().copied());
+        if !extra.is_empty() {
+            out.pulled.entry(id).or_default().extend(extra);
+        }
+        return;
+    }
+    have.extend(ports.iter().copied());
+    // A port a listener imports is no longer a destination's alone.
+    for map in [&mut out.pulled, &mut out.shadowed] {
+        if let Some(p) = map.get_mut(&id) {
+            p.retain(|x| !ports.contains(x));
+            if p.is_empty() {
+                map.remove(&id);
+            }
+        }
+    }
+}
+
+/// `ports` of `id` as outbound listeners only (a destination's: nothing).
+fn shadow(out: &mut Visible, id: SvcId, ports: &PortSet, pulled: bool) {
+    if !pulled && !ports.is_empty() {
+        out.shadowed
+            .entry(id)
+            .or_default()
+            .extend(ports.iter().copied());
+    }
+}
+
+/// A service the scope no longer keeps (a Kubernetes Service replaced
+/// it): its listener-imported ports keep their listeners.
+fn unkeep(out: &mut Visible, id: SvcId) {
+    let Some(ports) = out.services.remove(&id) else {
+        return;
+    };
+    let pulled = out.pulled.remove(&id).unwrap_or_default();
+    let listened: Vec<u32> = ports
+        .iter()
+        .copied()
+        .filter(|p| !pulled.contains(p))
+        .collect();
+    if !listened.is_empty() {
+        out.shadowed.entry(id).or_default().extend(listened);
+    }
+}

@@ -1,0 +1,273 @@
+//! Scenarios taken from the rules istiod's `pilot/pkg/model` applies and
+//! its unit tests assert (`push_context.go`, `sidecar.go`, Istio 1.31):
+//! several Services and ServiceEntries of one hostname, which copy a
+//! VirtualService destination resolves to, egress listeners with `~`
+//! exclusions and several listeners, and the `exportTo` annotation's
+//! combinations. Each proxy's expected clusters are in the comment above
+//! it; the test holds `explain` to what the real istiod sends. None
+//! depends on which of two objects is older: the API server stamps
+//! creation times to the second, and istiod breaks a tie by map order.
+
+use crate::fidelity::{
+    fqdn, service_entry_doc, sidecar_doc, virtual_service_doc, Builder, Egress, Scenario,
+    DEFAULT_MESH,
+};
+use crate::world::{labels, SvcPort};
+
+/// A ServiceEntry of one host and ports (number, name, protocol),
+/// resolution DNS, exported as `export` says.
+fn entry(
+    b: &mut Builder,
+    ns: &str,
+    name: &str,
+    host: &str,
+    ports: &[(u32, &str, &str)],
+    export: Option<&[&str]>,
+) {
+    let export = export.map(|e| e.iter().map(|s| s.to_string()).collect());
+    b.istio(service_entry_doc(
+        ns,
+        name,
+        &[host.to_string()],
+        ports,
+        "DNS",
+        &[],
+        &[],
+        &export,
+    ));
+}
+
+/// A pod `name` in `ns` labelled `app: name`, scoped by a Sidecar of that
+/// selector when `egress` is given.
+fn proxy(b: &mut Builder, ns: &str, name: &str, egress: Option<Vec<Egress<'_>>>) {
+    let l = labels(&[("app", name)]);
+    if let Some(egress) = egress {
+        b.istio(sidecar_doc(ns, name, Some(&l), &egress));
+    }
+    b.pod(ns, name, l);
+}
+
+/// Every case scenario, with names and hosts kept apart by `slot`.
+pub fn cases(slot: u64) -> Vec<Scenario> {
+    vec![
+        same_hostname(slot),
+        destinations(slot + 1),
+        exports(slot + 2),
+    ]
+}
+
+/// Several Services and ServiceEntries of one hostname.
+fn same_hostname(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (ext, app, shop, data, x, y) = (
+        ns("ext"),
+        ns("app"),
+        ns("shop"),
+        ns("data"),
+        ns("x"),
+        ns("y"),
+    );
+    for n in [&ext, &app, &shop, &data, &x, &y] {
+        b.namespace(n);
+    }
+    // Like entries of one host in one namespace merge their ports
+    // (push_context.go canMergeServices): clusters for 80 and 443.
+    let api = format!("api.{slot}.example.com");
+    entry(&mut b, &ext, "a", &api, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &ext, "b", &api, &[(443, "tls", "TLS")], None);
+    // A Service and a ServiceEntry of its hostname: the Service's ports
+    // only (a Kubernetes Service is never merged with an entry).
+    b.service(&shop, "web", vec![SvcPort::new("http", 8080)], false);
+    entry(
+        &mut b,
+        &shop,
+        "web-se",
+        &fqdn("web", &shop),
+        &[(9090, "tcp", "TCP")],
+        None,
+    );
+    // One host in two namespaces: a copy exported to `app` by name comes
+    // before a public one there; elsewhere each namespace keeps its own.
+    let twin = format!("foo.{slot}.example.com");
+    entry(&mut b, &x, "f", &twin, &[(80, "http", "HTTP")], None);
+    entry(
+        &mut b,
+        &y,
+        "f",
+        &twin,
+        &[(8080, "http", "HTTP")],
+        Some(&[app.as_str()]),
+    );
+    // A Service's hostname defined again by an entry elsewhere: the
+    // Service, except in the entry's own namespace.
+    b.service(&data, "db", vec![SvcPort::new("tcp-db", 5432)], false);
+    entry(
+        &mut b,
+        &x,
+        "db",
+        &fqdn("db", &data),
+        &[(5433, "tcp", "TCP")],
+        None,
+    );
+    // app/sleep: api 80+443, web 8080, foo 8080 (y's), db 5432.
+    proxy(&mut b, &app, "sleep", None);
+    // x/sleep: foo 80 (own), db 5433 (own); y/sleep: foo 8080 (own).
+    proxy(&mut b, &x, "sleep", None);
+    proxy(&mut b, &y, "sleep", None);
+    // The scan path (a wildcard host) merges as the default scope does.
+    proxy(
+        &mut b,
+        &app,
+        "scan",
+        Some(vec![(None, vec![format!("{ext}/*")])]),
+    );
+    b.finish("case-same-hostname".into(), DEFAULT_MESH.into())
+}
+
+/// VirtualService destinations and egress listeners.
+fn destinations(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (app, vh, data, x, y, v, z) = (
+        ns("app"),
+        ns("vh"),
+        ns("data"),
+        ns("x"),
+        ns("y"),
+        ns("v"),
+        ns("z"),
+    );
+    for n in [&app, &vh, &data, &x, &y, &v, &z] {
+        b.namespace(n);
+    }
+    // A Kubernetes destination replaces an entry of its hostname that an
+    // egress host imported (sidecar.go appendSidecarServices): 5432 only.
+    let front = format!("front.{slot}.example.com");
+    let db = fqdn("db", &data);
+    b.istio(virtual_service_doc(
+        &vh,
+        "front",
+        std::slice::from_ref(&front),
+        &[(db.clone(), None, None)],
+        None,
+        &[],
+        &None,
+    ));
+    b.service(&data, "db", vec![SvcPort::new("tcp-db", 5432)], false);
+    entry(&mut b, &x, "db", &db, &[(5433, "tcp", "TCP")], None);
+    proxy(
+        &mut b,
+        &app,
+        "pulls",
+        Some(vec![(
+            None,
+            vec![format!("{vh}/{front}"), format!("{x}/{db}")],
+        )]),
+    );
+    // An exclusion removes a VirtualService only through the host it
+    // excludes: imported through its other host, and a wildcard host is
+    // not excluded by one of its names; exclusions never stop
+    // destinations. dest and dest2 clusters.
+    let (a, bb, w) = (
+        format!("a.{slot}.com"),
+        format!("b.{slot}.com"),
+        format!("*.w{slot}.com"),
+    );
+    let (dest, dest2) = (
+        format!("dest.{slot}.example.com"),
+        format!("dest2.{slot}.example.com"),
+    );
+    b.istio(virtual_service_doc(
+        &v,
+        "r",
+        &[a.clone(), bb],
+        &[(dest.clone(), None, None)],
+        None,
+        &[],
+        &None,
+    ));
+    b.istio(virtual_service_doc(
+        &v,
+        "r2",
+        &[w],
+        &[(dest2.clone(), None, None)],
+        None,
+        &[],
+        &None,
+    ));
+    entry(&mut b, &z, "d", &dest, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &z, "d2", &dest2, &[(80, "http", "HTTP")], None);
+    proxy(
+        &mut b,
+        &app,
+        "excl",
+        Some(vec![(None, vec![format!("{v}/*"), format!("~{v}/{a}")])]),
+    );
+    proxy(
+        &mut b,
+        &app,
+        "excl2",
+        Some(vec![(
+            None,
+            vec![format!("{v}/*"), format!("~/a.w{slot}.com")],
+        )]),
+    );
+    proxy(
+        &mut b,
+        &app,
+        "excl3",
+        Some(vec![(None, vec![format!("{v}/*"), format!("~{z}/*")])]),
+    );
+    // The first listener's copy of a hostname is the scope's: y's 8080,
+    // not x's 80 from the catch-all listener.
+    let api = format!("api.{slot}.example.com");
+    entry(&mut b, &x, "a", &api, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &y, "a", &api, &[(8080, "http", "HTTP")], None);
+    proxy(
+        &mut b,
+        &app,
+        "listeners",
+        Some(vec![
+            (Some((8080, "HTTP")), vec![format!("{y}/{api}")]),
+            (None, vec![format!("{x}/{api}")]),
+        ]),
+    );
+    b.finish("case-destinations".into(), DEFAULT_MESH.into())
+}
+
+/// The `networking.istio.io/exportTo` annotation's combinations.
+fn exports(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (app, own, other) = (ns("app"), ns("b"), ns("c"));
+    for n in [&app, &own, &other] {
+        b.namespace(n);
+    }
+    let cases = [
+        ("empty", String::new()),
+        ("blank", " ".to_string()),
+        ("spaced", format!(" {app} , . ")),
+        ("star-tilde", "~,*".to_string()),
+        ("tilde-app", format!("~,{app}")),
+        ("dot", ".".to_string()),
+    ];
+    for (name, export) in &cases {
+        b.service(&own, name, vec![SvcPort::new("http", 80)], false);
+        b.export_service(&own, name, export);
+    }
+    proxy(&mut b, &app, "sleep", None);
+    proxy(&mut b, &own, "sleep", None);
+    proxy(&mut b, &other, "sleep", None);
+    // The exact-host path of 1.31 looks the Service up by name.
+    proxy(
+        &mut b,
+        &app,
+        "exact",
+        Some(vec![(
+            None,
+            vec![format!("{own}/{}", fqdn("tilde-app", &own))],
+        )]),
+    );
+    b.finish("case-exports".into(), DEFAULT_MESH.into())
+}
