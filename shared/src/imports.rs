@@ -229,7 +229,7 @@ impl MeshSnapshot {
             && sa.resolution == sb.resolution
             && sa.labels == sb.labels
             && sa.workload_selector == sb.workload_selector
-            && sa.export == sb.export
+            && sa.export_list == sb.export_list
     }
 
     /// Appends `id` (with `ports`; `pulled`: as a VirtualService

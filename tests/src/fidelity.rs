@@ -131,6 +131,12 @@ impl Builder {
         self.world.istio.push(doc);
     }
 
+    /// The Istio objects added from now on are created over a second
+    /// after the ones before ([`World::later_from`]).
+    pub fn later(&mut self) {
+        self.world.later_from = Some(self.world.istio.len());
+    }
+
     pub fn finish(self, name: String, mesh: String) -> Scenario {
         Scenario {
             name,

@@ -4,9 +4,10 @@
 //! VirtualService destination resolves to, egress listeners with `~`
 //! exclusions and several listeners, and the `exportTo` annotation's
 //! combinations. Each proxy's expected clusters are in the comment above
-//! it; the test holds `explain` to what the real istiod sends. None
-//! depends on which of two objects is older: the API server stamps
-//! creation times to the second, and istiod breaks a tie by map order.
+//! it; the test holds `explain` to what the real istiod sends. Where age
+//! decides, the newer objects come in a second wave ([`Builder::later`]):
+//! the API server stamps creation times to the second, and istiod breaks
+//! a tie by map order.
 
 use crate::fidelity::{
     fqdn, service_entry_doc, sidecar_doc, virtual_service_doc, Builder, Egress, Scenario,
@@ -53,7 +54,131 @@ pub fn cases(slot: u64) -> Vec<Scenario> {
         same_hostname(slot),
         destinations(slot + 1),
         exports(slot + 2),
+        by_age(slot + 3),
     ]
+}
+
+/// An entry's document with `labels` added to its metadata.
+fn labelled(doc: &str, labels: &str) -> String {
+    doc.replacen("\nspec:\n", &format!("\n  labels: {labels}\nspec:\n"), 1)
+}
+
+/// The cases where the older of two copies wins.
+fn by_age(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (app, ext, x, y, vh, zeta) = (ns("app"), ns("ext"), ns("x"), ns("y"), ns("vh"), ns("zeta"));
+    for n in [&app, &ext, &x, &y, &vh, &zeta] {
+        b.namespace(n);
+    }
+    let host = |h: &str| format!("{h}.{slot}.example.com");
+    let (merged, unlike, twin, named) =
+        (host("merged"), host("unlike"), host("twin"), host("named"));
+    let (dest, ported, raw, front) = (host("dest"), host("ported"), host("raw"), host("front"));
+    // First wave: the older copies.
+    entry(&mut b, &ext, "m-a", &merged, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &ext, "u-a", &unlike, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &x, "twin", &twin, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &x, "named", &named, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &zeta, "dest", &dest, &[(9090, "http", "HTTP")], None);
+    entry(&mut b, &x, "ported", &ported, &[(80, "http", "HTTP")], None);
+    entry(
+        &mut b,
+        &x,
+        "r-a",
+        &raw,
+        &[(80, "http", "HTTP")],
+        Some(&[x.as_str()]),
+    );
+    b.later();
+    // Merged (80 and 443) by default; 1.31's lookup by name sees the older
+    // entry alone (80).
+    entry(&mut b, &ext, "m-b", &merged, &[(443, "tls", "TLS")], None);
+    // Other labels: no merge, the older stays (80).
+    let unlike_b = service_entry_doc(
+        &ext,
+        "u-b",
+        std::slice::from_ref(&unlike),
+        &[(443, "tls", "TLS")],
+        "DNS",
+        &[],
+        &[],
+        &None,
+    );
+    b.istio(labelled(&unlike_b, "{team: x}"));
+    // Public copies in two namespaces: the older (x's 80), even when an
+    // entry names y's next to `*/` (the scan keeps candidate order).
+    entry(&mut b, &y, "twin", &twin, &[(8080, "http", "HTTP")], None);
+    // A copy exported to app by name comes first on the scan (y's 8080);
+    // 1.31's lookup by name takes the older (x's 80).
+    entry(
+        &mut b,
+        &y,
+        "named",
+        &named,
+        &[(8080, "http", "HTTP")],
+        Some(&[app.as_str()]),
+    );
+    // A destination no namespace of the proxy defines: the oldest copy
+    // (zeta's 9090), not the VirtualService's own namespace's.
+    entry(&mut b, &vh, "dest", &dest, &[(8080, "http", "HTTP")], None);
+    b.istio(virtual_service_doc(
+        &vh,
+        "front",
+        std::slice::from_ref(&front),
+        &[(dest.clone(), None, None)],
+        None,
+        &[],
+        &None,
+    ));
+    // A port-specific listener can pick only y's copy (8443); the catch-all
+    // picks x's, which the scope then drops: 8443 alone.
+    entry(
+        &mut b,
+        &y,
+        "ported",
+        &ported,
+        &[(80, "http", "HTTP"), (8443, "tls", "TLS")],
+        None,
+    );
+    // Same visibility, another exportTo as written: no merge (x's 80 alone).
+    entry(
+        &mut b,
+        &x,
+        "r-b",
+        &raw,
+        &[(81, "http2", "HTTP")],
+        Some(&["."]),
+    );
+    proxy(&mut b, &app, "sleep", None);
+    proxy(&mut b, &x, "sleep", None);
+    let exact = vec![
+        format!("{ext}/{merged}"),
+        format!("{x}/{named}"),
+        format!("{y}/{named}"),
+    ];
+    proxy(&mut b, &app, "exact", Some(vec![(None, exact)]));
+    proxy(
+        &mut b,
+        &app,
+        "both",
+        Some(vec![(
+            None,
+            vec![format!("{y}/{twin}"), format!("*/{twin}")],
+        )]),
+    );
+    proxy(
+        &mut b,
+        &app,
+        "front",
+        Some(vec![(None, vec![format!("{vh}/{front}")])]),
+    );
+    let ported = vec![
+        (Some((8443, "TLS")), vec![format!("*/{ported}")]),
+        (None, vec![format!("*/{ported}")]),
+    ];
+    proxy(&mut b, &app, "ported", Some(ported));
+    b.finish("case-by-age".into(), DEFAULT_MESH.into())
 }
 
 /// Several Services and ServiceEntries of one hostname.
@@ -196,7 +321,7 @@ fn destinations(slot: u64) -> Scenario {
         &[],
         &None,
     ));
-    entry(&mut b, &z, "d", &dest, &[(80, "http", "HTTP")], None);
+    entry(&mut b, &z, "dest", &dest, &[(80, "http", "HTTP")], None);
     entry(&mut b, &z, "d2", &dest2, &[(80, "http", "HTTP")], None);
     proxy(
         &mut b,

@@ -88,6 +88,11 @@ pub struct World {
     /// Istio objects (ServiceEntry, VirtualService, DestinationRule,
     /// Sidecar), one YAML document each, applied in order.
     pub istio: Vec<String>,
+    /// The Istio objects from this index on are applied in a second wave,
+    /// over a second after the rest: the API server stamps creation times
+    /// to the second, so they are newer (istiod breaks a tie by map
+    /// order).
+    pub later_from: Option<usize>,
 }
 
 fn map_yaml(out: &mut String, indent: &str, m: &Labels) {
@@ -134,6 +139,11 @@ impl World {
     /// Namespaces, Services, Pods, EndpointSlices and the Istio objects, as
     /// one multi-document YAML stream.
     pub fn spec_yaml(&self) -> String {
+        self.spec_yaml_until(self.istio.len())
+    }
+
+    /// [`World::spec_yaml`] with the first `istio` Istio objects only.
+    fn spec_yaml_until(&self, istio: usize) -> String {
         let mut out = String::new();
         for (ns, l) in &self.namespaces {
             let _ = write!(
@@ -184,7 +194,7 @@ impl World {
             );
         }
         out.push_str(&self.endpoint_slices_yaml());
-        for doc in &self.istio {
+        for doc in &self.istio[..istio] {
             out.push_str("---\n");
             out.push_str(doc.trim_start_matches("---\n"));
             if !doc.ends_with('\n') {
@@ -259,7 +269,11 @@ impl World {
         let ssa =
             |args: &[&str], yaml: &str| server_side_apply(cluster, "meshscope-test", args, yaml);
         // Namespaces first: the rest of the stream needs them.
-        let spec = self.spec_yaml();
+        let first_wave = self
+            .later_from
+            .unwrap_or(self.istio.len())
+            .min(self.istio.len());
+        let spec = self.spec_yaml_until(first_wave);
         let (ns_docs, rest): (Vec<&str>, Vec<&str>) = spec
             .split("---\n")
             .filter(|d| !d.trim().is_empty())
@@ -268,6 +282,10 @@ impl World {
             ssa(&[], &ns_docs.join("---\n"))?;
         }
         ssa(&[], &rest.join("---\n"))?;
+        if let Some(from) = self.later_from.filter(|f| *f < self.istio.len()) {
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+            ssa(&[], &self.istio[from..].join("---\n"))?;
+        }
         if !self.pods.is_empty() {
             ssa(&["--subresource=status"], &self.status_yaml())?;
         }

@@ -222,9 +222,11 @@ pub struct ServiceInfo {
     /// for VirtualService destinations (`pilot/pkg/model/push_context.go`,
     /// release-1.31).
     pub listed: Export,
-    /// A ServiceEntry's own labels (`metadata.labels`), which must agree
-    /// for istiod to merge two entries of one hostname.
+    /// A ServiceEntry's own labels (`metadata.labels`) and its `exportTo`
+    /// as written, which must agree for istiod to merge two entries of one
+    /// hostname (`["."]` and the own namespace's name do not).
     pub labels: Labels,
+    pub export_list: Vec<String>,
     pub created: Created,
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,

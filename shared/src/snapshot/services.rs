@@ -299,6 +299,7 @@ fn kube_service(
         export,
         listed,
         labels: Labels::new(),
+        export_list: Vec::new(),
         created: created(&s.metadata),
         addresses,
         resolution: if external {
@@ -384,6 +385,7 @@ fn entry_services<'a>(
         export: export.clone(),
         listed: listed.clone(),
         labels: own_labels.clone(),
+        export_list: se.spec.export_to.clone().unwrap_or_default(),
         created,
         addresses: addresses.clone(),
         resolution,
