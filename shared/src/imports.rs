@@ -181,21 +181,25 @@ impl MeshSnapshot {
     fn exact_candidates(&self, scope_ns: &str, includes: &[&HostEntry]) -> Vec<SvcId> {
         let mut c: Vec<SvcId> = includes
             .iter()
-            .filter_map(|e| {
-                let ns = entry_namespace(e, scope_ns)?;
-                self.services_named(&e.host)
-                    .iter()
-                    .copied()
-                    .filter(|i| self.services[*i].namespace == ns)
-                    .min_by_key(|i| {
-                        let s = &self.services[*i];
-                        (s.kind != SvcKind::Kube, s.created, s.order)
-                    })
-            })
+            .filter_map(|e| self.index_slot(&e.host, entry_namespace(e, scope_ns)?))
             .collect();
         c.sort_unstable();
         c.dedup();
         c
+    }
+
+    /// The one copy of `host` in `ns` istiod's service index holds
+    /// (`HostnameAndNamespace`): a Kubernetes Service, else the oldest
+    /// entry, whatever their exportTo.
+    fn index_slot(&self, host: &str, ns: &str) -> Option<SvcId> {
+        self.services_named(host)
+            .iter()
+            .copied()
+            .filter(|i| self.services[*i].namespace == ns)
+            .min_by_key(|i| {
+                let s = &self.services[*i];
+                (s.kind != SvcKind::Kube, s.created, s.order)
+            })
     }
 
     /// Should `a` replace `b` as the copy of a hostname kept for a scope?
@@ -416,18 +420,21 @@ impl MeshSnapshot {
     /// Kubernetes Service, else the oldest (from 1.30,
     /// `pickBestVisibleNamespace`); before 1.30 the alphabetically first
     /// namespace, Kubernetes or not (`pickFirstVisibleNamespace`).
+    /// Each namespace offers the one copy its index slot holds
+    /// ([`MeshSnapshot::index_slot`]): a newer public entry does not stand
+    /// in for an older one hidden from the proxy.
     pub fn destination_service(&self, host: &str, scope_ns: &str) -> Option<SvcId> {
-        let ids = self.services_named(host);
-        if let Some(own) = ids
-            .iter()
-            .copied()
-            .find(|i| self.services[*i].namespace == scope_ns)
-        {
+        if let Some(own) = self.index_slot(host, scope_ns) {
             return Some(own);
         }
-        let visible = ids
+        let namespaces: BTreeSet<&str> = self
+            .services_named(host)
             .iter()
-            .copied()
+            .map(|i| self.services[*i].namespace.as_str())
+            .collect();
+        let visible = namespaces
+            .into_iter()
+            .filter_map(|ns| self.index_slot(host, ns))
             .filter(|i| self.services[*i].listed.visible_to(scope_ns));
         if self.options.istio.at_least(30) {
             visible.min_by_key(|i| {

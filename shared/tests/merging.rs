@@ -232,3 +232,35 @@ fn before_1_30_a_destination_takes_the_first_namespace_kubernetes_or_not() {
     assert_eq!(pick(30), ["outbound|80||api.zz.svc.cluster.local"]);
     assert_eq!(pick(29), ["outbound|9999||api.zz.svc.cluster.local"]);
 }
+
+#[test]
+fn a_destination_namespace_offers_only_the_copy_its_index_holds() {
+    // The older copy, exported to its own namespace only, holds the slot:
+    // the newer public one does not stand in for it.
+    let yaml = virtual_service("vh", "front", &["front.example.com"], "multi.example.com")
+        + &entry(
+            "a",
+            "multi-a",
+            "multi.example.com",
+            &[(8080, "HTTP")],
+            "  creationTimestamp: \"2024-01-01T00:00:00Z\"\n",
+        )
+        .replace(
+            "  resolution: DNS\n",
+            "  resolution: DNS\n  exportTo: [\".\"]\n",
+        )
+        + &entry(
+            "a",
+            "multi-b",
+            "multi.example.com",
+            &[(9090, "HTTP")],
+            "  creationTimestamp: \"2024-01-02T00:00:00Z\"\n",
+        )
+        + &sidecar("b", "pulls", &[(None, &["vh/front.example.com"])]);
+    let s = snap_v(&yaml, 31);
+    let c = clusters(&s, "b", "pulls");
+    assert!(!c.iter().any(|n| n.contains("multi.example.com")), "{c:?}");
+    // In its own namespace the slot's copy is taken.
+    let c = clusters(&s, "a", "sleep");
+    assert!(has(&c, "outbound|8080||multi.example.com"), "{c:?}");
+}

@@ -242,6 +242,11 @@ pub fn service_entry_doc(
     d
 }
 
+/// A document with `labels` (a flow mapping) added to its metadata.
+pub fn labelled(doc: &str, labels: &str) -> String {
+    doc.replacen("\nspec:\n", &format!("\n  labels: {labels}\nspec:\n"), 1)
+}
+
 /// A route destination: host, optional port, optional subset.
 pub type Dest = (String, Option<u32>, Option<String>);
 
@@ -743,6 +748,13 @@ pub fn random(seed: u64, run: u64) -> Scenario {
             &export,
         ));
     }
+    // Shapes the first seeds predate, from a stream of their own so that
+    // the rest of each seed stays as it was.
+    let mut shape = Rng::new(seed ^ 0xa11c_e5ee_d000_0021);
+    let unusual = chance(&mut shape, 0.7);
+    if unusual {
+        unusual_entries(&mut b, &mut shape, &nss, seed);
+    }
     // VirtualServices.
     for k in 0..rng.below(4) {
         let ns = pick(&mut rng, &nss).clone();
@@ -843,7 +855,7 @@ pub fn random(seed: u64, run: u64) -> Scenario {
             _ => "*/*".into(),
         }
     };
-    let egress = |rng: &mut Rng, ns: &str| -> Vec<Egress<'static>> {
+    let egress = |rng: &mut Rng, shape: &mut Rng, ns: &str| -> Vec<Egress<'static>> {
         let mut ls = Vec::new();
         let n = 1 + rng.below(2);
         let mut used_ports: Vec<Option<u32>> = Vec::new();
@@ -869,7 +881,11 @@ pub fn random(seed: u64, run: u64) -> Scenario {
                 continue;
             }
             used_ports.push(key);
-            let hosts: Vec<String> = (0..1 + rng.below(3)).map(|_| host_entry(rng, ns)).collect();
+            let mut hosts: Vec<String> =
+                (0..1 + rng.below(3)).map(|_| host_entry(rng, ns)).collect();
+            if unusual && chance(shape, 0.5) {
+                hosts.push(unusual_host(shape, &nss, seed));
+            }
             ls.push((port, hosts));
         }
         // A port-less listener must come last: istiod takes the first
@@ -878,7 +894,7 @@ pub fn random(seed: u64, run: u64) -> Scenario {
         ls
     };
     if chance(&mut rng, 0.3) {
-        let e = egress(&mut rng, ROOT_NS);
+        let e = egress(&mut rng, &mut shape, ROOT_NS);
         b.istio(sidecar_doc(
             ROOT_NS,
             &format!("r{run}-{seed}-root"),
@@ -888,7 +904,7 @@ pub fn random(seed: u64, run: u64) -> Scenario {
     }
     for ns in &nss {
         if chance(&mut rng, 0.5) {
-            let e = egress(&mut rng, ns);
+            let e = egress(&mut rng, &mut shape, ns);
             b.istio(sidecar_doc(ns, "default", None, &e));
         }
         for k in 0..rng.below(3) {
@@ -904,7 +920,7 @@ pub fn random(seed: u64, run: u64) -> Scenario {
             let e = if chance(&mut rng, 0.1) {
                 Vec::new()
             } else {
-                egress(&mut rng, ns)
+                egress(&mut rng, &mut shape, ns)
             };
             b.istio(sidecar_doc(ns, &format!("sel{k}"), Some(&sel), &e));
         }
@@ -920,4 +936,101 @@ pub fn random(seed: u64, run: u64) -> Scenario {
         mesh.push_str("defaultDestinationRuleExportTo: [\".\"]\n");
     }
     b.finish(format!("random seed {seed}"), mesh)
+}
+
+/// The hosts [`unusual_entries`] defines.
+fn unusual_names(seed: u64) -> (String, String, String) {
+    (
+        format!("same-{seed}.example.com"),
+        format!("multi-{seed}.example.com"),
+        format!("front-{seed}.example.com"),
+    )
+}
+
+/// Several ServiceEntries of one hostname in one namespace (like, or of
+/// another resolution or labels, the second created over a second after
+/// the first), one hostname in two namespaces with other ports, and a
+/// VirtualService routing to it. Everything added after this is newer.
+fn unusual_entries(b: &mut Builder, shape: &mut Rng, nss: &[String], seed: u64) {
+    let (same, multi, front) = unusual_names(seed);
+    let home = pick(shape, nss).clone();
+    let (m1, m2) = (pick(shape, nss).clone(), pick(shape, nss).clone());
+    let export = |shape: &mut Rng| -> Option<Vec<String>> {
+        match shape.below(4) {
+            0 => Some(vec![".".into()]),
+            1 => Some(vec![pick(shape, nss).clone()]),
+            _ => None,
+        }
+    };
+    let entry = |ns: &str,
+                 name: &str,
+                 host: &str,
+                 port: (u32, &str, &str),
+                 res: &str,
+                 e: &Option<Vec<String>>| {
+        service_entry_doc(ns, name, &[host.to_string()], &[port], res, &[], &[], e)
+    };
+    b.istio(entry(
+        &home,
+        "same-a",
+        &same,
+        (80, "http", "HTTP"),
+        "DNS",
+        &None,
+    ));
+    let e1 = export(shape);
+    b.istio(entry(
+        &m1,
+        "multi-a",
+        &multi,
+        (8080, "http", "HTTP"),
+        "DNS",
+        &e1,
+    ));
+    b.later();
+    let second = match shape.below(3) {
+        0 => entry(&home, "same-b", &same, (443, "tls", "TLS"), "DNS", &None),
+        1 => entry(&home, "same-b", &same, (443, "tls", "TLS"), "NONE", &None),
+        _ => labelled(
+            &entry(&home, "same-b", &same, (443, "tls", "TLS"), "DNS", &None),
+            "{team: x}",
+        ),
+    };
+    b.istio(second);
+    let e2 = export(shape);
+    b.istio(entry(
+        &m2,
+        "multi-b",
+        &multi,
+        (9090, "http", "HTTP"),
+        "DNS",
+        &e2,
+    ));
+    let vns = pick(shape, nss).clone();
+    b.istio(virtual_service_doc(
+        &vns,
+        "to-multi",
+        &[front],
+        &[(multi, None, None)],
+        None,
+        &[],
+        &None,
+    ));
+}
+
+/// An egress host of the shapes [`unusual_entries`] makes: exclusions, a
+/// namespace twice, a named namespace that may lack the host.
+fn unusual_host(shape: &mut Rng, nss: &[String], seed: u64) -> String {
+    let (same, multi, front) = unusual_names(seed);
+    let other = pick(shape, nss).clone();
+    match shape.below(8) {
+        0 => format!("~{other}/*"),
+        1 => format!("~/{same}"),
+        2 => format!("{other}/*"),
+        3 => format!("{other}/{multi}"),
+        4 => format!("*/{multi}"),
+        5 => format!("*/{front}"),
+        6 => format!("~{other}/{multi}"),
+        _ => format!("./{same}"),
+    }
 }

@@ -10,7 +10,7 @@
 //! a tie by map order.
 
 use crate::fidelity::{
-    fqdn, service_entry_doc, sidecar_doc, virtual_service_doc, Builder, Egress, Scenario,
+    fqdn, labelled, service_entry_doc, sidecar_doc, virtual_service_doc, Builder, Egress, Scenario,
     DEFAULT_MESH,
 };
 use crate::world::{labels, SvcPort};
@@ -58,11 +58,6 @@ pub fn cases(slot: u64) -> Vec<Scenario> {
     ]
 }
 
-/// An entry's document with `labels` added to its metadata.
-fn labelled(doc: &str, labels: &str) -> String {
-    doc.replacen("\nspec:\n", &format!("\n  labels: {labels}\nspec:\n"), 1)
-}
-
 /// The cases where the older of two copies wins.
 fn by_age(slot: u64) -> Scenario {
     let mut b = Builder::new(slot);
@@ -80,7 +75,14 @@ fn by_age(slot: u64) -> Scenario {
     entry(&mut b, &ext, "u-a", &unlike, &[(80, "http", "HTTP")], None);
     entry(&mut b, &x, "twin", &twin, &[(80, "http", "HTTP")], None);
     entry(&mut b, &x, "named", &named, &[(80, "http", "HTTP")], None);
-    entry(&mut b, &zeta, "dest", &dest, &[(9090, "http", "HTTP")], None);
+    entry(
+        &mut b,
+        &zeta,
+        "dest",
+        &dest,
+        &[(9090, "http", "HTTP")],
+        None,
+    );
     entry(&mut b, &x, "ported", &ported, &[(80, "http", "HTTP")], None);
     entry(
         &mut b,
@@ -90,7 +92,42 @@ fn by_age(slot: u64) -> Scenario {
         &[(80, "http", "HTTP")],
         Some(&[x.as_str()]),
     );
+    let (hidden, hfront) = (host("hidden"), host("hfront"));
+    entry(
+        &mut b,
+        &x,
+        "hid-a",
+        &hidden,
+        &[(8080, "http", "HTTP")],
+        Some(&["."]),
+    );
     b.later();
+    // The newer public copy does not stand in for the older one its
+    // namespace's index slot holds, hidden from app: no hidden cluster
+    // for app/hidden.
+    entry(
+        &mut b,
+        &x,
+        "hid-b",
+        &hidden,
+        &[(9090, "http", "HTTP")],
+        None,
+    );
+    b.istio(virtual_service_doc(
+        &vh,
+        "to-hidden",
+        std::slice::from_ref(&hfront),
+        &[(hidden.clone(), None, None)],
+        None,
+        &[],
+        &None,
+    ));
+    proxy(
+        &mut b,
+        &app,
+        "hidden",
+        Some(vec![(None, vec![format!("{vh}/{hfront}")])]),
+    );
     // Merged (80 and 443) by default; 1.31's lookup by name sees the older
     // entry alone (80).
     entry(&mut b, &ext, "m-b", &merged, &[(443, "tls", "TLS")], None);
