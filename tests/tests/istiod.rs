@@ -43,6 +43,36 @@ fn seeds() -> Vec<u64> {
     (start..start + n).collect()
 }
 
+/// A few seeds that move with the commit under test
+/// (`MESHSCOPE_FIDELITY_COMMIT_SEEDS`, default 3): from the hash of `git
+/// rev-parse HEAD`, so each commit sweeps a little more of the space and a
+/// failure is rerun with the seed it prints. None outside a git checkout.
+fn commit_seeds() -> Vec<u64> {
+    let n: u64 = std::env::var("MESHSCOPE_FIDELITY_COMMIT_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(meshscope_e2e::cluster::repo_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let Some(head) = head else {
+        eprintln!("fidelity: not a git checkout, so no commit seeds");
+        return Vec::new();
+    };
+    // FNV-1a of the commit id; seeds above the fixed ones.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in head.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (0..n)
+        .map(|i| 1_000 + (h.wrapping_add(i * 7_919) % 1_000_000))
+        .collect()
+}
+
 /// Keeps this run's namespace names apart from an earlier run's, which
 /// may still be terminating.
 fn run_tag() -> u64 {
@@ -291,6 +321,25 @@ fn random_scenarios_match_istiod() {
         "fidelity: random seeds {}..={} (rerun one with MESHSCOPE_FIDELITY_SEED=N MESHSCOPE_FIDELITY_SEEDS=1)",
         seeds[0],
         seeds[seeds.len() - 1]
+    );
+    let run = run_tag();
+    run_all(
+        seeds
+            .into_iter()
+            .map(|s| fidelity::random(s, run))
+            .collect(),
+    );
+}
+
+#[test]
+fn commit_seeds_match_istiod() {
+    meshscope_e2e::needs_cluster!();
+    let seeds = commit_seeds();
+    if seeds.is_empty() {
+        return;
+    }
+    eprintln!(
+        "fidelity: commit seeds {seeds:?} (rerun one with MESHSCOPE_FIDELITY_SEED=N MESHSCOPE_FIDELITY_SEEDS=1 and the random_scenarios test)"
     );
     let run = run_tag();
     run_all(
