@@ -782,7 +782,11 @@ pub fn random(seed: u64, run: u64) -> Scenario {
                 None
             };
             if chance(&mut rng, 0.25) {
-                tcp.push((dh, port, None));
+                // Not the UDP port: istiod 1.31 (eed52ebb66ad) panics in
+                // pilot/pkg/networking/core/networkfilter.go:297
+                // (buildOutboundNetworkFiltersWithWeightedClusters) on a tcp
+                // route whose destinations include a UDP port (seed 10014).
+                tcp.push((dh, port.filter(|p| *p != 5353), None));
             } else {
                 http.push((dh, port, subset));
             }
@@ -887,6 +891,11 @@ pub fn random(seed: u64, run: u64) -> Scenario {
                 hosts.push(unusual_host(shape, &nss, seed));
             }
             ls.push((port, hosts));
+        }
+        // Every listener skipped (a UDP port, a port twice): one catch-all,
+        // as a Sidecar with no egress and no selector is invalid.
+        if ls.is_empty() {
+            ls.push((None, vec![host_entry(rng, ns)]));
         }
         // A port-less listener must come last: istiod takes the first
         // catch-all.

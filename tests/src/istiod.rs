@@ -218,11 +218,24 @@ impl Istiod {
         process_usage(self.pid).context("istiod is not running")
     }
 
-    /// The last lines of istiod's log, for failure messages.
+    /// The last lines of istiod's log, for failure messages; after a
+    /// crash, its `panic:` line and the frame after it instead (the
+    /// stack that follows would bury them).
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
+        if let Some(i) = lines.iter().position(|l| l.starts_with("panic:")) {
+            return format!(
+                "istiod crashed: {}",
+                lines[i..(i + 6).min(lines.len())].join("\n")
+            );
+        }
         lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Whether the istiod process still runs.
+    pub fn running(&self) -> bool {
+        process_usage(self.pid).is_ok()
     }
 }
 
