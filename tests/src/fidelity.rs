@@ -781,12 +781,14 @@ pub fn random(seed: u64, run: u64) -> Scenario {
             } else {
                 None
             };
-            if chance(&mut rng, 0.25) {
-                // Not the UDP port: istiod 1.31 (eed52ebb66ad) panics in
-                // pilot/pkg/networking/core/networkfilter.go:297
-                // (buildOutboundNetworkFiltersWithWeightedClusters) on a tcp
-                // route whose destinations include a UDP port (seed 10014).
-                tcp.push((dh, port.filter(|p| *p != 5353), None));
+            // Never a tcp route to a service with a UDP port: istiod 1.31
+            // (eed52ebb66ad) panics in
+            // pilot/pkg/networking/core/networkfilter.go:297
+            // (buildOutboundNetworkFiltersWithWeightedClusters) on two such
+            // destinations (seed 10014).
+            let udp = dports.iter().any(|p| p.0.starts_with("udp"));
+            if chance(&mut rng, 0.25) && !udp {
+                tcp.push((dh, port, None));
             } else {
                 http.push((dh, port, subset));
             }
