@@ -29,6 +29,35 @@ pub struct MeshConfig {
     pub dns_capture: bool,
 }
 
+impl MeshConfig {
+    /// The mesh with its Service and VirtualService exportTo defaults as
+    /// `istio` reads them. From 1.30 a default is a list like any other;
+    /// before, istiod honours only `.` (looked for first) or `*`, and any
+    /// other default leaves what takes it visible to no one
+    /// (`pilot/pkg/model/push_context.go`, 1.29.6, `initDefaultExportMaps`
+    /// and `IsServiceVisible`).
+    pub fn export_defaults_for(&self, istio: crate::IstioVersion) -> MeshConfig {
+        if istio.at_least(30) {
+            return self.clone();
+        }
+        let legacy = |d: &[String]| -> Vec<String> {
+            let pick = if d.iter().any(|v| v == ".") {
+                "."
+            } else if d.iter().any(|v| v == "*") {
+                "*"
+            } else {
+                "~"
+            };
+            vec![pick.to_string()]
+        };
+        MeshConfig {
+            default_service_export_to: legacy(&self.default_service_export_to),
+            default_virtual_service_export_to: legacy(&self.default_virtual_service_export_to),
+            ..self.clone()
+        }
+    }
+}
+
 /// One entry of `meshConfig.extensionProviders`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtensionProvider {

@@ -264,3 +264,48 @@ fn a_destination_namespace_offers_only_the_copy_its_index_holds() {
     let c = clusters(&s, "a", "sleep");
     assert!(has(&c, "outbound|8080||multi.example.com"), "{c:?}");
 }
+
+#[test]
+fn before_1_30_the_export_defaults_honour_only_dot_or_star() {
+    let mesh = "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: istio\n  namespace: istio-system\ndata:\n  mesh: |\n    defaultServiceExportTo: [\"app\"]\n    defaultVirtualServiceExportTo: [\".\", \"*\"]\n";
+    let yaml = mesh.to_string()
+        + &service("b", "s", 80, None)
+        + &virtual_service("v", "r", &["front.example.com"], "dest.example.com")
+        + &entry(
+            "z",
+            "d",
+            "dest.example.com",
+            &[(80, "HTTP")],
+            "  annotations: {}\n",
+        )
+        .replace(
+            "  resolution: DNS\n",
+            "  resolution: DNS\n  exportTo: [\"*\"]\n",
+        )
+        + &sidecar("app", "pulls", &[(None, &["v/*"])]);
+    // 1.30: the Service is visible in app only; the VirtualService is public.
+    let s30 = snap_v(&yaml, 30);
+    assert!(has(
+        &clusters(&s30, "app", "sleep"),
+        "outbound|80||s.b.svc.cluster.local"
+    ));
+    assert!(!has(
+        &clusters(&s30, "b", "sleep"),
+        "outbound|80||s.b.svc.cluster.local"
+    ));
+    assert!(has(
+        &clusters(&s30, "app", "pulls"),
+        "outbound|80||dest.example.com"
+    ));
+    // 1.29: a default of namespaces hides the Service everywhere, and
+    // `.` first makes the VirtualService private to v.
+    let s29 = snap_v(&yaml, 29);
+    assert!(!has(
+        &clusters(&s29, "app", "sleep"),
+        "outbound|80||s.b.svc.cluster.local"
+    ));
+    assert!(!has(
+        &clusters(&s29, "app", "pulls"),
+        "outbound|80||dest.example.com"
+    ));
+}

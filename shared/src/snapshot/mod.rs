@@ -89,8 +89,11 @@ impl MeshSnapshot {
         let (pods_by_ip, pods_by_name) = workloads::pod_indexes(&pods);
         let workloads_by_ns = workloads::workloads_by_ns(&workloads);
 
+        // Services and VirtualServices take the exportTo defaults as this
+        // release reads them; DestinationRules read theirs as written.
+        let exports = mesh.export_defaults_for(options.istio);
         let (mut services, service_entries) =
-            services::services(inputs, &mesh, &options, &namespaces, &pods);
+            services::services(inputs, &exports, &options, &namespaces, &pods);
         services::rank(&mut services);
         let by = services::indexes(&services);
         let headless_by_ip = services::headless_by_ip(inputs, &services, &by.by_ns);
@@ -98,7 +101,7 @@ impl MeshSnapshot {
 
         let domain = &options.cluster_domain;
         let sidecars = config::sidecars(inputs, &options, &mesh);
-        let (virtual_services, vss_by_ns) = config::virtual_services(inputs, &mesh, domain);
+        let (virtual_services, vss_by_ns) = config::virtual_services(inputs, &exports, domain);
         let (destination_rules, drs_by_ns) = config::destination_rules(inputs, &mesh, domain);
 
         MeshSnapshot {
