@@ -100,7 +100,7 @@ pub struct Selection {
 /// The cluster to read, and how (live mode): kubectl's connection flags.
 /// They may also come before the command (`kubectl meshscope -n NS audit`),
 /// as kubectl's global flags do; see [`crate::hoist`].
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, PartialEq, Eq)]
 pub struct Connection {
     /// The kubeconfig context to use
     #[arg(long, value_name = "NAME")]

@@ -184,9 +184,9 @@ pub struct ClusterFlags {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
     pub namespace: Option<String>,
-    /// The other connection flags (`--server`, `--token`, `--as`...), by
-    /// id, as typed: the cluster is asked as the command would ask it.
-    pub connection: Vec<(String, String)>,
+    /// The other connection flags (`--server`, `--token`, `--as`...), as
+    /// typed: the cluster is asked as the command would ask it.
+    pub connection: crate::args::Connection,
 }
 
 /// Where the cursor is, after walking the typed words.
@@ -245,21 +245,21 @@ impl Walk {
             "namespace" => self.cluster.namespace = Some(value.to_string()),
             "context" => self.cluster.context = Some(value.to_string()),
             "kubeconfig" => self.cluster.kubeconfig = Some(PathBuf::from(value)),
-            "insecure_skip_tls_verify" => self
+            "insecure_skip_tls_verify" => self.cluster.connection.insecure_skip_tls_verify = true,
+            "cluster" => self.cluster.connection.cluster = Some(value.to_string()),
+            "user" => self.cluster.connection.user = Some(value.to_string()),
+            "server" => self.cluster.connection.server = Some(value.to_string()),
+            "token" => self.cluster.connection.token = Some(value.to_string()),
+            "certificate_authority" => {
+                self.cluster.connection.certificate_authority = Some(PathBuf::from(value))
+            }
+            "impersonate" => self.cluster.connection.impersonate = Some(value.to_string()),
+            "impersonate_groups" => self
                 .cluster
                 .connection
-                .push(("insecure_skip_tls_verify".into(), value.to_string())),
-            id @ ("cluster"
-            | "user"
-            | "server"
-            | "token"
-            | "certificate_authority"
-            | "impersonate"
-            | "impersonate_groups"
-            | "impersonate_uid") => self
-                .cluster
-                .connection
-                .push((id.to_string(), value.to_string())),
+                .impersonate_groups
+                .push(value.to_string()),
+            "impersonate_uid" => self.cluster.connection.impersonate_uid = Some(value.to_string()),
             _ => {}
         }
     }
@@ -613,28 +613,13 @@ pub struct ClusterLookup;
 
 impl ClusterLookup {
     fn common(cluster: &ClusterFlags) -> Common {
-        let mut c = crate::args::Connection {
+        let c = crate::args::Connection {
             context: cluster.context.clone(),
             kubeconfig: cluster.kubeconfig.clone(),
             request_timeout: live::RequestTimeout(Some(CLUSTER_TIMEOUT)),
             chunk_size: 500,
-            ..Default::default()
+            ..cluster.connection.clone()
         };
-        for (id, v) in &cluster.connection {
-            let v = Some(v.clone());
-            match id.as_str() {
-                "cluster" => c.cluster = v,
-                "user" => c.user = v,
-                "server" => c.server = v,
-                "token" => c.token = v,
-                "certificate_authority" => c.certificate_authority = v.map(PathBuf::from),
-                "impersonate" => c.impersonate = v,
-                "impersonate_groups" => c.impersonate_groups.extend(v),
-                "impersonate_uid" => c.impersonate_uid = v,
-                "insecure_skip_tls_verify" => c.insecure_skip_tls_verify = true,
-                _ => {}
-            }
-        }
         Common {
             namespace: cluster.namespace.clone(),
             connection: c,

@@ -326,6 +326,11 @@ fn random_scenarios_match_istiod() {
         seeds[0],
         seeds[seeds.len() - 1]
     );
+    run_seeds(seeds);
+}
+
+/// The random scenarios of `seeds`, held to istiod.
+fn run_seeds(seeds: Vec<u64>) {
     let run = run_tag();
     run_all(
         seeds
@@ -345,13 +350,7 @@ fn commit_seeds_match_istiod() {
     eprintln!(
         "fidelity: commit seeds {seeds:?} (rerun one with MESHSCOPE_FIDELITY_SEED=N MESHSCOPE_FIDELITY_SEEDS=1 and the random_scenarios test)"
     );
-    let run = run_tag();
-    run_all(
-        seeds
-            .into_iter()
-            .map(|s| fidelity::random(s, run))
-            .collect(),
-    );
+    run_seeds(seeds);
 }
 
 /// Safety on a real istiod: after `kubectl meshscope apply` from observed

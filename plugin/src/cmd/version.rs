@@ -160,19 +160,14 @@ fn live_evidence(connect: &ConnectOptions, err: &mut dyn std::io::Write) -> Resu
                 return Err(f.into());
             }
         }
-        let all: Vec<ObservedPod> = match live.list(None, Select::ALL).await {
-            Err(f) if matches!(f.kind, FailureKind::Forbidden(_)) => {
-                let ns = live.default_namespace.clone();
-                let pods = live.list(Some(&ns), Select::ALL).await?;
-                writeln!(
-                    err,
-                    "warning: other namespaces' proxies unknown: cannot list pods in all namespaces, so only namespace {ns:?}'s are counted; grant {} for the rest",
-                    crate::live::READER_FILE
-                )?;
-                pods
-            }
-            other => other?,
-        };
+        let (all, home): (Vec<ObservedPod>, _) = live.list_everywhere_or_home(Select::ALL).await?;
+        if let Some(ns) = home {
+            writeln!(
+                err,
+                "warning: other namespaces' proxies unknown: cannot list pods in all namespaces, so only namespace {ns:?}'s are counted; grant {} for the rest",
+                crate::live::READER_FILE
+            )?;
+        }
         let istiod = detect::istiod_pods(&live).await;
         Ok(Evidence::from_pods(&all, &istiod))
     })

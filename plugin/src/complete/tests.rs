@@ -154,7 +154,7 @@ fn namespaces_and_contexts_complete_with_the_typed_cluster_flags() {
             kubeconfig: Some("/k".into()),
             context: Some("prod".into()),
             namespace: None,
-            connection: Vec::new(),
+            connection: Default::default(),
         }
     );
     assert_eq!(run("verify --istio-namespace i").values(), ["istio-system"]);

@@ -177,6 +177,27 @@ impl Live {
         self.pages(&resource_of::<K>(), ns, select, fetch).await
     }
 
+    /// [`Live::list`] in every namespace; for a caller RBAC lets list only
+    /// the context's namespace, that namespace's, and its name.
+    pub async fn list_everywhere_or_home<K>(
+        &self,
+        select: Select<'_>,
+    ) -> Result<(Vec<K>, Option<String>), ApiFailure>
+    where
+        K: kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug,
+    {
+        match self.list(None, select).await {
+            Err(f) if matches!(f.kind, FailureKind::Forbidden(_)) => {
+                let home = self.default_namespace.clone();
+                Ok((self.list(Some(&home), select).await?, Some(home)))
+            }
+            other => other.map(|all| (all, None)),
+        }
+    }
+
     /// The objects of `ar` (an Istio kind, say) in `ns` that `select`
     /// picks, as dynamic objects.
     pub async fn list_dynamic(
