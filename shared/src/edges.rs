@@ -77,11 +77,28 @@ pub struct Policy {
     pub mode: OutboundPolicy,
     /// The Sidecar's `outboundTrafficPolicy.egressProxy.host`.
     pub egress_proxy: Option<String>,
+    /// Its `port.number`, when set.
+    pub egress_proxy_port: Option<u32>,
     /// Where it comes from: `Sidecar ns/name` or `mesh config`.
     pub from: String,
 }
 
 impl Policy {
+    /// The cluster the outbound catch-all's TCP chain sends to: the black
+    /// hole under REGISTRY_ONLY; otherwise the egress proxy's cluster, whose
+    /// port is its `port.number` or 0 when unset (istiod names it as any
+    /// route destination without a service,
+    /// `pilot/pkg/networking/core/listener_builder.go`
+    /// `buildOutboundCatchAllNetworkFiltersOnly`, 1.31), else passthrough
+    /// (TCP passes through under ALLOW_ANY_DYNAMIC_DNS too).
+    pub fn catch_all_cluster(&self) -> String {
+        match (self.mode, &self.egress_proxy) {
+            (OutboundPolicy::RegistryOnly, _) => "BlackHoleCluster".into(),
+            (_, Some(h)) => format!("outbound|{}||{h}", self.egress_proxy_port.unwrap_or(0)),
+            (_, None) => "PassthroughCluster".into(),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match &self.egress_proxy {
             Some(h) => format!(
@@ -100,6 +117,7 @@ pub fn mesh_policy(snap: &MeshSnapshot) -> Policy {
     Policy {
         mode: snap.mesh.outbound_traffic_policy,
         egress_proxy: None,
+        egress_proxy_port: None,
         from: "mesh config".into(),
     }
 }
@@ -122,15 +140,21 @@ pub fn policy_for(snap: &MeshSnapshot, source: ScopeSource) -> Policy {
         // never sees such a Sidecar. Unset is the enum's zero value.
         _ => OutboundPolicy::RegistryOnly,
     };
-    let egress_proxy = raw
-        .get("egressProxy")
+    let proxy = raw.get("egressProxy");
+    let egress_proxy = proxy
         .and_then(|e| e.get("host"))
         .and_then(|h| h.as_str())
         .filter(|h| !h.is_empty() && mode == OutboundPolicy::AllowAny)
         .map(String::from);
+    let egress_proxy_port = proxy
+        .and_then(|e| e.pointer("/port/number"))
+        .and_then(|n| n.as_u64())
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|_| egress_proxy.is_some());
     Policy {
         mode,
         egress_proxy,
+        egress_proxy_port,
         from: format!("Sidecar {}", sc.key()),
     }
 }

@@ -50,6 +50,9 @@ pub struct DuplicatedHost {
 #[derive(Clone, Debug, Serialize)]
 pub struct Fallthrough {
     pub policy: Policy,
+    /// The cluster the outbound catch-all sends TCP to
+    /// ([`Policy::catch_all_cluster`]).
+    pub catch_all_cluster: String,
     pub dns_capture: bool,
 }
 
@@ -210,8 +213,10 @@ pub fn explain(
         }
         _ => vec!["*/*".into()],
     };
+    let policy = edges::policy_for(snap, sel.source);
     let fallthrough = Fallthrough {
-        policy: edges::policy_for(snap, sel.source),
+        catch_all_cluster: policy.catch_all_cluster(),
+        policy,
         dns_capture: edges::dns_capture(snap, w),
     };
     let observed = obs.map(|o| observed_for(snap, o, w, &vis, &fallthrough));
@@ -254,9 +259,13 @@ pub fn explain(
         required,
         visible_service_count: vis.services.len(),
         visible_services,
-        outbound_clusters: snap.outbound_clusters(&vis),
-        estimate: snap.estimate_for_proxy(&vis, ns, labels, wl.inbound),
-        unscoped_estimate: snap.estimate_for_proxy(&unscoped, ns, labels, wl.inbound),
+        outbound_clusters: snap.outbound_clusters(&vis, Some(labels)),
+        estimate: snap
+            .estimate_for_proxy(&vis, ns, labels, wl.inbound)
+            .under_policy(fallthrough.policy.mode),
+        unscoped_estimate: snap
+            .estimate_for_proxy(&unscoped, ns, labels, wl.inbound)
+            .under_policy(snap.mesh.outbound_traffic_policy),
         pushed_by: PushSources {
             sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),
             services: vis.services.len(),

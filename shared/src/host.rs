@@ -185,7 +185,11 @@ impl Export {
         }
     }
 
-    /// VirtualServices: `~` is not valid there and is ignored.
+    /// VirtualServices: `*` makes one public; else a `~` anywhere in the
+    /// list hides it from every namespace, its own included, whatever else
+    /// the list names (validation rejects `~` there, but istiod acts on
+    /// what reaches it: `pilot/pkg/model/push_context.go`
+    /// `initVirtualServices`, 1.31).
     pub fn for_virtual_service(
         export_to: Option<&[String]>,
         default: &[String],
@@ -195,7 +199,7 @@ impl Export {
             Some(l) if !l.is_empty() => l,
             _ => default,
         };
-        Self::from_list(list, own_ns, false)
+        Self::from_list(list, own_ns, true)
     }
 
     /// DestinationRules: the mesh default honours only `.` versus non-`.`.

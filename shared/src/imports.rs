@@ -333,7 +333,7 @@ impl MeshSnapshot {
         for id in self.listener_virtual_services(scope_ns, includes, excludes) {
             out.virtual_services.insert(id);
             let mut by_host: BTreeMap<&str, (bool, BTreeSet<u32>)> = BTreeMap::new();
-            for d in &self.virtual_services[id].dests {
+            for d in self.route_destinations(id) {
                 if !d.source_namespaces.is_empty()
                     && !d.source_namespaces.iter().any(|n| n == scope_ns)
                 {

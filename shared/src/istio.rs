@@ -220,8 +220,10 @@ pub struct DestinationRuleSpec {
     pub subsets: Vec<Value>,
     #[serde(default)]
     pub export_to: Option<Vec<String>>,
+    /// `workloadSelector.matchLabels` (the type policies use, unlike a
+    /// Sidecar's `labels`).
     #[serde(default)]
-    pub workload_selector: Option<WorkloadSelector>,
+    pub workload_selector: Option<PolicySelector>,
 }
 
 pub const TELEMETRY_GROUP: &str = "telemetry.istio.io";

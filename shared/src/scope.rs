@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::HashMap;
 use std::rc::Rc;
 
-use crate::host::host_subset_of;
+use crate::mesh::OutboundPolicy;
 use crate::snapshot::{
-    selector_matches, DrId, Inbound, Labels, Listener, MeshSnapshot, Protocol, Resolution,
-    SidecarId, SvcId, SvcKind, VsId,
+    selector_matches, Consolidated, DrId, EntryId, Inbound, Labels, Listener, MeshSnapshot,
+    Protocol, Resolution, SidecarId, SvcId, SvcKind, VsId,
 };
 
 /// Where a proxy's scope comes from.
@@ -165,9 +165,12 @@ pub struct Visible {
     /// when another listener imports the port as well (the flag).
     pub listener_protocols: BTreeMap<(SvcId, u32), (Protocol, bool)>,
     pub virtual_services: BTreeSet<VsId>,
-    /// The DestinationRule chosen for each imported service.
+    /// Every DestinationRule in the entries istiod returns for the
+    /// imported services (a change to any is pushed to the scope).
     pub destination_rules: BTreeSet<DrId>,
-    pub dr_for_service: BTreeMap<SvcId, DrId>,
+    /// The consolidated entries istiod returns for each imported service;
+    /// a proxy uses one of them ([`MeshSnapshot::subsets_for`]).
+    pub dr_for_service: BTreeMap<SvcId, Vec<EntryId>>,
 }
 
 impl Visible {
@@ -177,94 +180,69 @@ impl Visible {
 }
 
 impl MeshSnapshot {
-    /// The subsets of the DestinationRule chosen for a service: istiod
-    /// merges the subsets of every selector-less rule for the same host in
-    /// that namespace (the first of a name wins).
-    pub fn merged_subsets(&self, dr: DrId, client_ns: &str) -> Vec<String> {
-        let d = &self.destination_rules[dr];
-        let mut out: Vec<String> = Vec::new();
-        let mut ids: Vec<DrId> = self
-            .drs_in(&d.namespace)
-            .iter()
-            .copied()
-            .filter(|o| {
-                let o = &self.destination_rules[*o];
-                o.host == d.host && !o.has_selector && o.export.visible_to(client_ns)
-            })
-            .collect();
-        if !ids.contains(&dr) {
-            ids.push(dr);
-        }
-        ids.sort_by_key(|i| (self.destination_rules[*i].created, *i));
-        for i in ids {
-            for sub in &self.destination_rules[i].subsets {
-                if !out.contains(sub) {
-                    out.push(sub.clone());
-                }
-            }
-        }
-        out
-    }
-
+    /// Files the DestinationRules istiod returns for each imported
+    /// service ([`DrIndex::lookup`]); which one a proxy uses depends on
+    /// its labels ([`MeshSnapshot::subsets_for`]).
     pub(crate) fn choose_destination_rules(&self, scope_ns: &str, out: &mut Visible) {
         let ids: Vec<SvcId> = out.services.keys().copied().collect();
         for svc in ids {
-            if let Some(dr) = self.destination_rule_for(scope_ns, svc) {
-                out.destination_rules.insert(dr);
-                out.dr_for_service.insert(svc, dr);
+            let s = &self.services[svc];
+            let found = self.dr_index.lookup(scope_ns, &s.hostname, &s.namespace);
+            if found.is_empty() {
+                continue;
             }
+            for e in &found {
+                out.destination_rules
+                    .extend(self.dr_index.entries[*e].rules.iter().copied());
+            }
+            out.dr_for_service.insert(svc, found);
         }
     }
 
-    /// DestinationRule lookup for client namespace `client_ns` and a service:
-    /// the client's namespace, then the service's namespace (exported), then
-    /// the root namespace (exported). Any other namespace is never used.
-    pub fn destination_rule_for(&self, client_ns: &str, svc: SvcId) -> Option<DrId> {
+    /// The consolidated DestinationRule a proxy in `client_ns` with
+    /// `labels` (`None`: no selector rule matches) uses for `svc`.
+    pub fn destination_rule_for(
+        &self,
+        client_ns: &str,
+        svc: SvcId,
+        labels: Option<&Labels>,
+    ) -> Option<&Consolidated> {
         let s = &self.services[svc];
-        let root = self.mesh.root_namespace.as_str();
-        let pick = |ns: &str, need_export: bool| -> Option<DrId> {
-            let mut best: Option<(usize, DrId)> = None;
-            for &id in self.drs_in(ns) {
-                let d = &self.destination_rules[id];
-                if d.has_selector {
-                    continue;
-                }
-                if need_export && !d.export.visible_to(client_ns) {
-                    continue;
-                }
-                if !host_subset_of(&s.hostname, &d.host) {
-                    continue;
-                }
-                // Most specific: exact beats wildcard, longer beats shorter.
-                let rank = if d.host == s.hostname {
-                    usize::MAX
-                } else {
-                    d.host.len()
-                };
-                if best.is_none_or(|(r, _)| rank > r) {
-                    best = Some((rank, id));
-                }
-            }
-            best.map(|(_, id)| id)
+        let found = self.dr_index.lookup(client_ns, &s.hostname, &s.namespace);
+        let e = self.dr_index.for_proxy(&found, client_ns, labels)?;
+        Some(&self.dr_index.entries[e])
+    }
+
+    /// The subsets a proxy with `labels` gets clusters for, of an
+    /// imported service of `vis`: a DNS ServiceEntry's only where an
+    /// endpoint has the subset's labels ([`crate::snapshot::ServiceInfo::dns_endpoint_labels`]).
+    pub fn subsets_for(&self, vis: &Visible, svc: SvcId, labels: Option<&Labels>) -> Vec<&str> {
+        let Some(c) = vis
+            .dr_for_service
+            .get(&svc)
+            .and_then(|found| self.dr_index.for_proxy(found, &vis.namespace, labels))
+            .map(|e| &self.dr_index.entries[e])
+        else {
+            return Vec::new();
         };
-        // Even in its own namespace a DestinationRule must be exported
-        // there (exportTo empty, `.`, `*` or the namespace itself): istiod
-        // leaves one exported only elsewhere out of the local pool.
-        pick(client_ns, true)
-            .or_else(|| {
-                if client_ns == root {
-                    None
-                } else {
-                    pick(&s.namespace, true)
-                }
+        let endpoints = self.services[svc].dns_endpoint_labels.as_ref();
+        c.subsets
+            .iter()
+            .zip(&c.subset_labels)
+            .filter(|(_, sl)| {
+                endpoints.is_none_or(|eps| eps.iter().any(|e| selector_matches(sl, e)))
             })
-            .or_else(|| {
-                if client_ns == root || s.namespace == root {
-                    None
-                } else {
-                    pick(root, true)
-                }
-            })
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// Whether istiod builds `svc`'s clusters at all: not a DNS
+    /// ServiceEntry left without endpoints.
+    pub(crate) fn has_clusters(&self, svc: SvcId) -> bool {
+        self.services[svc]
+            .dns_endpoint_labels
+            .as_ref()
+            .is_none_or(|eps| !eps.is_empty())
     }
 }
 
@@ -373,8 +351,20 @@ pub struct ConfigEstimate {
 
 impl MeshSnapshot {
     /// The config istiod sends a proxy with import set `vis` and inbound
-    /// ports `inbound`.
+    /// ports `inbound`, with the DestinationRules of a proxy that no
+    /// selector rule selects.
     pub fn estimate(&self, vis: &Visible, inbound: Inbound) -> ConfigEstimate {
+        self.estimate_labelled(vis, inbound, None)
+    }
+
+    /// [`estimate`](Self::estimate) for a proxy with `labels`, which pick
+    /// among DestinationRules with a `workloadSelector`.
+    fn estimate_labelled(
+        &self,
+        vis: &Visible,
+        inbound: Inbound,
+        labels: Option<&Labels>,
+    ) -> ConfigEstimate {
         let c = COST_MODEL;
         let mut est = ConfigEstimate {
             services: vis.services.len() as u64,
@@ -410,16 +400,14 @@ impl MeshSnapshot {
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
             let pulled = vis.pulled.get(&id);
-            let subsets = vis
-                .dr_for_service
-                .get(&id)
-                .map_or(0, |d| self.merged_subsets(*d, &vis.namespace).len() as u64);
+            let subsets = self.subsets_for(vis, id, labels).len() as u64;
+            let own = u64::from(self.has_clusters(id));
             for p in &s.ports {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
                     continue;
                 }
-                est.clusters += 1 + subsets;
-                est.bytes_cds += (1 + subsets) * c.cds_outbound;
+                est.clusters += own + subsets;
+                est.bytes_cds += (own + subsets) * c.cds_outbound;
                 if s.resolution == Resolution::Eds {
                     let cl = 1 + subsets;
                     est.assignments += cl;
@@ -465,20 +453,19 @@ impl MeshSnapshot {
     /// The outbound clusters istiod builds for an imported set, by name
     /// (`outbound|<port>|<subset>|<host>`): one per kept port of each
     /// service (UDP ports get none), and one more per subset of the
-    /// DestinationRule chosen for it. Sorted.
-    pub fn outbound_clusters(&self, vis: &Visible) -> Vec<String> {
+    /// DestinationRule a proxy with `labels` uses for it. Sorted.
+    pub fn outbound_clusters(&self, vis: &Visible, labels: Option<&Labels>) -> Vec<String> {
         let mut out = Vec::new();
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
-            let subsets: Vec<String> = vis
-                .dr_for_service
-                .get(&id)
-                .map_or_else(Vec::new, |d| self.merged_subsets(*d, &vis.namespace));
+            let subsets = self.subsets_for(vis, id, labels);
             for p in &s.ports {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
                     continue;
                 }
-                out.push(format!("outbound|{}||{}", p.number, s.hostname));
+                if self.has_clusters(id) {
+                    out.push(format!("outbound|{}||{}", p.number, s.hostname));
+                }
                 for sub in &subsets {
                     out.push(format!("outbound|{}|{sub}|{}", p.number, s.hostname));
                 }
@@ -501,7 +488,7 @@ impl MeshSnapshot {
         labels: &Labels,
         inbound: Inbound,
     ) -> ConfigEstimate {
-        let mut est = self.estimate(vis, inbound);
+        let mut est = self.estimate_labelled(vis, inbound, Some(labels));
         let mut own = 0u64;
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
@@ -534,6 +521,18 @@ impl MeshSnapshot {
 }
 
 impl ConfigEstimate {
+    /// The same scope under outbound policy `mode`: ALLOW_ANY_DYNAMIC_DNS
+    /// (Istio 1.31+) adds the dynamic forward proxy's cluster
+    /// (`AllowAnyDynamicDNSCluster`), counted at an outbound cluster's size.
+    pub fn under_policy(mut self, mode: OutboundPolicy) -> Self {
+        if mode == OutboundPolicy::AllowAnyDynamicDns {
+            self.clusters += 1;
+            self.bytes_cds += COST_MODEL.cds_outbound;
+            self.bytes = self.bytes_cds + self.bytes_eds + self.bytes_lds + self.bytes_rds;
+        }
+        self
+    }
+
     /// The same scope on a proxy with `inbound` ports: an inbound cluster
     /// and filter chains on virtualInbound each. Estimates are linear in
     /// them, so a scope's estimate is computed once and adjusted per proxy.

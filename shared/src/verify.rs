@@ -470,7 +470,11 @@ pub fn check_proxy(
     if let Some((id, written)) = written_scope(snap, pod) {
         let ns = &snap.pods[pod].namespace;
         let vis = snap.visible(ns, &sidecar_listeners(&written, &snap.options));
-        let want: BTreeSet<String> = snap.outbound_clusters(&vis).into_iter().collect();
+        let labels = &snap.pods[pod].labels;
+        let want: BTreeSet<String> = snap
+            .outbound_clusters(&vis, Some(labels))
+            .into_iter()
+            .collect();
         let actual: BTreeSet<String> = r.generated.outbound_clusters().cloned().collect();
         c.drift = Some(Drift {
             sidecar: snap.sidecars[id].key(),

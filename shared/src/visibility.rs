@@ -60,13 +60,16 @@ impl Visibility {
     }
 
     /// `export` as this visibility caps it for a ServiceEntry in `own_ns`:
-    /// `NAMESPACE` keeps the own namespace only if `export` had it, `NONE`
-    /// hides it; an `exportTo: ["~"]` stays hidden.
-    pub fn cap(self, export: Export, own_ns: &str) -> Export {
+    /// `NONE` hides it; `NAMESPACE` keeps the own namespace when the list
+    /// as written names it (`*`, `.` or the namespace: `listed`, where a
+    /// `~` beside them hides nothing), so `["~", "."]` is visible there
+    /// once capped, while `["~"]` alone stays hidden
+    /// (`pilot/pkg/model/push_context.go` `serviceExportTo`, 1.31).
+    pub fn cap(self, export: Export, listed: &Export, own_ns: &str) -> Export {
         match self {
             Visibility::Public => export,
             Visibility::None => Export::Hidden,
-            Visibility::Namespace if export.visible_to(own_ns) => {
+            Visibility::Namespace if listed.visible_to(own_ns) => {
                 Export::Namespaces([own_ns.to_string()].into())
             }
             Visibility::Namespace => Export::Hidden,
@@ -91,18 +94,21 @@ pub struct NamespaceSelector {
 
 impl NamespaceSelector {
     /// Kubernetes semantics: every label and every expression must hold;
-    /// an empty selector selects every namespace.
+    /// an empty selector selects every namespace. A selector Kubernetes
+    /// would not compile (an unknown operator, `In`/`NotIn` without values,
+    /// `Exists`/`DoesNotExist` with values) matches nothing, as in istiod.
     pub fn matches(&self, labels: &Labels) -> bool {
         self.match_labels
             .iter()
             .all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|r| {
                 let v = labels.get(&r.key);
+                let valued = !r.values.is_empty();
                 match r.operator.as_str() {
-                    "In" => v.is_some_and(|v| r.values.contains(v)),
-                    "NotIn" => v.is_none_or(|v| !r.values.contains(v)),
-                    "Exists" => v.is_some(),
-                    "DoesNotExist" => v.is_none(),
+                    "In" => valued && v.is_some_and(|v| r.values.contains(v)),
+                    "NotIn" => valued && v.is_none_or(|v| !r.values.contains(v)),
+                    "Exists" => !valued && v.is_some(),
+                    "DoesNotExist" => !valued && v.is_none(),
                     _ => false,
                 }
             })
@@ -282,23 +288,45 @@ mod tests {
         assert!(!sel(&[("env", "In", &["prod"])]).matches(&l));
         assert!(sel(&[("team", "DoesNotExist", &[])]).matches(&l));
         assert!(!sel(&[("env", "Bogus", &[])]).matches(&l));
+        // Selectors that do not compile match nothing.
+        assert!(!sel(&[("env", "NotIn", &[])]).matches(&l));
+        assert!(!sel(&[("env", "Exists", &["dev"])]).matches(&l));
     }
 
     #[test]
     fn caps_only_narrow() {
         let own = "shop";
         let ns = |v: &[&str]| Export::Namespaces(v.iter().map(|s| s.to_string()).collect());
-        assert_eq!(Visibility::Public.cap(Export::Public, own), Export::Public);
+        let cap = |v: Visibility, e: Export| v.cap(e.clone(), &e, own);
+        assert_eq!(cap(Visibility::Public, Export::Public), Export::Public);
+        assert_eq!(cap(Visibility::Namespace, Export::Public), ns(&["shop"]));
         assert_eq!(
-            Visibility::Namespace.cap(Export::Public, own),
+            cap(Visibility::Namespace, ns(&["shop", "web"])),
             ns(&["shop"])
         );
+        assert_eq!(cap(Visibility::Namespace, ns(&["web"])), Export::Hidden);
+        assert_eq!(cap(Visibility::None, Export::Public), Export::Hidden);
+        assert_eq!(cap(Visibility::Public, Export::Hidden), Export::Hidden);
+    }
+
+    #[test]
+    fn namespace_cap_reads_the_list_as_written() {
+        let own = "shop";
+        let ns = |v: &[&str]| Export::Namespaces(v.iter().map(|s| s.to_string()).collect());
+        // `["~", "shop"]`: hidden on the scan path, listed for shop; capped
+        // to NAMESPACE it is visible in shop on both.
         assert_eq!(
-            Visibility::Namespace.cap(ns(&["shop", "web"]), own),
+            Visibility::Namespace.cap(Export::Hidden, &ns(&["shop"]), own),
             ns(&["shop"])
         );
-        assert_eq!(Visibility::Namespace.cap(ns(&["web"]), own), Export::Hidden);
-        assert_eq!(Visibility::None.cap(Export::Public, own), Export::Hidden);
-        assert_eq!(Visibility::Public.cap(Export::Hidden, own), Export::Hidden);
+        // `["~"]` alone lists nothing and stays hidden.
+        assert_eq!(
+            Visibility::Namespace.cap(Export::Hidden, &ns(&[]), own),
+            Export::Hidden
+        );
+        assert_eq!(
+            Visibility::None.cap(Export::Hidden, &ns(&["shop"]), own),
+            Export::Hidden
+        );
     }
 }

@@ -20,7 +20,7 @@ fn clusters(s: &MeshSnapshot, ns: &str, app: &str) -> Vec<String> {
     let l: Labels = labels(&[("app", app)]);
     let sel = s.select_sidecar(ns, &l);
     let vis = s.visible(ns, &s.listeners_of(sel.source));
-    s.outbound_clusters(&vis)
+    s.outbound_clusters(&vis, None)
 }
 
 fn entry(ns: &str, name: &str, host: &str, ports: &[(u32, &str)], extra: &str) -> String {

@@ -280,24 +280,24 @@ fn destination_rules_come_only_from_client_service_and_root_namespaces() {
     // A public DR in an unrelated namespace is never used.
     let s = snap(&(mesh() + &dr("z", "elsewhere", "*")));
     let api = s.services_named("api.b.svc.cluster.local")[0];
-    assert_eq!(s.destination_rule_for("a", api), None);
+    assert!(s.destination_rule_for("a", api, None).is_none());
     // The service's namespace DR, exported, is used; the client's own wins over it.
     let s = snap(&(mesh() + &dr("b", "svc-ns", "*") + &dr("a", "client-ns", ".")));
     let api = s.services_named("api.b.svc.cluster.local")[0];
     let got = s
-        .destination_rule_for("a", api)
-        .map(|d| s.destination_rules[d].name.clone());
+        .destination_rule_for("a", api, None)
+        .map(|d| s.destination_rules[d.rules[0]].name.clone());
     assert_eq!(got.as_deref(), Some("client-ns"));
     let got = s
-        .destination_rule_for("c", api)
-        .map(|d| s.destination_rules[d].name.clone());
+        .destination_rule_for("c", api, None)
+        .map(|d| s.destination_rules[d.rules[0]].name.clone());
     assert_eq!(got.as_deref(), Some("svc-ns"));
     // A private DR in the service namespace is not used by other clients; root is next.
     let s = snap(&(mesh() + &dr("b", "svc-ns", ".") + &dr("istio-system", "root", "*")));
     let api = s.services_named("api.b.svc.cluster.local")[0];
     let got = s
-        .destination_rule_for("c", api)
-        .map(|d| s.destination_rules[d].name.clone());
+        .destination_rule_for("c", api, None)
+        .map(|d| s.destination_rules[d.rules[0]].name.clone());
     assert_eq!(got.as_deref(), Some("root"));
 }
 
@@ -732,7 +732,7 @@ fn a_destination_rule_exported_only_elsewhere_does_not_apply_in_its_own_namespac
     );
     assert_eq!(vis_b.destination_rules.len(), 1);
     assert!(s
-        .outbound_clusters(&vis_b)
+        .outbound_clusters(&vis_b, None)
         .contains(&"outbound|80|v1|web.a.svc.cluster.local".to_string()));
 }
 

@@ -945,6 +945,7 @@ pub fn random(seed: u64, run: u64) -> Scenario {
         }
     }
     let mut mesh = DEFAULT_MESH.to_string();
+    features(&mut b, &mut mesh, seed, &nss, &svcs);
     if chance(&mut rng, 0.25) {
         mesh.push_str("defaultServiceExportTo: [\".\"]\n");
     }
@@ -955,6 +956,131 @@ pub fn random(seed: u64, run: u64) -> Scenario {
         mesh.push_str("defaultDestinationRuleExportTo: [\".\"]\n");
     }
     b.finish(format!("random seed {seed}"), mesh)
+}
+
+/// The features the engine models beyond hosts and exportTo, from a
+/// stream of their own (so the rest of each older seed stays as it was):
+/// the mesh's and a Sidecar's outbound traffic policy (egress proxy
+/// included), `serviceEntryVisibility` over labelled namespaces, a tracing
+/// extension provider, DNS capture, pods that are not Ready or are held in
+/// Terminating, a DestinationRule of a ServiceEntry host, and
+/// port-specific listeners with `~` exclusions of the scenario's own
+/// Services. Headless Services come from the main stream.
+fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs: &[SvcRef]) {
+    let mut f = Rng::new(seed ^ 0xfea7_0e5d_0021_0002);
+    let svc = |f: &mut Rng| -> (String, u32) {
+        let (ns, name, ports) = pick(f, svcs);
+        let tcp: Vec<u32> = ports
+            .iter()
+            .filter(|p| !p.0.starts_with("udp"))
+            .map(|p| p.1)
+            .collect();
+        (fqdn(name, ns), tcp.first().copied().unwrap_or(0))
+    };
+    // The mesh-wide policy.
+    match f.below(6) {
+        0 => *mesh = mesh.replace("mode: ALLOW_ANY\n", "mode: REGISTRY_ONLY\n"),
+        1 => *mesh = mesh.replace("mode: ALLOW_ANY\n", "mode: ALLOW_ANY_DYNAMIC_DNS\n"),
+        _ => {}
+    }
+    // serviceEntryVisibility, by namespace labels.
+    if chance(&mut f, 0.3) {
+        for (ns, l) in b.world.namespaces.iter_mut() {
+            if nss.contains(ns) && chance(&mut f, 0.5) {
+                l.insert("tier".into(), "sandbox".into());
+            }
+        }
+        let v = |f: &mut Rng| *pick(f, &["PUBLIC", "NAMESPACE", "NONE"]);
+        let _ = write!(
+            mesh,
+            "serviceEntryVisibility:\n  defaultVisibility: {}\n  applyToSidecars: {}\n",
+            v(&mut f),
+            chance(&mut f, 0.7)
+        );
+        if chance(&mut f, 0.6) {
+            let _ = write!(
+                mesh,
+                "  policies:\n  - visibility: {}\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {{tier: sandbox}}\n",
+                v(&mut f)
+            );
+        }
+    }
+    // A tracing provider (Envoy calls it; istiod adds nothing for it).
+    if chance(&mut f, 0.25) {
+        let (host, port) = svc(&mut f);
+        if port != 0 {
+            let _ = write!(
+                mesh,
+                "extensionProviders:\n- name: zipkin\n  zipkin: {{service: {host}, port: {port}}}\ndefaultProviders:\n  tracing: [zipkin]\n"
+            );
+        }
+    }
+    // A DestinationRule of a ServiceEntry host: a DNS entry's subsets get
+    // no cluster (its endpoints have no labels), a STATIC one's do.
+    if chance(&mut f, 0.35) {
+        let host = *pick(&mut f, &["api.example.com", "db.example.com"]);
+        let ns = pick(&mut f, nss).clone();
+        b.istio(destination_rule_doc(&ns, "se-dr", host, &["v1"], &None));
+    }
+    if chance(&mut f, 0.2) {
+        mesh.push_str("defaultConfig:\n  proxyMetadata:\n    ISTIO_META_DNS_CAPTURE: \"true\"\n");
+    }
+    // Pods: some not Ready, a few held in Terminating (never every pod).
+    let n = b.world.pods.len();
+    for i in 0..n {
+        if chance(&mut f, 0.1) {
+            b.world.pods[i].ready = false;
+        } else if chance(&mut f, 0.06) && i + 1 < n {
+            b.world.pods[i].terminating = true;
+        }
+    }
+    // Sidecars: their own outbound policy, and port-specific listeners
+    // with exclusions.
+    for doc in b.world.istio.iter_mut() {
+        if !doc.contains("\nkind: Sidecar\n") {
+            continue;
+        }
+        if chance(&mut f, 0.3) && doc.contains("\n  egress:\n") {
+            let (sns, name, ports) = pick(&mut f, svcs);
+            let excluded = if chance(&mut f, 0.5) {
+                format!("~{sns}/{}", fqdn(name, sns))
+            } else {
+                format!("~{sns}/*")
+            };
+            let (pn, pp) = pick(&mut f, ports);
+            let proto = if pn.starts_with("http") {
+                "HTTP"
+            } else if pn == "grpc" {
+                "GRPC"
+            } else {
+                "TCP"
+            };
+            // A port no listener has yet: istiod rejects two on one port.
+            if !pn.starts_with("udp") && !doc.contains(&format!("number: {pp}\n")) {
+                let listener = format!(
+                    "  egress:\n  - port:\n      number: {pp}\n      protocol: {proto}\n      name: egress-{pp}\n    hosts:\n    - \"{sns}/*\"\n    - \"{excluded}\"\n"
+                );
+                *doc = doc.replacen("  egress:\n", &listener, 1);
+            }
+        }
+        if chance(&mut f, 0.25) {
+            let policy = match f.below(4) {
+                0 => "  outboundTrafficPolicy: {}\n".to_string(),
+                1 => "  outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n".to_string(),
+                2 => "  outboundTrafficPolicy: {mode: ALLOW_ANY}\n".to_string(),
+                _ => {
+                    let (host, port) = svc(&mut f);
+                    if port == 0 {
+                        continue;
+                    }
+                    format!(
+                        "  outboundTrafficPolicy:\n    mode: ALLOW_ANY\n    egressProxy:\n      host: {host}\n      port: {{number: {port}}}\n"
+                    )
+                }
+            };
+            doc.push_str(&policy);
+        }
+    }
 }
 
 /// The hosts [`unusual_entries`] defines.

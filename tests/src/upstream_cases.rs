@@ -11,7 +11,7 @@
 
 use crate::fidelity::{
     fqdn, labelled, service_entry_doc, sidecar_doc, virtual_service_doc, Builder, Egress, Scenario,
-    DEFAULT_MESH,
+    DEFAULT_MESH, ROOT_NS,
 };
 use crate::world::{labels, SvcPort};
 
@@ -55,7 +55,246 @@ pub fn cases(slot: u64) -> Vec<Scenario> {
         destinations(slot + 1),
         exports(slot + 2),
         by_age(slot + 3),
+        destination_rules(slot + 4),
+        routes(slot + 5),
+        entry_visibility(slot + 6),
     ]
+}
+
+/// A DestinationRule for `host` with `subsets` (each `version: <name>`);
+/// `extra` is spec YAML (exportTo, workloadSelector).
+fn dr(ns: &str, name: &str, host: &str, subsets: &[&str], extra: &str) -> String {
+    let subs: String = subsets
+        .iter()
+        .map(|s| format!("  - name: {s}\n    labels: {{version: {s}}}\n"))
+        .collect();
+    format!("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  host: \"{host}\"\n{extra}  subsets:\n{subs}")
+}
+
+fn export(list: &str) -> String {
+    format!("  exportTo: {list}\n")
+}
+
+/// DestinationRule lookup and merging (push_context.go
+/// `setDestinationRules`, `destinationRule`; destination_rule.go
+/// `mergeDestinationRule`): each Service `rN` of `shop` (port 9080) is one
+/// case, its expected subset clusters per proxy in the comments.
+fn destination_rules(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (shop, web, api, spec) = (ns("shop"), ns("web"), ns("api"), ns("spec"));
+    for n in [&shop, &web, &api, &spec] {
+        b.namespace(n);
+    }
+    for k in 1..=6 {
+        b.service(
+            &shop,
+            &format!("r{k}"),
+            vec![SvcPort::new("http", 9080)],
+            false,
+        );
+    }
+    for k in 7..=8 {
+        b.service(
+            &spec,
+            &format!("r{k}"),
+            vec![SvcPort::new("http", 9080)],
+            false,
+        );
+    }
+    let r = |k: u32| fqdn(&format!("r{k}"), if k < 7 { &shop } else { &spec });
+    let root = ROOT_NS;
+    let (all, v12) = (export("[\"*\"]"), &["v1", "v2"][..]);
+    // Root proxies: root-private, then the service namespace, then root
+    // exported. tool: r1 debug, r2 v1+v2, r3 none; web: r1, r2 v1+v2, r3 canary.
+    b.istio(dr(&shop, "r1", &r(1), v12, ""));
+    b.istio(dr(root, &ns("r1-pub"), &r(1), &["canary"], &all));
+    b.istio(dr(
+        root,
+        &ns("r1-priv"),
+        &r(1),
+        &["debug"],
+        &export("[\".\"]"),
+    ));
+    b.istio(dr(&shop, "r2", &r(2), v12, ""));
+    b.istio(dr(root, &ns("r2-pub"), &r(2), &["canary"], &all));
+    let dot_web = export(&format!("[\".\", \"{web}\"]"));
+    b.istio(dr(root, &ns("r3"), &r(3), &["canary"], &dot_web));
+    // Selector rules end web's lookup. r4: client none, canary canary;
+    // r5: client local, canary canary; api: v1+v2 for both.
+    let sel = "  workloadSelector:\n    matchLabels: {app: canary}\n";
+    for k in [4, 5] {
+        b.istio(dr(&shop, &format!("r{k}"), &r(k), v12, &all));
+        b.istio(dr(&web, &format!("r{k}-sel"), &r(k), &["canary"], sel));
+    }
+    // Merging in one namespace (the second wave is newer). r6: the
+    // newer `*` alone (v2) everywhere.
+    b.istio(dr(&shop, "r6-a", &r(6), &["v1"], ""));
+    // Most specific host first: r7 (exact to api) hides the wildcard from
+    // web; r8 (exact to `~`) from web and api; spec's own proxy gets w.
+    let wild = format!("*.{spec}.svc.cluster.local");
+    b.istio(dr(&spec, "wild", &wild, &["w"], &all));
+    b.istio(dr(
+        &spec,
+        "r7",
+        &r(7),
+        &["x"],
+        &export(&format!("[\"{api}\"]")),
+    ));
+    b.istio(dr(&spec, "r8", &r(8), &["x"], &export("[\"~\"]")));
+    b.later();
+    b.istio(dr(&web, "r4-dot", &r(4), &["local"], &export("[\".\"]")));
+    b.istio(dr(&web, "r5-plain", &r(5), &["local"], ""));
+    b.istio(dr(&shop, "r6-b", &r(6), &["v2"], &all));
+    for (n, app) in [(&web, "client"), (&web, "canary"), (&api, "client")] {
+        b.pod(n, app, labels(&[("app", app)]));
+    }
+    // A DNS entry's subsets: only v1, the one an endpoint's labels have.
+    let lab = format!("lab.{slot}.example.com");
+    b.istio(format!("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: lab\n  namespace: {shop}\nspec:\n  hosts: [\"{lab}\"]\n  ports:\n  - {{number: 9080, name: http, protocol: HTTP}}\n  resolution: DNS\n  endpoints:\n  - address: 192.0.2.7\n    labels: {{version: v1}}\n"));
+    b.istio(dr(&shop, "lab", &lab, v12, ""));
+    b.pod(&shop, "client", labels(&[("app", "client")]));
+    b.pod(&spec, "client", labels(&[("app", "client")]));
+    let tool = ns("tool");
+    b.pod(root, &tool, labels(&[("app", "tool")]));
+    b.outside.push(("pod".into(), root.into(), tool));
+    b.finish("case-destination-rules".into(), DEFAULT_MESH.into())
+}
+
+/// A VirtualService `web/<name>` for `front`, routing to `dest`:9080 with
+/// `route_extra` before its route, exported as `exp`.
+fn route_vs(web: &str, name: &str, front: &str, exp: &str, route: &str) -> String {
+    format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {web}\nspec:\n  hosts: [\"{front}\"]\n{exp}  http:\n  - {route}\n")
+}
+
+fn to(dest: &str) -> String {
+    format!("route:\n    - destination:\n        host: {dest}\n        port: {{number: 9080}}")
+}
+
+/// What VirtualServices pull in: `~` in exportTo hides one unless `*` is
+/// there too; a route naming another source namespace is not rescued by
+/// a match without one; a delegate's destinations come with its root.
+/// web's proxy imports only its own namespace: ratings3 and ratings5;
+/// api's imports web's VirtualServices: ratings3, ratings4, ratings5.
+fn routes(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (shop, web, api) = (ns("shop"), ns("web"), ns("api"));
+    for n in [&shop, &web, &api] {
+        b.namespace(n);
+    }
+    let ratings = |k: u32| fqdn(&format!("ratings{k}"), &shop);
+    for k in 1..=5 {
+        b.service(
+            &shop,
+            &format!("ratings{k}"),
+            vec![SvcPort::new("http", 9080)],
+            false,
+        );
+    }
+    let front = |k: u32| format!("front{k}.{slot}.example.com");
+    let tilde_dot = export("[\"~\", \".\"]");
+    let tilde_web = export(&format!("[\"~\", \"{web}\"]"));
+    let tilde_all = export("[\"~\", \"*\"]");
+    b.istio(route_vs(
+        &web,
+        "fwd1",
+        &front(1),
+        &tilde_dot,
+        &to(&ratings(1)),
+    ));
+    b.istio(route_vs(
+        &web,
+        "fwd2",
+        &front(2),
+        &tilde_web,
+        &to(&ratings(2)),
+    ));
+    b.istio(route_vs(
+        &web,
+        "fwd3",
+        &front(3),
+        &tilde_all,
+        &to(&ratings(3)),
+    ));
+    let src = format!("match:\n    - sourceNamespace: {api}\n    - uri: {{prefix: /}}\n    ");
+    b.istio(route_vs(
+        &web,
+        "fwd4",
+        &front(4),
+        "",
+        &(src + &to(&ratings(4))),
+    ));
+    let delegate = format!("delegate: {{name: d5, namespace: {shop}}}");
+    b.istio(route_vs(&web, "fwd5", &front(5), "", &delegate));
+    b.istio(format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: d5\n  namespace: {shop}\nspec:\n  http:\n  - {}\n", to(&ratings(5))));
+    b.istio(sidecar_doc(
+        &web,
+        "default",
+        None,
+        &[(None, vec!["./*".into()])],
+    ));
+    b.istio(sidecar_doc(
+        &api,
+        "default",
+        None,
+        &[(None, vec![format!("{web}/*")])],
+    ));
+    b.pod(&web, "client", labels(&[("app", "client")]));
+    b.pod(&api, "client", labels(&[("app", "client")]));
+    b.finish("case-routes".into(), DEFAULT_MESH.into())
+}
+
+/// meshConfig.serviceEntryVisibility (push_context.go `serviceExportTo`):
+/// under NAMESPACE a `~` list naming the own namespace becomes visible
+/// there (sandbox's proxy: a, b, d; not c, `["~"]` alone); under NONE a
+/// VirtualService of the entry's own namespace still pulls it in there
+/// (closed's proxy: n, without its subset s1: no endpoint of the DNS
+/// entry has its labels); web's proxy gets none of them.
+fn entry_visibility(slot: u64) -> Scenario {
+    let mut b = Builder::new(slot);
+    let ns = |n: &str| format!("uc{slot}-{n}");
+    let (sandbox, closed, web) = (ns("sandbox"), ns("closed"), ns("web"));
+    for (n, tier) in [(&sandbox, "sandbox"), (&closed, "closed")] {
+        b.world.namespace(
+            n,
+            labels(&[
+                ("istio-injection", "enabled"),
+                ("tier", &format!("{tier}-{slot}")),
+            ]),
+        );
+    }
+    b.namespace(&web);
+    let host = |h: &str| format!("{h}.{slot}.example.com");
+    let lists: [(&str, Vec<&str>); 4] = [
+        ("a", vec!["~", &sandbox]),
+        ("b", vec!["~", "."]),
+        ("c", vec!["~"]),
+        ("d", vec!["~", "*"]),
+    ];
+    for (name, list) in &lists {
+        let ports = [(80, "http", "HTTP")];
+        entry(&mut b, &sandbox, name, &host(name), &ports, Some(list));
+    }
+    let n = host("n");
+    entry(&mut b, &closed, "ext-n", &n, &[(80, "http", "HTTP")], None);
+    b.istio(dr(&closed, "n-dr", &n, &["s1"], ""));
+    b.istio(virtual_service_doc(
+        &closed,
+        "n-vs",
+        std::slice::from_ref(&n),
+        &[(n.clone(), Some(80), None)],
+        None,
+        &[],
+        &None,
+    ));
+    for n in [&sandbox, &closed, &web] {
+        b.pod(n, "client", labels(&[("app", "client")]));
+    }
+    let mesh = format!(
+        "{DEFAULT_MESH}serviceEntryVisibility:\n  defaultVisibility: PUBLIC\n  applyToSidecars: true\n  policies:\n  - visibility: NAMESPACE\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {{tier: sandbox-{slot}}}\n  - visibility: NONE\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {{tier: closed-{slot}}}\n"
+    );
+    b.finish("case-entry-visibility".into(), mesh)
 }
 
 /// The cases where the older of two copies wins.

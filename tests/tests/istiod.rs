@@ -201,6 +201,14 @@ fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Resu
                 ));
             }
         }
+        let got = catch_all_cluster(istiod, &p.name, &p.namespace)?;
+        let want = e["fallthrough"]["catch_all_cluster"].as_str().unwrap_or("");
+        if got != want {
+            tally.failures.push(format!(
+                "{}: proxy {key}: istiod's catch-all goes to {got}, explain predicts {want} (policy {})",
+                sc.name, e["fallthrough"]["policy"]
+            ));
+        }
         let z = istiod.sidecarz(&p.name, &p.namespace)?;
         let got = applied_sidecar(&z);
         // istiod shows the root namespace's default under the proxy's
@@ -915,14 +923,10 @@ fn outbound_policy_matches_istiods_catch_all() {
         match (explained, got) {
             (Ok(e), Ok(got)) => {
                 let p = &e["fallthrough"]["policy"];
-                let want = match (p["mode"].as_str(), p["egress_proxy"].as_str()) {
-                    (Some("REGISTRY_ONLY"), _) => "BlackHoleCluster".to_string(),
-                    (Some("ALLOW_ANY"), Some(h)) => format!("outbound|80||{h}"),
-                    (Some("ALLOW_ANY" | "ALLOW_ANY_DYNAMIC_DNS"), None) => {
-                        "PassthroughCluster".to_string()
-                    }
-                    other => format!("{other:?}"),
-                };
+                let want = e["fallthrough"]["catch_all_cluster"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
                 rows.push(format!("{pod}: explain {p}, istiod {got}"));
                 if got != want {
                     failures.push(format!(

@@ -268,8 +268,9 @@ fn rest(e: &Explanation, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "Outside the scope: outbound policy {}, DNS capture {}",
+        "Outside the scope: outbound policy {}, catch-all cluster {}, DNS capture {}",
         e.fallthrough.policy.describe(),
+        e.fallthrough.catch_all_cluster,
         if e.fallthrough.dns_capture {
             "on"
         } else {

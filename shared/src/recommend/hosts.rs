@@ -107,12 +107,8 @@ fn route_targets(snap: &MeshSnapshot, id: usize) -> Vec<(String, &[crate::snapsh
         vs.dests.as_slice(),
     )];
     for (dns, dname) in &vs.delegates {
-        let found = snap
-            .vss_in(dns)
-            .iter()
-            .map(|d| &snap.virtual_services[*d])
-            .find(|d| d.name == *dname && d.hosts.is_empty() && d.export.visible_to(&vs.namespace));
-        if let Some(d) = found {
+        if let Some(d) = snap.delegate_of(id, dns, dname) {
+            let d = &snap.virtual_services[d];
             out.push((
                 format!(
                     "VirtualService {dns}/{dname} (delegate of {}/{})",

@@ -8,6 +8,7 @@ use super::model::{
 use crate::host::{resolve_short_name, Export, HostEntry};
 use crate::inputs::Inputs;
 use crate::istio::{Sidecar, VirtualService};
+use crate::labels::Labels;
 use crate::mesh::{MeshConfig, Options};
 use crate::meta::{created, name_of, ns_of};
 use crate::HashMap;
@@ -90,12 +91,24 @@ pub(super) fn destination_rules(
                     .filter_map(|v| v.get("name").and_then(|n| n.as_str()))
                     .map(String::from)
                     .collect(),
+                subset_labels: dr
+                    .spec
+                    .subsets
+                    .iter()
+                    .filter(|v| v.get("name").and_then(|n| n.as_str()).is_some())
+                    .map(subset_labels)
+                    .collect(),
                 export: Export::for_destination_rule(
                     dr.spec.export_to.as_deref(),
                     &mesh.default_destination_rule_export_to,
                     &ns,
                 ),
-                has_selector: dr.spec.workload_selector.is_some(),
+                export_to: dr.spec.export_to.clone().unwrap_or_default(),
+                selector: dr
+                    .spec
+                    .workload_selector
+                    .as_ref()
+                    .map(|s| s.match_labels.clone()),
                 created: created(&dr.metadata),
                 namespace: ns,
             }
@@ -112,6 +125,18 @@ pub(super) fn destination_rules(
         });
     }
     (destination_rules, drs_by_ns)
+}
+
+/// A subset's `labels`.
+fn subset_labels(v: &serde_json::Value) -> Labels {
+    v.get("labels")
+        .and_then(|l| l.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The listeners istiod builds from a Sidecar's egress (invalid hosts
@@ -197,16 +222,16 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
         })
         .collect();
     for r in &vs.spec.http {
-        // A route applies to a source namespace only if one of its matches
-        // allows it; a match without sourceNamespace allows every one.
-        let src: Vec<String> = if r.matches.iter().any(|m| m.source_namespace.is_none()) {
-            Vec::new()
-        } else {
-            r.matches
-                .iter()
-                .filter_map(|m| m.source_namespace.clone())
-                .collect()
-        };
+        // A route whose matches name source namespaces applies to those
+        // only, even beside a match that names none
+        // (`virtualServiceDestinationsFilteredBySourceNamespace`,
+        // push_context.go 1.31); with none named it applies everywhere.
+        let src: Vec<String> = r
+            .matches
+            .iter()
+            .filter_map(|m| m.source_namespace.clone())
+            .filter(|n| !n.is_empty())
+            .collect();
         for d in r.route.iter().filter_map(|d| d.destination.as_ref()) {
             push(d, &src);
         }

@@ -4,8 +4,9 @@
 //! [`MeshSnapshot::build_with_mesh`] builds it in steps, each in the
 //! module of its job: `workloads` (controllers, pods, injection),
 //! `services` (Services and ServiceEntry hosts, ranks, inbound ports) and
-//! `config` (Sidecars, VirtualServices, DestinationRules). The records
-//! themselves are in `model`.
+//! `config` (Sidecars, VirtualServices, DestinationRules), with
+//! `destination_rules` filing the DestinationRules as istiod looks them
+//! up. The records themselves are in `model`.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -18,6 +19,7 @@ use crate::visibility::{self, Resolved};
 use crate::HashMap;
 
 mod config;
+pub mod destination_rules;
 mod model;
 mod services;
 mod workloads;
@@ -25,6 +27,7 @@ mod workloads;
 pub use crate::labels::{selector_matches, Labels};
 pub use crate::meta::{Created, NamespaceInfo};
 pub use config::sidecar_listeners;
+pub use destination_rules::{Consolidated, DrIndex, EntryId};
 pub use model::{
     DrId, DrInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution, SeId, SeInfo,
     ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo, Workload,
@@ -63,6 +66,8 @@ pub struct MeshSnapshot {
     pub(crate) workloads_by_ns: HashMap<String, Vec<WorkloadId>>,
     pub(crate) vss_by_ns: HashMap<String, Vec<VsId>>,
     pub(crate) drs_by_ns: HashMap<String, Vec<DrId>>,
+    /// The DestinationRules as istiod files them for lookup.
+    pub(crate) dr_index: DrIndex,
 }
 
 impl MeshSnapshot {
@@ -103,6 +108,11 @@ impl MeshSnapshot {
         let sidecars = config::sidecars(inputs, &options, &mesh);
         let (virtual_services, vss_by_ns) = config::virtual_services(inputs, &exports, domain);
         let (destination_rules, drs_by_ns) = config::destination_rules(inputs, &mesh, domain);
+        let dr_index = DrIndex::build(
+            &destination_rules,
+            &mesh.default_destination_rule_export_to,
+            &mesh.root_namespace,
+        );
 
         MeshSnapshot {
             telemetries: crate::telemetry::telemetries(&inputs.telemetries),
@@ -128,6 +138,7 @@ impl MeshSnapshot {
             workloads_by_ns,
             vss_by_ns,
             drs_by_ns,
+            dr_index,
         }
     }
 
@@ -190,6 +201,30 @@ impl MeshSnapshot {
 
     pub fn vss_in(&self, ns: &str) -> &[VsId] {
         self.vss_by_ns.get(ns).map_or(&[], Vec::as_slice)
+    }
+
+    /// The VirtualService `ns/name` that `root`'s routes delegate to, as
+    /// istiod merges it: one without hosts, exported to the root's
+    /// namespace.
+    pub fn delegate_of(&self, root: VsId, ns: &str, name: &str) -> Option<VsId> {
+        let root_ns = &self.virtual_services[root].namespace;
+        self.vss_in(ns).iter().copied().find(|d| {
+            let d = &self.virtual_services[*d];
+            d.name == name && d.hosts.is_empty() && d.export.visible_to(root_ns)
+        })
+    }
+
+    /// The destinations of VirtualService `id`'s routes, its delegates'
+    /// included (istiod merges them into the root before it imports
+    /// destinations).
+    pub fn route_destinations(&self, id: VsId) -> impl Iterator<Item = &VsDest> + '_ {
+        let vs = &self.virtual_services[id];
+        vs.dests.iter().chain(
+            vs.delegates
+                .iter()
+                .filter_map(move |(ns, name)| self.delegate_of(id, ns, name))
+                .flat_map(|d| self.virtual_services[d].dests.iter()),
+        )
     }
 
     pub fn drs_in(&self, ns: &str) -> &[DrId] {

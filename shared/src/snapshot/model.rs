@@ -242,6 +242,14 @@ pub struct ServiceInfo {
     /// A ServiceEntry's `workloadSelector` (`None` for Kubernetes Services
     /// and entries without one): the pods of its namespace that serve it.
     pub workload_selector: Option<Labels>,
+    /// For a `DNS` or `DNS_ROUND_ROBIN` ServiceEntry, the labels of each
+    /// endpoint its clusters are built from: the listed endpoints', else
+    /// the selected pods', else one unlabelled endpoint per host. istiod
+    /// drops such a cluster when no endpoint is left, so a subset whose
+    /// labels no endpoint has gets no cluster (`buildCluster` and
+    /// `buildSubsetCluster`, `pilot/pkg/networking/core/cluster_builder.go`,
+    /// 1.31). `None` for every other service.
+    pub dns_endpoint_labels: Option<Vec<Labels>>,
     /// Rank among services: oldest first, namespace-specific exports first.
     pub order: usize,
 }
@@ -326,8 +334,14 @@ pub struct DrInfo {
     pub host: String,
     /// Subset names, in the DestinationRule's order.
     pub subsets: Vec<String>,
+    /// Each subset's `labels`, in the same order.
+    pub subset_labels: Vec<Labels>,
     pub export: Export,
-    pub has_selector: bool,
+    /// `exportTo` as written (trimmed of nothing: istiod keeps `.` as
+    /// `.`); [`crate::destination_rules`] files the rule by it.
+    pub export_to: Vec<String>,
+    /// `workloadSelector.labels`.
+    pub selector: Option<Labels>,
     pub created: Created,
 }
 

@@ -63,8 +63,13 @@ pub(super) fn services(
         .map(|r| r.for_sidecars());
         if let Some(cap) = cap {
             for s in &mut services[first..] {
-                s.export = cap.cap(std::mem::replace(&mut s.export, Export::Hidden), &ns);
-                s.listed = cap.cap(std::mem::replace(&mut s.listed, Export::Hidden), &ns);
+                let listed = std::mem::replace(&mut s.listed, Export::Hidden);
+                s.export = cap.cap(
+                    std::mem::replace(&mut s.export, Export::Hidden),
+                    &listed,
+                    &ns,
+                );
+                s.listed = cap.cap(listed.clone(), &listed, &ns);
             }
         }
     }
@@ -228,6 +233,42 @@ fn service_export(meta: &ObjectMeta, mesh: &MeshConfig, ns: &str) -> (Export, Ex
     )
 }
 
+/// The labels of the endpoints istiod builds a ServiceEntry's DNS
+/// clusters from ([`ServiceInfo::dns_endpoint_labels`]).
+fn endpoint_labels(
+    se: &ServiceEntry,
+    ns: &str,
+    pods: &[PodInfo],
+    pods_by_ns: &HashMap<&str, Vec<PodId>>,
+) -> Vec<Labels> {
+    if let Some(sel) = &se.spec.workload_selector {
+        return pods_by_ns.get(ns).map_or_else(Vec::new, |ids| {
+            ids.iter()
+                .map(|p| &pods[*p].labels)
+                .filter(|l| !sel.labels.is_empty() && selector_matches(&sel.labels, l))
+                .cloned()
+                .collect()
+        });
+    }
+    if se.spec.endpoints.is_empty() {
+        return vec![Labels::new()];
+    }
+    se.spec
+        .endpoints
+        .iter()
+        .map(|e| {
+            e.get("labels")
+                .and_then(|l| l.as_object())
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 fn count_selected(
     selector: &BTreeMap<String, String>,
     ns: &str,
@@ -311,6 +352,7 @@ fn kube_service(
         },
         endpoints,
         mesh_defined_name: false,
+        dns_endpoint_labels: None,
         ports,
         selector: spec
             .selector
@@ -372,6 +414,8 @@ fn entry_services<'a>(
         Some(sel) => count_selected(&sel.labels, &ns, pods, pods_by_ns),
         None => se.spec.endpoints.len().max(1) as u32,
     };
+    let dns_endpoint_labels = matches!(resolution, Resolution::Dns | Resolution::DnsRoundRobin)
+        .then(|| endpoint_labels(se, &ns, pods, pods_by_ns));
     let mesh_defined_name = se.spec.workload_selector.is_some()
         || resolution == Resolution::Eds
         || (resolution != Resolution::Passthrough && !se.spec.endpoints.is_empty());
@@ -391,6 +435,7 @@ fn entry_services<'a>(
         resolution,
         endpoints,
         mesh_defined_name,
+        dns_endpoint_labels: dns_endpoint_labels.clone(),
         selector: None,
         workload_selector: se.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
         order: 0,

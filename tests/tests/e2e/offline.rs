@@ -776,7 +776,7 @@ fn each_observed_edge_says_what_it_meets_outside_the_scope() {
     ]);
     assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
     for want in [
-        "Outside the scope: outbound policy ALLOW_ANY (from Sidecar bookinfo/mine), DNS capture on",
+        "Outside the scope: outbound policy ALLOW_ANY (from Sidecar bookinfo/mine), catch-all cluster PassthroughCluster, DNS capture on",
         "  in-scope               details.bookinfo.svc.cluster.local:9080",
         "  passthrough            reviews.bookinfo.svc.cluster.local:9080",
         "  passthrough: it leaves through PassthroughCluster",
