@@ -225,6 +225,9 @@ impl MeshSnapshot {
         else {
             return Vec::new();
         };
+        if self.services[svc].dfp_ports.is_some() {
+            return Vec::new();
+        }
         let endpoints = self.services[svc].dns_endpoint_labels.as_ref();
         c.subsets
             .iter()
@@ -236,13 +239,15 @@ impl MeshSnapshot {
             .collect()
     }
 
-    /// Whether istiod builds `svc`'s clusters at all: not a DNS
-    /// ServiceEntry left without endpoints.
-    pub(crate) fn has_clusters(&self, svc: SvcId) -> bool {
-        self.services[svc]
-            .dns_endpoint_labels
+    /// Whether istiod builds `svc`'s cluster on `port`: not for a DNS
+    /// ServiceEntry left without endpoints, and for a dynamic DNS one only
+    /// on the ports its forward proxy takes.
+    pub(crate) fn has_cluster(&self, svc: SvcId, port: u32) -> bool {
+        let s = &self.services[svc];
+        s.dns_endpoint_labels
             .as_ref()
             .is_none_or(|eps| !eps.is_empty())
+            && s.dfp_ports.as_ref().is_none_or(|p| p.contains(&port))
     }
 }
 
@@ -401,11 +406,11 @@ impl MeshSnapshot {
             let s = &self.services[id];
             let pulled = vis.pulled.get(&id);
             let subsets = self.subsets_for(vis, id, labels).len() as u64;
-            let own = u64::from(self.has_clusters(id));
             for p in &s.ports {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
                     continue;
                 }
+                let own = u64::from(self.has_cluster(id, p.number));
                 est.clusters += own + subsets;
                 est.bytes_cds += (own + subsets) * c.cds_outbound;
                 if s.resolution == Resolution::Eds {
@@ -463,7 +468,7 @@ impl MeshSnapshot {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
                     continue;
                 }
-                if self.has_clusters(id) {
+                if self.has_cluster(id, p.number) {
                     out.push(format!("outbound|{}||{}", p.number, s.hostname));
                 }
                 for sub in &subsets {

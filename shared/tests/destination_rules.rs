@@ -317,3 +317,24 @@ fn a_dns_entry_gets_subset_clusters_only_where_an_endpoint_has_the_labels() {
         set(&["all"])
     );
 }
+
+#[test]
+fn a_dynamic_dns_wildcard_entry_gets_forward_proxy_clusters_on_http_and_tls_ports_only() {
+    let y = "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: dyn\n  namespace: ext\nspec:\n  hosts: [\"*.dyn.example.com\"]\n  ports:\n  - {number: 80, name: http, protocol: HTTP}\n  - {number: 443, name: tls, protocol: TLS}\n  - {number: 8443, name: https, protocol: HTTPS}\n  - {number: 5432, name: tcp, protocol: TCP}\n  resolution: DYNAMIC_DNS\n".to_string()
+        + &dr("ext", "dyn", "*.dyn.example.com", 1, &["v1"], "");
+    let s = snap(&y);
+    let l = Labels::new();
+    let vis = s.visible("web", &s.listeners_of(s.select_sidecar("web", &l).source));
+    let dyn_clusters: Vec<String> = s
+        .outbound_clusters(&vis, None)
+        .into_iter()
+        .filter(|c| c.ends_with("dyn.example.com"))
+        .collect();
+    assert_eq!(
+        dyn_clusters,
+        set(&[
+            "outbound|443||*.dyn.example.com",
+            "outbound|80||*.dyn.example.com"
+        ])
+    );
+}

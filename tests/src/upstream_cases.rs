@@ -153,6 +153,11 @@ fn destination_rules(slot: u64) -> Scenario {
     let lab = format!("lab.{slot}.example.com");
     b.istio(format!("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: lab\n  namespace: {shop}\nspec:\n  hosts: [\"{lab}\"]\n  ports:\n  - {{number: 9080, name: http, protocol: HTTP}}\n  resolution: DNS\n  endpoints:\n  - address: 192.0.2.7\n    labels: {{version: v1}}\n"));
     b.istio(dr(&shop, "lab", &lab, v12, ""));
+    // A wildcard DYNAMIC_DNS entry: forward proxy clusters on its HTTP and
+    // TLS ports only (not HTTPS or TCP), and no subsets.
+    let dyn_host = format!("*.dyn{slot}.example.com");
+    b.istio(format!("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: dyn\n  namespace: {shop}\nspec:\n  hosts: [\"{dyn_host}\"]\n  ports:\n  - {{number: 80, name: http, protocol: HTTP}}\n  - {{number: 443, name: tls, protocol: TLS}}\n  - {{number: 8443, name: https, protocol: HTTPS}}\n  - {{number: 5432, name: tcp, protocol: TCP}}\n  resolution: DYNAMIC_DNS\n"));
+    b.istio(dr(&shop, "dyn", &dyn_host, v12, ""));
     b.pod(&shop, "client", labels(&[("app", "client")]));
     b.pod(&spec, "client", labels(&[("app", "client")]));
     let tool = ns("tool");

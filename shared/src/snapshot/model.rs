@@ -250,6 +250,11 @@ pub struct ServiceInfo {
     /// `buildSubsetCluster`, `pilot/pkg/networking/core/cluster_builder.go`,
     /// 1.31). `None` for every other service.
     pub dns_endpoint_labels: Option<Vec<Labels>>,
+    /// For a wildcard-host `DYNAMIC_DNS` ServiceEntry, the ports istiod
+    /// builds a dynamic forward proxy cluster on (HTTP, HTTP2, gRPC and TLS
+    /// ones), with no subset clusters (`buildOutboundClusters`,
+    /// `pilot/pkg/networking/core/cluster.go`, 1.31). `None` otherwise.
+    pub dfp_ports: Option<Vec<u32>>,
     /// Rank among services: oldest first, namespace-specific exports first.
     pub order: usize,
 }

@@ -353,6 +353,7 @@ fn kube_service(
         endpoints,
         mesh_defined_name: false,
         dns_endpoint_labels: None,
+        dfp_ports: None,
         ports,
         selector: spec
             .selector
@@ -414,6 +415,22 @@ fn entry_services<'a>(
         Some(sel) => count_selected(&sel.labels, &ns, pods, pods_by_ns),
         None => se.spec.endpoints.len().max(1) as u32,
     };
+    let dfp_ports: Vec<u32> = se
+        .spec
+        .ports
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.protocol
+                    .as_deref()
+                    .map(str::to_ascii_uppercase)
+                    .as_deref(),
+                Some("HTTP" | "HTTP2" | "GRPC" | "TLS")
+            )
+        })
+        .map(|p| p.number)
+        .collect();
+    let dynamic = se.spec.resolution.as_deref() == Some("DYNAMIC_DNS");
     let dns_endpoint_labels = matches!(resolution, Resolution::Dns | Resolution::DnsRoundRobin)
         .then(|| endpoint_labels(se, &ns, pods, pods_by_ns));
     let mesh_defined_name = se.spec.workload_selector.is_some()
@@ -436,6 +453,7 @@ fn entry_services<'a>(
         endpoints,
         mesh_defined_name,
         dns_endpoint_labels: dns_endpoint_labels.clone(),
+        dfp_ports: (dynamic && h.starts_with('*')).then(|| dfp_ports.clone()),
         selector: None,
         workload_selector: se.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
         order: 0,
