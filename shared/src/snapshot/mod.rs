@@ -26,10 +26,11 @@ pub use crate::labels::{selector_matches, Labels};
 pub use crate::meta::{Created, NamespaceInfo};
 pub use config::sidecar_listeners;
 pub use model::{
-    DrId, DrInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution, SeId, SeInfo,
-    ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo, Workload,
-    WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    DrId, DrInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution,
+    SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo,
+    Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
+pub use services::{catch_all_ports, EXPORT_TO_ANNOTATION};
 
 /// The whole mesh, indexed.
 #[derive(Clone, Debug)]
@@ -44,6 +45,8 @@ pub struct MeshSnapshot {
     pub virtual_services: Vec<VsInfo>,
     pub destination_rules: Vec<DrInfo>,
     pub service_entries: Vec<SeInfo>,
+    /// networking.istio.io Gateways.
+    pub gateways: Vec<GatewayInfo>,
     /// Telemetries, oldest first ([`crate::telemetry`]).
     pub telemetries: Vec<TelemetryInfo>,
     /// AuthorizationPolicies with `action: CUSTOM`, oldest first.
@@ -105,6 +108,7 @@ impl MeshSnapshot {
         let (destination_rules, drs_by_ns) = config::destination_rules(inputs, &mesh, domain);
 
         MeshSnapshot {
+            gateways: config::gateways(inputs, &pods),
             telemetries: crate::telemetry::telemetries(&inputs.telemetries),
             custom_authz: crate::telemetry::custom_authz(&inputs.authorization_policies),
             options,
