@@ -317,6 +317,11 @@ impl World {
             writeln!(err, "note: {note}")?;
         }
         let mut inputs = read.inputs;
+        if m.gateways {
+            for g in rt.block_on(live.gateways())? {
+                inputs.add(g)?;
+            }
+        }
         if let Some(planned) = planned {
             let laid = scope::planned::overlay(&mut inputs, planned, &default_ns);
             writeln!(err, "note: {}", laid.note())?;

@@ -34,6 +34,11 @@ pub enum Purpose {
         istiod: Option<String>,
         lease: Option<(String, String)>,
     },
+    /// apply --exports and diff --exports: reading (`get`) and server-side
+    /// applying (`patch`, never `create`) the exportTo of Services,
+    /// ServiceEntries, VirtualServices and DestinationRules in `namespace`
+    /// (all when `None`).
+    Exports { namespace: Option<String> },
 }
 
 impl Purpose {
@@ -41,7 +46,7 @@ impl Purpose {
     fn role_name(&self) -> &'static str {
         match self {
             Purpose::Read => "meshscope-reader",
-            Purpose::Apply { .. } | Purpose::Diff => "meshscope-applier",
+            Purpose::Apply { .. } | Purpose::Diff | Purpose::Exports { .. } => "meshscope-applier",
             Purpose::Verify { .. } => "meshscope-verifier",
             Purpose::Watch { .. } => "meshscope-watch",
         }
@@ -82,6 +87,21 @@ impl Purpose {
                 ]
             }
             Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
+            Purpose::Exports { namespace } => {
+                let g = meshscope_shared::istio::NETWORKING_GROUP;
+                let at = namespace.as_deref();
+                let mut v = Vec::new();
+                for (group, resource) in [
+                    ("", "services"),
+                    (g, "serviceentries"),
+                    (g, "virtualservices"),
+                    (g, "destinationrules"),
+                ] {
+                    v.push(need("get", group, resource, at));
+                    v.push(need("patch", group, resource, at));
+                }
+                v
+            }
             Purpose::Watch {
                 prune,
                 istiod,
