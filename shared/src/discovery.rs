@@ -100,6 +100,12 @@ fn kept(snap: &MeshSnapshot, obs: &Observations) -> BTreeSet<String> {
 }
 
 impl DiscoveryAdvice {
+    /// The `discoverySelectors` setting on one line (YAML flow style).
+    pub fn flow(&self) -> String {
+        let items: Vec<String> = self.selectors.iter().map(selector_flow).collect();
+        format!("discoverySelectors: [{}]", items.join(", "))
+    }
+
     /// The `discoverySelectors` block of the mesh config, as YAML.
     pub fn yaml(&self) -> String {
         let mut out = String::from("discoverySelectors:\n");
@@ -141,7 +147,7 @@ pub fn findings(
     in_scope: impl Fn(&str) -> bool,
 ) -> Vec<crate::finding::Finding> {
     let a = advice(snap, obs);
-    let selectors = a.yaml().replace('\n', " ");
+    let selectors = a.flow();
     a.drop
         .iter()
         .filter(|ns| in_scope(ns))
@@ -152,7 +158,7 @@ pub fn findings(
                 "",
                 ns,
                 format!(
-                    "namespace {ns} has no injected workload, no gateway, and no mesh traffic in either direction, yet istiod watches its Services, EndpointSlices, pods and Istio config; meshConfig {selectors}drops it (and {}) from istiod's view",
+                    "namespace {ns} has no injected workload, no gateway, and no mesh traffic in either direction, yet istiod watches its Services, EndpointSlices, pods and Istio config; meshConfig {selectors} drops it (and {}) from istiod's view",
                     plural_ns(a.drop.len() - 1)
                 ),
             )
@@ -166,4 +172,31 @@ fn plural_ns(n: usize) -> String {
         1 => "1 other namespace".into(),
         n => format!("{n} other namespaces"),
     }
+}
+
+fn selector_flow(s: &NamespaceSelector) -> String {
+    let mut parts = Vec::new();
+    if !s.match_labels.is_empty() {
+        let labels: Vec<String> = s
+            .match_labels
+            .iter()
+            .map(|(k, v)| format!("{k:?}: {v:?}"))
+            .collect();
+        parts.push(format!("matchLabels: {{{}}}", labels.join(", ")));
+    }
+    let exprs: Vec<String> = s
+        .match_expressions
+        .iter()
+        .map(|r| {
+            let values: Vec<String> = r.values.iter().map(|v| format!("{v:?}")).collect();
+            format!(
+                "{{key: {:?}, operator: {}, values: [{}]}}",
+                r.key,
+                r.operator,
+                values.join(", ")
+            )
+        })
+        .collect();
+    parts.push(format!("matchExpressions: [{}]", exprs.join(", ")));
+    format!("{{{}}}", parts.join(", "))
 }

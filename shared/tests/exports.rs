@@ -282,6 +282,19 @@ fn discovery_selectors_drop_only_namespaces_nothing_uses() {
         a.yaml(),
         "discoverySelectors:\n- matchExpressions:\n  - {key: \"kubernetes.io/metadata.name\", operator: NotIn, values: [\"idle\"]}\n"
     );
+    // Audit says it once per namespace, with the setting on one line.
+    let f: Vec<Finding> = audit_all(&s, Some(&traffic(&s)))
+        .into_iter()
+        .filter(|f| f.code == "MS0020")
+        .collect();
+    assert_eq!(codes(&f), [("MS0020", "/idle".to_string())]);
+    let flow = "discoverySelectors: [{matchExpressions: [{key: \"kubernetes.io/metadata.name\", operator: NotIn, values: [\"idle\"]}]}]";
+    assert!(f[0].message.contains(flow), "{}", f[0].message);
+    let parsed: serde_yaml::Value = serde_yaml::from_str(flow).unwrap();
+    assert_eq!(
+        parsed["discoverySelectors"][0]["matchExpressions"][0]["operator"],
+        "NotIn"
+    );
 }
 
 #[test]

@@ -72,8 +72,20 @@ pub struct MeshRequest {
     /// Every namespace is read for an answer about one (`-n`, else the
     /// context's): a user who may not read them all gets that one's.
     pub narrowable: bool,
-    /// Read networking.istio.io Gateways too (`--exports`).
-    pub gateways: bool,
+    /// Whether networking.istio.io Gateways are read too.
+    pub gateways: GatewayRead,
+}
+
+/// Whether a live read lists networking.istio.io Gateways.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GatewayRead {
+    #[default]
+    No,
+    /// `--exports`: a forbidden list is an error.
+    Needed,
+    /// `audit` with a traffic source (MS0020): a forbidden list is a
+    /// warning, and the advice that needs them is left out.
+    IfAllowed,
 }
 
 impl MeshRequest {
@@ -127,7 +139,7 @@ impl MeshRequest {
             manifest_hints: false,
             planned: Vec::new(),
             narrowable: false,
-            gateways: false,
+            gateways: GatewayRead::No,
         })
     }
 
@@ -276,7 +288,7 @@ impl RecommendSpec {
             // Callers live in other namespaces: every namespace's objects
             // and traffic.
             mesh.all_namespaces = true;
-            mesh.gateways = true;
+            mesh.gateways = GatewayRead::Needed;
         }
         Ok(RecommendSpec {
             exports,
@@ -517,8 +529,13 @@ impl AuditRequest {
             args::FailOn::Info => Some(Severity::Info),
             args::FailOn::None => None,
         };
+        let mut mesh = MeshRequest::parse(c)?;
+        if !c.access_logs.is_empty() || c.from_pod_logs || c.prometheus.is_some() {
+            // MS0020 never proposes dropping a namespace that holds a Gateway.
+            mesh.gateways = GatewayRead::IfAllowed;
+        }
         Ok(AuditRequest {
-            mesh: MeshRequest::parse(c)?,
+            mesh,
             output: a.output.get(),
             fail_on,
             codes,

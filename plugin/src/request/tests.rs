@@ -559,7 +559,7 @@ fn exports_reads_every_namespace_but_recommends_for_the_one_asked() {
         .unwrap() else {
             panic!("a recommend request")
         };
-        assert!(r.spec.mesh.all_namespaces && r.spec.mesh.gateways);
+        assert!(r.spec.mesh.all_namespaces && r.spec.mesh.gateways == GatewayRead::Needed);
     }
     let e = exports_of(&[
         "recommend",
@@ -648,4 +648,26 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
         panic!("an apply request")
     };
     assert_eq!(a.spec.mesh.purpose, Purpose::Read);
+}
+
+#[test]
+fn audit_with_traffic_reads_gateways_if_allowed_for_the_discovery_advice() {
+    let gateways = |args: &[&str]| match parse(args).unwrap() {
+        Request::Audit(a) => a.mesh.gateways,
+        other => panic!("not an audit request: {other:?}"),
+    };
+    assert_eq!(gateways(&["audit"]), GatewayRead::No);
+    assert_eq!(
+        gateways(&["audit", "--access-log", "x"]),
+        GatewayRead::IfAllowed
+    );
+    assert_eq!(
+        gateways(&["audit", "--from-pod-logs"]),
+        GatewayRead::IfAllowed
+    );
+    let Request::Recommend(r) = parse(&["recommend", "--exports", "--from-pod-logs"]).unwrap()
+    else {
+        panic!("a recommend request")
+    };
+    assert_eq!(r.spec.mesh.gateways, GatewayRead::Needed);
 }
