@@ -47,6 +47,12 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::Own => f.write_str("own namespace"),
+            Reason::Observed {
+                caller,
+                requests: 1,
+            } => {
+                write!(f, "called by {caller} (1 request)")
+            }
             Reason::Observed { caller, requests } => {
                 write!(f, "called by {caller} ({requests} requests)")
             }

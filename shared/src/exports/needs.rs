@@ -101,15 +101,19 @@ fn observed(snap: &MeshSnapshot, obs: &Observations, n: &mut Needs) {
         }
         names.extend(t.dialled.iter().map(|d| resolve_short_name(d, ns, domain)));
         for (v, vs) in snap.virtual_services.iter().enumerate() {
-            if vs.mesh_bound
-                && vs
-                    .hosts
+            let covers = |name: &str| vs.hosts.iter().any(|h| hosts_overlap(h, name));
+            if vs.mesh_bound && names.iter().any(|d| covers(d)) {
+                // The requests to the hosts it covers (a name only dialled
+                // has no count of its own).
+                let requests = t
+                    .outbound
                     .iter()
-                    .any(|h| names.iter().any(|d| hosts_overlap(h, d)))
-            {
+                    .filter(|((host, _), _)| covers(host))
+                    .map(|(_, e)| e.requests)
+                    .sum();
                 let why = Reason::Observed {
                     caller: wl.key(),
-                    requests: t.requests(),
+                    requests,
                 };
                 routed(snap, v, ns, why, n);
             }
