@@ -63,9 +63,13 @@ pub(crate) fn load(
 ) -> Result<(World, Vec<ExportRec>)> {
     let world = World::load(&spec.mesh, p.err)?;
     world.report_ingest(p)?;
-    let Some(obs) = &world.obs else {
-        bail!("--exports needs observed traffic, and the traffic source gave none");
+    let obs = match &world.obs {
+        Some(obs) if !obs.traffic.is_empty() => obs,
+        // Every object would be kept to its own namespace: an outage for
+        // every caller the source did not show.
+        _ => bail!("--exports needs observed traffic, and the traffic source showed none: no exportTo recommended"),
     };
+    warn_silent_namespaces(&world, obs, p)?;
     let ns = match (&e.namespace, e.all_namespaces) {
         (_, true) => None,
         (Some(ns), false) => Some(ns.clone()),
@@ -77,6 +81,35 @@ pub(crate) fn load(
         .filter(|x| ns.as_ref().is_none_or(|n| *n == x.namespace))
         .collect();
     Ok((world, recs))
+}
+
+/// Namespaces with proxies none of which the traffic shows: their calls
+/// are unknown, so what they call may be narrowed away from them.
+fn warn_silent_namespaces(
+    world: &World,
+    obs: &scope::observe::Observations,
+    p: &mut Printer<'_>,
+) -> Result<()> {
+    let snap = &world.snap;
+    let with_proxies: std::collections::BTreeSet<&str> = snap
+        .sidecar_workloads()
+        .map(|w| snap.workloads[w].namespace.as_str())
+        .collect();
+    let heard: std::collections::BTreeSet<&str> = obs
+        .traffic
+        .keys()
+        .map(|w| snap.workloads[*w].namespace.as_str())
+        .collect();
+    let silent: Vec<&str> = with_proxies.difference(&heard).copied().collect();
+    if !silent.is_empty() {
+        writeln!(
+            p.err,
+            "warning: no traffic observed from namespace{} {}: what their proxies call is unknown, so it may be narrowed away from them (read their proxies' logs too, or keep such a host with a Sidecar that imports it by name)",
+            if silent.len() == 1 { "" } else { "s" },
+            silent.join(", ")
+        )?;
+    }
+    Ok(())
 }
 
 /// The server-side apply body that sets only the exportTo (a Service's

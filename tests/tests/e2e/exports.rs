@@ -342,3 +342,69 @@ fn dry_runs_and_diff_exports_ask_the_server_and_write_nothing() {
         Value::Null
     );
 }
+
+/// `recommend --exports` from files: patches of exportTo only (the
+/// annotation for a Service), to apply server-side; no traffic, no
+/// recommendation.
+#[test]
+fn offline_recommend_exports_prints_export_to_patches_and_needs_traffic() {
+    let root = meshscope_test_support::outside::repo_root();
+    let manifests = root.join("examples/bookinfo/manifests.yaml");
+    let manifests = manifests.to_str().unwrap();
+    let log = root.join("examples/bookinfo/access.log");
+    let args = ["recommend", "--exports", "-A", "--manifests", manifests];
+    let r = meshscope_e2e::run::meshscope(
+        &[&args[..], &["--access-log", log.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .starts_with("# exportTo patches: apply them server-side"),
+        "{}",
+        r.stdout
+    );
+    let mut kinds = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&r.stdout) {
+        let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v.is_null() {
+            continue;
+        }
+        let meta: Vec<&String> = v["metadata"].as_object().unwrap().keys().collect();
+        match v["kind"].as_str().unwrap() {
+            "Service" => {
+                assert_eq!(meta, ["annotations", "name", "namespace"], "{v}");
+                assert_eq!(
+                    v["metadata"]["annotations"].as_object().unwrap().len(),
+                    1,
+                    "{v}"
+                );
+                assert!(v.get("spec").is_none(), "{v}");
+            }
+            _ => {
+                assert_eq!(meta, ["name", "namespace"], "{v}");
+                let spec: Vec<&String> = v["spec"].as_object().unwrap().keys().collect();
+                assert_eq!(spec, ["exportTo"], "{v}");
+            }
+        }
+        kinds.push(v["kind"].as_str().unwrap().to_string());
+    }
+    for kind in [
+        "Service",
+        "ServiceEntry",
+        "VirtualService",
+        "DestinationRule",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind}: {kinds:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let r = meshscope_e2e::run::meshscope(
+        &[&args[..], &["--access-log", empty.to_str().unwrap()]].concat(),
+    );
+    assert!(
+        r.error().starts_with("--exports needs observed traffic"),
+        "{}",
+        r.error()
+    );
+}
