@@ -340,7 +340,7 @@ impl World {
         let read = rt.block_on(live.read(
             namespaces.as_ref(),
             fallback,
-            &m.purpose,
+            &m.purpose.in_context(&live.default_namespace),
             m.from_pod_logs,
             m.manifest_hints,
         ))?;

@@ -37,11 +37,30 @@ pub enum Purpose {
     /// apply --exports and diff --exports: reading (`get`) and server-side
     /// applying (`patch`, never `create`) the exportTo of Services,
     /// ServiceEntries, VirtualServices and DestinationRules in `namespace`
-    /// (all when `None`).
-    Exports { namespace: Option<String> },
+    /// (`-n`; the context's when `None`, see [`Purpose::in_context`]), or
+    /// in all namespaces with `all`.
+    Exports {
+        namespace: Option<String>,
+        all: bool,
+    },
 }
 
 impl Purpose {
+    /// The purpose with the kubeconfig context's namespace where it writes
+    /// in "the namespace" without `-n` (`--exports`).
+    pub fn in_context(&self, context_ns: &str) -> Purpose {
+        match self {
+            Purpose::Exports {
+                namespace: None,
+                all: false,
+            } => Purpose::Exports {
+                namespace: Some(context_ns.to_string()),
+                all: false,
+            },
+            other => other.clone(),
+        }
+    }
+
     /// The Role name printed for what is missing.
     fn role_name(&self) -> &'static str {
         match self {
@@ -87,9 +106,9 @@ impl Purpose {
                 ]
             }
             Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
-            Purpose::Exports { namespace } => {
+            Purpose::Exports { namespace, all } => {
                 let g = meshscope_shared::istio::NETWORKING_GROUP;
-                let at = namespace.as_deref();
+                let at = if *all { None } else { namespace.as_deref() };
                 let mut v = Vec::new();
                 for (group, resource) in [
                     ("", "services"),

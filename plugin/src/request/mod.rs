@@ -393,6 +393,7 @@ impl ApplyRequest {
             if a.dry_run != DryRun::Client {
                 spec.mesh.purpose = Purpose::Exports {
                     namespace: e.namespace.clone(),
+                    all: e.all_namespaces,
                 };
             }
         } else if a.dry_run != DryRun::Client {
@@ -448,6 +449,7 @@ impl DiffRequest {
             }
             Some(e) => Purpose::Exports {
                 namespace: e.namespace.clone(),
+                all: e.all_namespaces,
             },
             None => Purpose::Diff,
         };

@@ -640,9 +640,29 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
     assert_eq!(
         a.spec.mesh.purpose,
         Purpose::Exports {
-            namespace: Some("shop".into())
+            namespace: Some("shop".into()),
+            all: false
         }
     );
+    // Without -n: the context's namespace, once the kubeconfig is read.
+    let Request::Apply(a) = parse(&["apply", "--exports", "--from-pod-logs"]).unwrap() else {
+        panic!("an apply request")
+    };
+    assert_eq!(
+        a.spec.mesh.purpose.in_context("home"),
+        Purpose::Exports {
+            namespace: Some("home".into()),
+            all: false
+        }
+    );
+    let Request::Apply(a) = parse(&["apply", "--exports", "-A", "--from-pod-logs"]).unwrap() else {
+        panic!("an apply request")
+    };
+    let all = Purpose::Exports {
+        namespace: None,
+        all: true,
+    };
+    assert_eq!(a.spec.mesh.purpose.in_context("home"), all);
     let Request::Apply(a) = parse(&["apply", "--exports", "--dry-run", "--from-pod-logs"]).unwrap()
     else {
         panic!("an apply request")
