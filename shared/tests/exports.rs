@@ -360,3 +360,66 @@ fn an_export_meshscope_wrote_is_updated_without_force_and_anothers_is_the_owners
     .clone();
     assert_eq!(vs.action, ExportAction::OwnerSet);
 }
+
+fn entry(ns: &str, name: &str, host: &str, extra: &str) -> String {
+    format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  hosts: [{host}]\n  resolution: DNS\n  ports: [{{number: 443, name: tls, protocol: TLS}}]\n{extra}")
+}
+
+#[test]
+fn service_entries_of_one_namespace_sharing_a_host_get_one_list() {
+    // shop calls ext.example.com: istiod merges the two entries only when
+    // their exportTo are equal, so both keep shop.
+    let y = mesh()
+        + &entry("data", "ext-a", "ext.example.com", "")
+        + &entry(
+            "data",
+            "ext-b",
+            "ext.example.com",
+            "  endpoints: [{address: 1.2.3.4}]\n",
+        );
+    let s = snap(&y);
+    let logs = access_log::line(
+        "10.0.0.1",
+        "ext.example.com:443",
+        "outbound|443||ext.example.com",
+        "1.2.3.4:443",
+    );
+    let r = recommend_exports(&s, &observe(&s, &logs), ExportOptions::default());
+    let a = find(&r, ExportKind::ServiceEntry, "data/ext-a");
+    let b = find(&r, ExportKind::ServiceEntry, "data/ext-b");
+    assert_eq!(a.recommended, [".", "shop"]);
+    assert_eq!(a.recommended, b.recommended);
+}
+
+#[test]
+fn a_catch_all_entry_is_ms0016_unless_kept_to_its_namespace() {
+    let catch_all = |export: &str| {
+        entry(
+            "data",
+            "all-tcp",
+            "any.tcp.internal",
+            &format!("  addresses: [0.0.0.0/0]\n  exportTo: {export}\n"),
+        )
+        .replace("resolution: DNS", "resolution: NONE")
+        .replace(
+            "{number: 443, name: tls, protocol: TLS}",
+            "{number: 5432, name: pg, protocol: TCP}",
+        )
+    };
+    let ms0016 = |export: &str| {
+        audit_all(&snap(&(mesh() + &catch_all(export))), None)
+            .into_iter()
+            .filter(|f| f.code == "MS0016")
+            .map(|f| f.message)
+            .collect::<Vec<_>>()
+    };
+    let wide = ms0016("[\".\", shop]");
+    assert_eq!(wide.len(), 1);
+    assert!(
+        wide[0].contains("exported to namespaces shop") && wide[0].contains("port 5432"),
+        "{}",
+        wide[0]
+    );
+    assert_eq!(ms0016("[\"*\"]").len(), 1);
+    assert!(ms0016("[\".\"]").is_empty());
+}

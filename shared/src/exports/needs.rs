@@ -190,14 +190,20 @@ fn sidecar_imports(snap: &MeshSnapshot, n: &mut Needs) {
             if e.exclude || e.ns == NsSel::Current || (e.ns == NsSel::Any && e.host == "*") {
                 continue;
             }
-            for (s, svc) in snap.services.iter().enumerate() {
+            for s in service_candidates(snap, e) {
+                let svc = &snap.services[s];
                 if e.ns.matches(&sc.namespace, &svc.namespace)
                     && host_subset_of(&svc.hostname, &e.host)
                 {
                     n.call(s, at, why.clone());
                 }
             }
-            for (v, vs) in snap.virtual_services.iter().enumerate() {
+            let vss: Vec<VsId> = match &e.ns {
+                NsSel::Named(ns) => snap.vss_in(ns).to_vec(),
+                _ => (0..snap.virtual_services.len()).collect(),
+            };
+            for v in vss {
+                let vs = &snap.virtual_services[v];
                 if e.ns.matches(&sc.namespace, &vs.namespace)
                     && vs.hosts.iter().any(|h| host_subset_of(h, &e.host))
                 {
@@ -205,6 +211,16 @@ fn sidecar_imports(snap: &MeshSnapshot, n: &mut Needs) {
                 }
             }
         }
+    }
+}
+
+/// The services an egress entry can import, found through the indexes:
+/// an exact host by name, a wildcard in one namespace by namespace.
+fn service_candidates(snap: &MeshSnapshot, e: &crate::host::HostEntry) -> Vec<SvcId> {
+    match &e.ns {
+        _ if !e.host.contains('*') => snap.services_named(&e.host).to_vec(),
+        NsSel::Named(ns) => snap.services_in(ns).to_vec(),
+        _ => (0..snap.services.len()).collect(),
     }
 }
 
