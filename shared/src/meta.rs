@@ -52,3 +52,20 @@ pub fn export_to_is_ours(meta: &ObjectMeta) -> bool {
             })
     })
 }
+
+/// `istio.io/use-waypoint` on an object (or a Namespace): `None` without
+/// the label; `Some(None)` for `none` (no waypoint, whatever the
+/// namespace says); else the waypoint's namespace, from
+/// `istio.io/use-waypoint-namespace` or `default_ns`
+/// (`pilot/pkg/serviceregistry/ambient/waypoints.go` `GetUseWaypoint`,
+/// 1.31).
+pub fn use_waypoint(labels: &Labels, default_ns: &str) -> Option<Option<String>> {
+    let name = labels.get("istio.io/use-waypoint")?;
+    if name == "none" {
+        return Some(None);
+    }
+    let ns = labels
+        .get("istio.io/use-waypoint-namespace")
+        .map_or(default_ns, String::as_str);
+    Some(Some(ns.to_string()))
+}

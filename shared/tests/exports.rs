@@ -423,3 +423,31 @@ fn a_catch_all_entry_is_ms0016_unless_kept_to_its_namespace() {
     assert_eq!(ms0016("[\"*\"]").len(), 1);
     assert!(ms0016("[\".\"]").is_empty());
 }
+
+#[test]
+fn a_service_behind_a_waypoint_stays_visible_to_the_waypoints_namespace() {
+    // idle/stale names waypoint gw in namespace ingress; services of
+    // namespace data inherit data's own waypoint (in data itself).
+    let y = mesh().replace(
+        "  name: stale\n  namespace: idle\n",
+        "  name: stale\n  namespace: idle\n  labels: {istio.io/use-waypoint: gw, istio.io/use-waypoint-namespace: ingress}\n",
+    );
+    let s = snap(&y);
+    let stale = find(&recs(&s, false), ExportKind::Service, "idle/stale").clone();
+    assert_eq!(stale.recommended, [".", "ingress"]);
+    // "none" on the Service wins over its namespace's label.
+    let y = y
+        .replace("istio.io/use-waypoint: gw,", "istio.io/use-waypoint: none,")
+        .replace("  name: idle\n  labels: {}", "  name: idle\n  labels: {istio.io/use-waypoint: w, istio.io/use-waypoint-namespace: ops}");
+    let s = snap(&y);
+    let stale = find(&recs(&s, false), ExportKind::Service, "idle/stale").clone();
+    assert_eq!(stale.recommended, ["."]);
+    // Without its own label it takes its namespace's.
+    let y = y.replace(
+        "  labels: {istio.io/use-waypoint: none, istio.io/use-waypoint-namespace: ingress}\n",
+        "",
+    );
+    let s = snap(&y);
+    let stale = find(&recs(&s, false), ExportKind::Service, "idle/stale").clone();
+    assert_eq!(stale.recommended, [".", "ops"]);
+}

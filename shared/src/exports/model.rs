@@ -26,6 +26,9 @@ pub enum Reason {
     Sidecar(String),
     /// The mesh config makes Envoy call it (the reasons).
     Required(String),
+    /// Its traffic goes through a waypoint in this namespace
+    /// (`istio.io/use-waypoint`), whose scope is the namespace's.
+    Waypoint,
     /// It is a delegate of this VirtualService (`ns/name`).
     Delegate(String),
     /// Calls to this host use the DestinationRule.
@@ -60,6 +63,7 @@ impl fmt::Display for Reason {
             Reason::Gateway(g) => write!(f, "gateway {g}"),
             Reason::Sidecar(s) => write!(f, "imported by Sidecar {s}"),
             Reason::Required(why) => f.write_str(why),
+            Reason::Waypoint => f.write_str("its waypoint runs here"),
             Reason::Delegate(vs) => write!(f, "delegate of VirtualService {vs}"),
             Reason::DestinationRuleFor(h) => write!(f, "applies to calls to {h}"),
         }

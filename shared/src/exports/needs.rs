@@ -60,6 +60,7 @@ pub(super) fn needs(snap: &MeshSnapshot, obs: &Observations) -> Needs {
     gateways(snap, &mut n);
     sidecar_imports(snap, &mut n);
     required(snap, &mut n);
+    waypoints(snap, &mut n);
     destination_rules(snap, &mut n);
     n
 }
@@ -210,6 +211,22 @@ fn sidecar_imports(snap: &MeshSnapshot, n: &mut Needs) {
                     n.add(Obj::Vs(v), at, why.clone());
                 }
             }
+        }
+    }
+}
+
+/// A service bound to a waypoint (its own `istio.io/use-waypoint`, else
+/// its namespace's) must be visible to the waypoint's namespace: a
+/// waypoint takes the default scope of its namespace, as a gateway does
+/// (`DefaultSidecarScopeForGateway`, sidecar.go, 1.31).
+fn waypoints(snap: &MeshSnapshot, n: &mut Needs) {
+    for (s, svc) in snap.services.iter().enumerate() {
+        let inherited = || {
+            let labels = &snap.namespace(&svc.namespace)?.labels;
+            crate::meta::use_waypoint(labels, &svc.namespace)
+        };
+        if let Some(Some(at)) = svc.use_waypoint.clone().or_else(inherited) {
+            n.call(s, &at, Reason::Waypoint);
         }
     }
 }

@@ -233,6 +233,9 @@ pub struct ServiceInfo {
     pub declared: Option<Vec<String>>,
     /// meshscope wrote that exportTo ([`crate::meta::export_to_is_ours`]).
     pub declared_ours: bool,
+    /// Its own `istio.io/use-waypoint` ([`crate::meta::use_waypoint`]):
+    /// the waypoint's namespace, which must see it.
+    pub use_waypoint: Option<Option<String>>,
     pub created: Created,
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,

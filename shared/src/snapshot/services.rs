@@ -18,7 +18,9 @@ use crate::inputs::Inputs;
 use crate::istio::ServiceEntry;
 use crate::labels::{selector_matches, Labels};
 use crate::mesh::{MeshConfig, Options};
-use crate::meta::{created, export_to_is_ours, labels, name_of, ns_of, NamespaceInfo};
+use crate::meta::{
+    created, export_to_is_ours, labels, name_of, ns_of, use_waypoint, NamespaceInfo,
+};
 use crate::visibility;
 use crate::HashMap;
 
@@ -338,6 +340,7 @@ fn kube_service(
         export_list: Vec::new(),
         declared: service_declared(&s.metadata),
         declared_ours: export_to_is_ours(&s.metadata),
+        use_waypoint: use_waypoint(&labels(&s.metadata.labels), &ns),
         created: created(&s.metadata),
         addresses,
         resolution: if external {
@@ -426,6 +429,7 @@ fn entry_services<'a>(
         export_list: se.spec.export_to.clone().unwrap_or_default(),
         declared: se.spec.export_to.clone().filter(|l| !l.is_empty()),
         declared_ours: export_to_is_ours(&se.metadata),
+        use_waypoint: use_waypoint(&labels(&se.metadata.labels), &ns_of(&se.metadata)),
         created,
         addresses: addresses.clone(),
         resolution,
