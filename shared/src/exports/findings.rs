@@ -221,9 +221,15 @@ pub fn hidden_from_callers(r: &ExportRec) -> Option<Finding> {
             .collect();
     }
     let fixed = export_list(&r.namespace, &keep);
+    // A ServiceEntry's export is also capped by serviceEntryVisibility.
+    let cap = if r.kind == super::ExportKind::ServiceEntry {
+        " (or meshConfig.serviceEntryVisibility)"
+    } else {
+        ""
+    };
     let now = match &r.declared {
-        Some(d) => format!("exportTo [{}]", d.join(", ")),
-        None => "the mesh default exportTo".into(),
+        Some(d) => format!("exportTo [{}]{cap}", d.join(", ")),
+        None => format!("mesh default exportTo{cap}"),
     };
     Some(finding(
         "MS0019",
