@@ -605,6 +605,12 @@ pub struct RecommendFlags {
     /// Plan as if these manifests were applied (live only): their objects join the cluster's or replace those of the same kind, namespace and name, so a Deployment not created yet (say one the webhook denies) gets its Sidecar first (repeatable; a file, a directory, or - for stdin)
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub filename: Vec<PathBuf>,
+    /// Recommend exportTo instead of Sidecars: for each Service (its networking.istio.io/exportTo annotation), ServiceEntry, VirtualService and DestinationRule of -n (every namespace with -A), the namespaces observed calling it plus those that need it without traffic showing it (its own, gateways that route to it, Sidecars that import it by name, mesh-config providers); needs a traffic source, read from every namespace
+    #[arg(long)]
+    pub exports: bool,
+    /// With --exports: also recommend (and write) exportTo on objects whose owner already set it
+    #[arg(long, requires = "exports")]
+    pub force_exports: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

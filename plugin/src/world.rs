@@ -16,7 +16,7 @@ use crate::input;
 use crate::live;
 use crate::output::Printer;
 use crate::prometheus;
-use crate::request::{MeshRequest, PodLogScope};
+use crate::request::{GatewayRead, MeshRequest, PodLogScope};
 use crate::selector::Selector;
 
 /// The mesh and the traffic, loaded once per command.
@@ -34,6 +34,39 @@ pub struct World {
     /// Which kinds an offline input held (`None` in live mode, which reads
     /// every kind).
     pub kinds: Option<scope::inputs::InputKinds>,
+    /// Gateways were asked for but RBAC forbids listing them: what needs
+    /// them (MS0020) is left out.
+    pub gateways_unknown: bool,
+}
+
+/// Lists the Gateways `m` asks for into `inputs`; whether they stay
+/// unknown (forbidden, and only wanted if allowed, which is said).
+fn read_gateways(
+    m: &MeshRequest,
+    live: &live::Live,
+    rt: &tokio::runtime::Runtime,
+    inputs: &mut scope::Inputs,
+    err: &mut dyn Write,
+) -> Result<bool> {
+    if m.gateways == GatewayRead::No {
+        return Ok(false);
+    }
+    match rt.block_on(live.gateways(m.gateways == GatewayRead::Needed))? {
+        Some(gateways) => {
+            for g in gateways {
+                inputs.add(g)?;
+            }
+            Ok(false)
+        }
+        None => {
+            writeln!(
+                err,
+                "warning: gateways unknown: cannot list gateways.networking.istio.io in all namespaces, so the discoverySelectors advice (MS0020) is left out; grant {}",
+                live::READER_FILE
+            )?;
+            Ok(true)
+        }
+    }
 }
 
 pub struct LiveCtx {
@@ -272,6 +305,7 @@ impl World {
             live: None,
             hints,
             kinds: Some(inputs.kinds(m.mesh_config.is_some())),
+            gateways_unknown: false,
         })
     }
 
@@ -306,7 +340,7 @@ impl World {
         let read = rt.block_on(live.read(
             namespaces.as_ref(),
             fallback,
-            &m.purpose,
+            &m.purpose.in_context(&live.default_namespace),
             m.from_pod_logs,
             m.manifest_hints,
         ))?;
@@ -317,6 +351,7 @@ impl World {
             writeln!(err, "note: {note}")?;
         }
         let mut inputs = read.inputs;
+        let gateways_unknown = read_gateways(m, live, rt, &mut inputs, err)?;
         if let Some(planned) = planned {
             let laid = scope::planned::overlay(&mut inputs, planned, &default_ns);
             writeln!(err, "note: {}", laid.note())?;
@@ -344,6 +379,7 @@ impl World {
             live: Some(ctx),
             hints,
             kinds: None,
+            gateways_unknown,
         })
     }
 

@@ -16,33 +16,8 @@ use crate::snapshot::{
 };
 
 pub use crate::codes::{code_doc, CodeDoc, Severity, CODES};
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub code: &'static str,
-    pub severity: Severity,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub message: String,
-    /// The reason of the object's `meshscope.io/exempt` annotation, when
-    /// it has one ([`crate::exempt`]): reported, but never a failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exempt: Option<String>,
-}
-
-fn finding(code: &'static str, kind: &str, ns: &str, name: &str, message: String) -> Finding {
-    let severity = code_doc(code).map_or(Severity::Warning, |d| d.severity);
-    Finding {
-        code,
-        severity,
-        kind: kind.to_string(),
-        namespace: ns.to_string(),
-        name: name.to_string(),
-        message,
-        exempt: None,
-    }
-}
+pub(crate) use crate::finding::finding;
+pub use crate::finding::Finding;
 
 /// Which namespaces (and workloads) an audit covers.
 pub struct AuditScope<'a> {
@@ -227,7 +202,8 @@ pub fn dns_service_entry(
         ns,
         name,
         format!(
-            "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"]){mesh_fix}"
+            "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo to the namespaces that call them: {}{mesh_fix}",
+            crate::exports::exports_command(ns)
         ),
     ))
 }
@@ -723,6 +699,7 @@ pub fn audit(
             ));
         }
         out.extend(duplicated_hostnames(snap, scope));
+        out.extend(export_findings(snap, obs, scope));
         for s in 0..snap.sidecars.len() {
             if scope.ns(&snap.sidecars[s].namespace) {
                 out.extend(marked(
@@ -737,6 +714,42 @@ pub fn audit(
             (a.code, &a.namespace, &a.kind, &a.name).cmp(&(b.code, &b.namespace, &b.kind, &b.name))
         })
     });
+    out
+}
+
+/// MS0016–MS0020: ServiceEntries with a catch-all address or a wildcard
+/// host seen mesh-wide, wildcard DestinationRules that shadow other
+/// namespaces' rules, and (with observed traffic) exportTo that hides an
+/// object from its callers and namespaces istiod need not watch.
+fn export_findings(
+    snap: &MeshSnapshot,
+    obs: Option<&Observations>,
+    scope: &AuditScope<'_>,
+) -> Vec<Finding> {
+    use crate::exports::{findings, recommend_exports, ExportOptions};
+    let mut out = Vec::new();
+    for se in snap
+        .service_entries
+        .iter()
+        .filter(|se| scope.ns(&se.namespace))
+    {
+        let found = findings::EntryFacts::of(se).findings(snap);
+        out.extend(marked(found, &Exemption::of(&se.annotations)));
+    }
+    for d in 0..snap.destination_rules.len() {
+        if scope.ns(&snap.destination_rules[d].namespace) {
+            out.extend(findings::wildcard_destination_rule(snap, d));
+        }
+    }
+    let Some(obs) = obs.filter(|o| !o.traffic.is_empty()) else {
+        return out;
+    };
+    for r in recommend_exports(snap, obs, ExportOptions::default()) {
+        if scope.ns(&r.namespace) {
+            out.extend(findings::hidden_from_callers(&r));
+        }
+    }
+    out.extend(crate::discovery::findings(snap, obs, |ns| scope.ns(ns)));
     out
 }
 

@@ -61,7 +61,7 @@ pub const CODES: &[CodeDoc] = &[
         severity: Severity::Warning,
         title: "DNS ServiceEntry exported to the whole mesh",
         description: "A ServiceEntry with resolution DNS or DNS_ROUND_ROBIN and no exportTo, while the mesh default exports services everywhere and (Istio 1.31+) meshConfig.serviceEntryVisibility does not keep its namespace's ServiceEntries to their namespace (NAMESPACE) or hide them (NONE) for sidecars (applyToSidecars: true). Every sidecar that imports it resolves its hosts itself, and unscoped sidecars all do.",
-        fix: "Set spec.exportTo to the namespaces that call the hosts (for example [\".\"]). On Istio 1.31+, or cap ServiceEntries mesh-wide: meshConfig.serviceEntryVisibility with visibility NAMESPACE for the namespace (a policy with a namespaceSelector, or defaultVisibility) and applyToSidecars: true.",
+        fix: "Set spec.exportTo to the namespaces that call the hosts: kubectl meshscope recommend --exports -n NS --from-pod-logs (or --access-log FILE, --prometheus URL) -o table lists them for each object of the namespace, from the traffic of every namespace plus the namespaces that need it without traffic showing it; kubectl meshscope apply --exports -n NS with the same source writes them (exportTo only, server-side apply). The webhook, which sees no traffic, names that command. On Istio 1.31+, or cap ServiceEntries mesh-wide: meshConfig.serviceEntryVisibility with visibility NAMESPACE for the namespace (a policy with a namespaceSelector, or defaultVisibility) and applyToSidecars: true.",
     },
     CodeDoc {
         code: "MS0003",
@@ -153,6 +153,41 @@ pub const CODES: &[CodeDoc] = &[
         title: "Running pods without the sidecar that injection gives new ones",
         description: "The workload's pods run without an istio-proxy container (or native sidecar init container), although the injector's rules inject pods like them (the namespace's istio-injection or istio.io/rev label, the pod's sidecar.istio.io/inject label): they were created before those rules applied to them, typically when the namespace was labelled after the workload started, or while the injector was down. Injection happens only when a pod is created, so these pods stay outside the mesh (no mTLS, no Sidecar scope, no traffic in the proxies' logs) until they are re-created; meshscope counts them as having no proxy.",
         fix: "Re-create the pods so that the injector adds the proxy: kubectl rollout restart -n NS deployment/NAME (statefulset, daemonset); delete the pods of other controllers, and re-create a bare pod.",
+    },
+    CodeDoc {
+        code: "MS0016",
+        severity: Severity::Error,
+        title: "ServiceEntry with a catch-all address exported beyond its namespace",
+        description: "A ServiceEntry lists the address 0.0.0.0/0 or ::/0 and has a TCP (or unset-protocol) port, and its exportTo (or the mesh default, after serviceEntryVisibility) shows it to other namespaces. istiod builds no destination match for such a range, so in every proxy that imports it the entry becomes the match-all filter chain of the port: every TCP connection on that port that no other listener claims goes to its cluster. With resolution NONE that bypasses REGISTRY_ONLY for every destination on the port; with STATIC it hijacks them to the entry's endpoints; under ALLOW_ANY its DestinationRule applies to all of that traffic and access logs name arbitrary destinations as this host.",
+        fix: "Give the entry real addresses, or set spec.exportTo to [\".\"] (or the few namespaces that call it: kubectl meshscope recommend --exports -n NS lists them from observed traffic).",
+    },
+    CodeDoc {
+        code: "MS0017",
+        severity: Severity::Warning,
+        title: "Wildcard-host ServiceEntry exported to the whole mesh",
+        description: "A ServiceEntry with a wildcard host (*.example.com) is exported to every namespace: every unscoped sidecar, and every Sidecar importing */* or its namespace, gets its cluster and (for HTTP) a virtual host; with TCP ports and no addresses it is a catch-all on those ports in all of them.",
+        fix: "Set spec.exportTo to the namespaces that call it (kubectl meshscope recommend --exports -n NS --from-pod-logs lists them), or replace the wildcard with the hosts called.",
+    },
+    CodeDoc {
+        code: "MS0018",
+        severity: Severity::Warning,
+        title: "Wildcard DestinationRule shadows other namespaces' rules",
+        description: "A DestinationRule outside the root namespace has a wildcard host (*.svc.cluster.local, *.local, ...) that covers services of other namespaces. For proxies of its own namespace istiod looks in their namespace first and takes its most specific match, so for every such service without a more specific rule there, this one applies and the owners' DestinationRules (their subsets, TLS settings, load balancing, outlier detection) never do: routes to their subsets fail with 503 NC from that namespace. The message names the services covered and the rules shadowed.",
+        fix: "Narrow the host to the namespace's own services (*.NS.svc.cluster.local), add a more specific DestinationRule in that namespace for the services it must not cover, or move a mesh-wide default to the root namespace (where it is only a fallback).",
+    },
+    CodeDoc {
+        code: "MS0019",
+        severity: Severity::Error,
+        title: "exportTo hides an object from a namespace that calls it",
+        description: "Observed traffic (or a gateway's route) shows a namespace calling a Service, ServiceEntry, VirtualService or DestinationRule whose exportTo (or the mesh default) does not include that namespace. Its proxies get no cluster for a hidden service (503 NC, a closed TCP connection, or passthrough), no routes from a hidden VirtualService, and no subsets or traffic policy from a hidden DestinationRule: an outage in progress, or one waiting for the next push.",
+        fix: "Add the namespaces to exportTo: kubectl meshscope apply --exports --force-exports -n NS with the same traffic source writes the full list (exportTo only), or edit the owner's manifest.",
+    },
+    CodeDoc {
+        code: "MS0020",
+        severity: Severity::Info,
+        title: "Namespace istiod need not watch",
+        description: "The namespace has no injected workload, no gateway, and no mesh traffic in either direction (nothing observed calls into it, none of its workloads call out, no Sidecar imports it by name, no mesh-config provider lives there), and it is neither the root namespace nor istiod's. istiod still watches its Services, EndpointSlices, pods and Istio config and pushes their changes. meshConfig.discoverySelectors that do not select it drop all of that from istiod's view; the message carries the selectors that drop every such namespace at once. Only from observed traffic: a namespace called rarely may not show.",
+        fix: "Set meshConfig.discoverySelectors as the message says (it keeps every namespace except those named, through the kubernetes.io/metadata.name label, and keeps any selectors already set), after checking that nothing outside the observed window calls the namespaces. istiod keeps no exception for its own or the root namespace: they must stay selected.",
     },
 ];
 

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::istio::{
-    AuthorizationPolicy, DestinationRule, ServiceEntry, Sidecar, Telemetry, VirtualService,
-    NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP,
+    AuthorizationPolicy, DestinationRule, Gateway, ServiceEntry, Sidecar, Telemetry,
+    VirtualService, NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP,
 };
 
 /// A Pod as the scope engine reads it: its metadata, its containers' names
@@ -388,6 +388,9 @@ pub struct Inputs {
     pub sidecars: Vec<Sidecar>,
     pub virtual_services: Vec<VirtualService>,
     pub destination_rules: Vec<DestinationRule>,
+    /// `networking.istio.io` Gateways (which namespaces' gateway pods a
+    /// VirtualService's `gateways` reach).
+    pub gateways: Vec<Gateway>,
     /// `telemetry.istio.io` Telemetries (which extension providers apply).
     pub telemetries: Vec<Telemetry>,
     /// `security.istio.io` AuthorizationPolicies (CUSTOM ones name an
@@ -435,7 +438,7 @@ pub struct InputKinds {
 
 /// The kinds the findings read, as `kubectl get` names them, in one list
 /// to dump them with (README, section "From files", shows the command).
-pub const DUMP_KINDS: &str = "namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,services,endpointslices,serviceentries,sidecars,virtualservices,destinationrules,telemetries,authorizationpolicies,configmaps";
+pub const DUMP_KINDS: &str = "namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,services,endpointslices,serviceentries,sidecars,virtualservices,destinationrules,gateways.networking.istio.io,telemetries,authorizationpolicies,configmaps";
 
 /// The kinds [`Inputs::add`] reads, and the Istio API group of each
 /// Istio kind (`None`: a Kubernetes kind).
@@ -454,6 +457,7 @@ const READ_KINDS: &[(&str, Option<&str>)] = &[
     ("Sidecar", Some(NETWORKING_GROUP)),
     ("VirtualService", Some(NETWORKING_GROUP)),
     ("DestinationRule", Some(NETWORKING_GROUP)),
+    ("Gateway", Some(NETWORKING_GROUP)),
     ("Telemetry", Some(TELEMETRY_GROUP)),
     ("AuthorizationPolicy", Some(SECURITY_GROUP)),
     ("EndpointSlice", Some(DISCOVERY_GROUP)),
@@ -590,6 +594,7 @@ impl Inputs {
             ("Sidecar", true) => self.sidecars.push(decode(&kind, v)?),
             ("VirtualService", true) => self.virtual_services.push(decode(&kind, v)?),
             ("DestinationRule", true) => self.destination_rules.push(decode(&kind, v)?),
+            ("Gateway", true) => self.gateways.push(decode(&kind, v)?),
             ("ConfigMap", false) if self.manifest_hints => {
                 let mut cm: ConfigMap = decode(&kind, v)?;
                 cm.binary_data = None;
@@ -664,6 +669,7 @@ impl Inputs {
             + self.sidecars.len()
             + self.virtual_services.len()
             + self.destination_rules.len()
+            + self.gateways.len()
             + self.telemetries.len()
             + self.authorization_policies.len()
             + self.mesh_config_maps.len()

@@ -226,6 +226,22 @@ pub struct DestinationRuleSpec {
     pub workload_selector: Option<PolicySelector>,
 }
 
+/// `networking.istio.io` Gateway: which pods serve it (its `selector`,
+/// over every namespace). Its servers do not decide any scope.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct Gateway {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: GatewaySpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct GatewaySpec {
+    #[serde(default)]
+    pub selector: BTreeMap<String, String>,
+}
+
 pub const TELEMETRY_GROUP: &str = "telemetry.istio.io";
 pub const SECURITY_GROUP: &str = "security.istio.io";
 

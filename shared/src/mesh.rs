@@ -27,6 +27,10 @@ pub struct MeshConfig {
     /// answers the workload's DNS from a name table built from its scope.
     /// A pod's `proxy.istio.io/config` annotation can override it.
     pub dns_capture: bool,
+    /// `discoverySelectors`: istiod watches only the namespaces one of
+    /// them selects (ORed; empty: every namespace).
+    /// `pkg/kube/namespace/filter.go` (1.31).
+    pub discovery_selectors: Vec<crate::visibility::NamespaceSelector>,
 }
 
 impl MeshConfig {
@@ -123,6 +127,7 @@ impl Default for MeshConfig {
             default_providers: DefaultProviders::default(),
             service_entry_visibility: None,
             dns_capture: false,
+            discovery_selectors: Vec::new(),
         }
     }
 }
@@ -138,6 +143,7 @@ struct RawMesh {
     extension_providers: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     default_providers: Option<RawDefaults>,
     service_entry_visibility: Option<crate::visibility::RawServiceEntryVisibility>,
+    discovery_selectors: Option<Vec<crate::visibility::RawSelector>>,
     default_config: Option<RawProxyConfig>,
 }
 
@@ -291,6 +297,12 @@ impl MeshConfig {
         if let Some(dns) = raw.default_config.as_ref().and_then(|c| c.dns_capture()) {
             out.dns_capture = dns;
         }
+        out.discovery_selectors = raw
+            .discovery_selectors
+            .unwrap_or_default()
+            .into_iter()
+            .map(crate::visibility::RawSelector::parse)
+            .collect();
         if let Some(v) = raw.service_entry_visibility {
             out.service_entry_visibility =
                 Some(crate::visibility::ServiceEntryVisibility::parse(v)?);

@@ -34,3 +34,38 @@ pub(crate) fn name_of(meta: &ObjectMeta) -> String {
 pub(crate) fn labels(m: &Option<Labels>) -> Labels {
     m.clone().unwrap_or_default()
 }
+
+/// The field manager meshscope writes with (`apply`, `apply --exports`).
+pub const FIELD_MANAGER: &str = "kubectl-meshscope";
+
+/// Whether field manager [`FIELD_MANAGER`] owns the object's exportTo
+/// (`spec.exportTo`, or a Service's `networking.istio.io/exportTo`
+/// annotation): an earlier `apply --exports` wrote it, so it is
+/// meshscope's to update, not its owner's.
+pub fn export_to_is_ours(meta: &ObjectMeta) -> bool {
+    meta.managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER)
+            && m.fields_v1.as_ref().is_some_and(|f| {
+                let text = f.0.to_string();
+                text.contains("\"f:exportTo\"")
+                    || text.contains("\"f:networking.istio.io/exportTo\"")
+            })
+    })
+}
+
+/// `istio.io/use-waypoint` on an object (or a Namespace): `None` without
+/// the label; `Some(None)` for `none` (no waypoint, whatever the
+/// namespace says); else the waypoint's namespace, from
+/// `istio.io/use-waypoint-namespace` or `default_ns`
+/// (`pilot/pkg/serviceregistry/ambient/waypoints.go` `GetUseWaypoint`,
+/// 1.31).
+pub fn use_waypoint(labels: &Labels, default_ns: &str) -> Option<Option<String>> {
+    let name = labels.get("istio.io/use-waypoint")?;
+    if name == "none" {
+        return Some(None);
+    }
+    let ns = labels
+        .get("istio.io/use-waypoint-namespace")
+        .map_or(default_ns, String::as_str);
+    Some(Some(ns.to_string()))
+}

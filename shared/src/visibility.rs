@@ -161,22 +161,7 @@ impl ServiceEntryVisibility {
             };
             let mut rules = Vec::new();
             for r in p.matching_rules.unwrap_or_default() {
-                rules.push(match r.namespace_selector {
-                    None => None,
-                    Some(s) => Some(NamespaceSelector {
-                        match_labels: s.match_labels.unwrap_or_default(),
-                        match_expressions: s
-                            .match_expressions
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|e| Requirement {
-                                key: e.key,
-                                operator: e.operator,
-                                values: e.values.unwrap_or_default(),
-                            })
-                            .collect(),
-                    }),
-                });
+                rules.push(r.namespace_selector.map(RawSelector::parse));
             }
             out.policies.push(Policy { visibility, rules });
         }
@@ -251,9 +236,27 @@ struct RawRule {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawSelector {
+pub(crate) struct RawSelector {
     match_labels: Option<BTreeMap<String, String>>,
     match_expressions: Option<Vec<RawRequirement>>,
+}
+
+impl RawSelector {
+    pub(crate) fn parse(self) -> NamespaceSelector {
+        NamespaceSelector {
+            match_labels: self.match_labels.unwrap_or_default(),
+            match_expressions: self
+                .match_expressions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| Requirement {
+                    key: e.key,
+                    operator: e.operator,
+                    values: e.values.unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Deserialize)]

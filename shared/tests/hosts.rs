@@ -238,7 +238,7 @@ fn a_dns_entry_the_mesh_already_keeps_to_its_namespace_is_not_ms0002() {
     assert_eq!(f[0].namespace, "partners");
     // The one reported offers both fixes, the mesh one for its namespace.
     assert!(
-        f[0].message.contains("set spec.exportTo (for example [\".\"]), or have meshConfig.serviceEntryVisibility give namespace partners visibility NAMESPACE"),
+        f[0].message.contains("kubectl meshscope apply --exports -n partners --from-pod-logs writes it, or have meshConfig.serviceEntryVisibility give namespace partners visibility NAMESPACE"),
         "{}",
         f[0].message
     );
@@ -273,9 +273,10 @@ fn before_istio_1_31_the_setting_is_not_read_and_the_message_keeps_to_export_to(
     let f = ms0002(&s);
     assert_eq!(f.len(), 2, "{f:?}");
     assert!(
-        f.iter().all(|f| f
-            .message
-            .ends_with("set spec.exportTo (for example [\".\"])")),
+        f.iter().all(|f| f.message.ends_with(&format!(
+            "kubectl meshscope apply --exports -n {} --from-pod-logs writes it",
+            f.namespace
+        ))),
         "{f:?}"
     );
     let svc = s.services_named("toy.example.com")[0];

@@ -414,7 +414,7 @@ async fn dns_service_entries_without_export_to_are_denied_or_warned() {
     assert!(!reply.allowed());
     assert_eq!(
         reply.message(),
-        "MS0002: ServiceEntry enforce/payments-api has resolution DNS and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo (for example [\".\"]), or cap ServiceEntries in the mesh config: meshConfig.serviceEntryVisibility with visibility NAMESPACE for namespace enforce (a policy or defaultVisibility) and applyToSidecars: true"
+        "MS0002: ServiceEntry enforce/payments-api has resolution DNS and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo to the namespaces that call them: kubectl meshscope recommend --exports -n enforce --from-pod-logs -o table lists it; kubectl meshscope apply --exports -n enforce --from-pod-logs writes it, or cap ServiceEntries in the mesh config: meshConfig.serviceEntryVisibility with visibility NAMESPACE for namespace enforce (a policy or defaultVisibility) and applyToSidecars: true"
     );
     let reply = validate(
         &state,
@@ -422,9 +422,13 @@ async fn dns_service_entries_without_export_to_are_denied_or_warned() {
     )
     .await;
     assert!(reply.allowed());
-    assert_eq!(reply.warnings().len(), 1);
+    assert_eq!(reply.warnings().len(), 2);
     assert!(reply.warnings()[0]
         .starts_with("MS0002: ServiceEntry warn/payments-api has resolution DNS_ROUND_ROBIN"));
+    assert_eq!(
+        reply.warnings()[1],
+        "MS0002: exportTo from traffic: kubectl meshscope recommend --exports -n warn --from-pod-logs"
+    );
     for file in [
         "serviceentry-dns-exported-create.json",
         "serviceentry-static-create.json",

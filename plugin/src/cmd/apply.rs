@@ -44,7 +44,7 @@ pub enum ApplyResult {
 }
 
 impl ApplyResult {
-    fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             ApplyResult::Created => "created",
             ApplyResult::Configured => "configured",

@@ -46,15 +46,40 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
     let (kept, suppressed): (Vec<Finding>, Vec<Finding>) =
         audit::audit(&world.snap, world.obs.as_ref(), &scope)
             .into_iter()
+            // Without the Gateways, a namespace holding one could be
+            // proposed for dropping.
+            .filter(|f| !(world.gateways_unknown && f.code == "MS0020"))
             .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
             .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
     world.warn_missing_kinds("audit", Some(&kept), p.err)?;
+    discovery_selectors(&world, &kept, p)?;
     let (exempt, findings) = kept.into_iter().partition(|f| f.exempt.is_some());
     Ok(Audited {
         findings,
         exempt,
         suppressed,
     })
+}
+
+/// With MS0020 findings: the mesh config that drops those namespaces
+/// from istiod's view, as a block to paste (stderr; a summary).
+fn discovery_selectors(world: &World, kept: &[Finding], p: &mut Printer<'_>) -> Result<()> {
+    let Some(obs) = world.obs.as_ref() else {
+        return Ok(());
+    };
+    if !kept
+        .iter()
+        .any(|f| f.code == "MS0020" && f.exempt.is_none())
+    {
+        return Ok(());
+    }
+    let advice = scope::discovery::advice(&world.snap, obs);
+    p.summary(format_args!(
+        "meshConfig that stops istiod watching {} (MS0020):\n{}",
+        advice.drop.join(", "),
+        advice.yaml().trim_end()
+    ))?;
+    Ok(())
 }
 
 /// Prints the findings and picks the exit code from `--fail-on`.

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod codes;
 pub mod diff;
 pub mod explain;
+pub mod exports;
 pub mod impact;
 pub mod recommend;
 pub mod verify;
@@ -24,9 +25,14 @@ use crate::request::Request;
 /// Runs one request.
 pub fn run(req: Request, p: &mut Printer<'_>) -> Result<Outcome> {
     match req {
-        Request::Recommend(r) => recommend::run(&r, p),
+        Request::Recommend(r) => match &r.spec.exports {
+            Some(e) => exports::recommend(&r, e, p),
+            None => recommend::run(&r, p),
+        },
+        Request::Apply(r) if r.spec.exports.is_some() => exports::write::apply(&r, p),
         Request::Apply(r) if r.watch.is_some() => watch::run(&r, p),
         Request::Apply(r) => apply::run(&r, p),
+        Request::Diff(r) if r.spec.exports.is_some() => exports::write::diff(&r, p),
         Request::Diff(r) => diff::run(&r, p),
         Request::Verify(r) => verify::run(&r, p),
         Request::Audit(r) => audit::run(&r, p),

@@ -34,14 +34,38 @@ pub enum Purpose {
         istiod: Option<String>,
         lease: Option<(String, String)>,
     },
+    /// apply --exports and diff --exports: reading (`get`) and server-side
+    /// applying (`patch`, never `create`) the exportTo of Services,
+    /// ServiceEntries, VirtualServices and DestinationRules in `namespace`
+    /// (`-n`; the context's when `None`, see [`Purpose::in_context`]), or
+    /// in all namespaces with `all`.
+    Exports {
+        namespace: Option<String>,
+        all: bool,
+    },
 }
 
 impl Purpose {
+    /// The purpose with the kubeconfig context's namespace where it writes
+    /// in "the namespace" without `-n` (`--exports`).
+    pub fn in_context(&self, context_ns: &str) -> Purpose {
+        match self {
+            Purpose::Exports {
+                namespace: None,
+                all: false,
+            } => Purpose::Exports {
+                namespace: Some(context_ns.to_string()),
+                all: false,
+            },
+            other => other.clone(),
+        }
+    }
+
     /// The Role name printed for what is missing.
     fn role_name(&self) -> &'static str {
         match self {
             Purpose::Read => "meshscope-reader",
-            Purpose::Apply { .. } | Purpose::Diff => "meshscope-applier",
+            Purpose::Apply { .. } | Purpose::Diff | Purpose::Exports { .. } => "meshscope-applier",
             Purpose::Verify { .. } => "meshscope-verifier",
             Purpose::Watch { .. } => "meshscope-watch",
         }
@@ -82,6 +106,21 @@ impl Purpose {
                 ]
             }
             Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
+            Purpose::Exports { namespace, all } => {
+                let g = meshscope_shared::istio::NETWORKING_GROUP;
+                let at = if *all { None } else { namespace.as_deref() };
+                let mut v = Vec::new();
+                for (group, resource) in [
+                    ("", "services"),
+                    (g, "serviceentries"),
+                    (g, "virtualservices"),
+                    (g, "destinationrules"),
+                ] {
+                    v.push(need("get", group, resource, at));
+                    v.push(need("patch", group, resource, at));
+                }
+                v
+            }
             Purpose::Watch {
                 prune,
                 istiod,

@@ -585,3 +585,44 @@ impl Live {
         ]
     }
 }
+
+impl Live {
+    /// Every networking.istio.io Gateway, as objects `Inputs::add` reads,
+    /// for commands that follow VirtualService `gateways` (`--exports`) or
+    /// keep gateway namespaces (MS0020). Checked like every read: RBAC that
+    /// forbids listing them is an error naming the grant when `needed`,
+    /// else `None`; a cluster without the CRD has none.
+    pub async fn gateways(&self, needed: bool) -> anyhow::Result<Option<Vec<serde_json::Value>>> {
+        let g = meshscope_shared::istio::NETWORKING_GROUP;
+        let need = Need::new("list", g, "gateways", None);
+        if !self.check(std::slice::from_ref(&need)).await?.is_empty() {
+            if !needed {
+                return Ok(None);
+            }
+            anyhow::bail!(
+                "RBAC forbids list on gateways.networking.istio.io in all namespaces: --exports keeps each object exported to the namespaces of the gateways that route to it, so it reads them; grant {READER_FILE}"
+            );
+        }
+        let ar = istio("Gateway", "gateways");
+        let items = match self.list_dynamic(&ar, None, Select::ALL).await {
+            Err(ApiFailure {
+                kind: FailureKind::NotFound(_),
+                ..
+            }) => Vec::new(),
+            other => other?,
+        };
+        Ok(Some(
+            items
+                .into_iter()
+                .map(|item| {
+                    let mut v = serde_json::to_value(&item).unwrap_or_default();
+                    if let Some(m) = v.as_object_mut() {
+                        m.insert("apiVersion".into(), ar.api_version.clone().into());
+                        m.insert("kind".into(), ar.kind.clone().into());
+                    }
+                    v
+                })
+                .collect(),
+        ))
+    }
+}

@@ -72,6 +72,20 @@ pub struct MeshRequest {
     /// Every namespace is read for an answer about one (`-n`, else the
     /// context's): a user who may not read them all gets that one's.
     pub narrowable: bool,
+    /// Whether networking.istio.io Gateways are read too.
+    pub gateways: GatewayRead,
+}
+
+/// Whether a live read lists networking.istio.io Gateways.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GatewayRead {
+    #[default]
+    No,
+    /// `--exports`: a forbidden list is an error.
+    Needed,
+    /// `audit` with a traffic source (MS0020): a forbidden list is a
+    /// warning, and the advice that needs them is left out.
+    IfAllowed,
 }
 
 impl MeshRequest {
@@ -125,6 +139,7 @@ impl MeshRequest {
             manifest_hints: false,
             planned: Vec::new(),
             narrowable: false,
+            gateways: GatewayRead::No,
         })
     }
 
@@ -202,10 +217,65 @@ pub struct RecommendSpec {
     pub per_namespace: bool,
     /// Drop hosts of managed Sidecars not seen in the observed window.
     pub prune_hosts: bool,
+    /// `--exports`: exportTo recommendations instead of Sidecars (boxed:
+    /// most requests have none).
+    pub exports: Option<Box<ExportsSpec>>,
+}
+
+/// `--exports`: whose exportTo to recommend. The mesh and the traffic are
+/// read from every namespace (callers live elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportsSpec {
+    /// `--force-exports`: objects whose owner set exportTo too.
+    pub force: bool,
+    /// The objects' namespace: `-n`, else the context's (resolved when the
+    /// world is loaded); `None` with `-A`.
+    pub namespace: Option<String>,
+    /// `-A`: the objects of every namespace.
+    pub all_namespaces: bool,
+}
+
+impl ExportsSpec {
+    /// Checks that the Sidecar-only flags are absent and that a traffic
+    /// source is given.
+    fn parse(
+        c: &Common,
+        flags: &args::RecommendFlags,
+        prune_hosts: bool,
+    ) -> Result<Option<Box<Self>>> {
+        if !flags.exports {
+            return Ok(None);
+        }
+        let sidecar_only = [
+            ("--workload", flags.workload.is_some()),
+            ("--include", !flags.include.is_empty()),
+            ("--allow-idle", flags.allow_idle),
+            ("--per-namespace", flags.per_namespace),
+            ("--from-manifest-hints", flags.from_manifest_hints),
+            ("-f", !flags.filename.is_empty()),
+            ("--prune-hosts", prune_hosts),
+        ];
+        if let Some((flag, _)) = sidecar_only.iter().find(|(_, given)| *given) {
+            bail!("{flag} shapes Sidecars; --exports recommends exportTo and does not take it");
+        }
+        if c.access_logs.is_empty() && !c.from_pod_logs && c.prometheus.is_none() {
+            bail!("--exports keeps the namespaces observed calling each object: give a traffic source (--access-log FILE, --from-pod-logs or --prometheus URL)");
+        }
+        Ok(Some(Box::new(ExportsSpec {
+            force: flags.force_exports,
+            namespace: if c.all_namespaces {
+                None
+            } else {
+                c.namespace.clone()
+            },
+            all_namespaces: c.all_namespaces,
+        })))
+    }
 }
 
 impl RecommendSpec {
     fn parse(c: &Common, flags: &args::RecommendFlags, prune_hosts: bool) -> Result<Self> {
+        let exports = ExportsSpec::parse(c, flags, prune_hosts)?;
         let version = istio_version(c)?;
         for h in &flags.include {
             scope::notes::check_include(h, version.unwrap_or_default()).map_err(|e| anyhow!(e))?;
@@ -214,7 +284,14 @@ impl RecommendSpec {
         let mut mesh = MeshRequest::parse_rest(c, version)?;
         mesh.manifest_hints = flags.from_manifest_hints;
         mesh.planned = check_planned(c, &flags.filename)?;
+        if exports.is_some() {
+            // Callers live in other namespaces: every namespace's objects
+            // and traffic.
+            mesh.all_namespaces = true;
+            mesh.gateways = GatewayRead::Needed;
+        }
         Ok(RecommendSpec {
+            exports,
             mesh,
             workload: flags.workload.clone(),
             include: flags.include.clone(),
@@ -303,8 +380,24 @@ impl ApplyRequest {
         };
         let istiod = IstiodRequest::parse(&a.istiod);
         let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts)?;
-        // Every permission apply needs is checked with the reads, in one pass.
-        if a.dry_run != DryRun::Client {
+        if let Some(e) = &spec.exports {
+            let sidecar_only = [
+                ("--prune", a.prune),
+                ("--wait", wait.is_some()),
+                ("--watch", watch.is_some()),
+                ("--diff", a.diff),
+            ];
+            if let Some((flag, _)) = sidecar_only.iter().find(|(_, given)| *given) {
+                bail!("{flag} is for Sidecars; apply --exports writes exportTo only (see what it would change with diff --exports)");
+            }
+            if a.dry_run != DryRun::Client {
+                spec.mesh.purpose = Purpose::Exports {
+                    namespace: e.namespace.clone(),
+                    all: e.all_namespaces,
+                };
+            }
+        } else if a.dry_run != DryRun::Client {
+            // Every permission apply needs is checked with the reads, in one pass.
             let istiod = wait.as_ref().and_then(|_| istiod.port_forward_namespace());
             spec.mesh.purpose = match &watch {
                 Some(w) => Purpose::Watch {
@@ -350,7 +443,16 @@ impl DiffRequest {
         }
         let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts)?;
         // The dry-run applies are checked with the reads, in one pass.
-        spec.mesh.purpose = Purpose::Diff;
+        spec.mesh.purpose = match &spec.exports {
+            Some(_) if a.prune => {
+                bail!("--prune deletes Sidecars; diff --exports shows exportTo changes only")
+            }
+            Some(e) => Purpose::Exports {
+                namespace: e.namespace.clone(),
+                all: e.all_namespaces,
+            },
+            None => Purpose::Diff,
+        };
         Ok(DiffRequest {
             spec,
             force_conflicts: a.force_conflicts,
@@ -429,8 +531,13 @@ impl AuditRequest {
             args::FailOn::Info => Some(Severity::Info),
             args::FailOn::None => None,
         };
+        let mut mesh = MeshRequest::parse(c)?;
+        if !c.access_logs.is_empty() || c.from_pod_logs || c.prometheus.is_some() {
+            // MS0020 never proposes dropping a namespace that holds a Gateway.
+            mesh.gateways = GatewayRead::IfAllowed;
+        }
         Ok(AuditRequest {
-            mesh: MeshRequest::parse(c)?,
+            mesh,
             output: a.output.get(),
             fail_on,
             codes,

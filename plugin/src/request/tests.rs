@@ -251,12 +251,15 @@ fn spellings(a: &clap::Arg) -> Vec<String> {
 }
 
 /// The flags a flag is documented to need: `--since` reads pod logs
-/// or Prometheus, the watch-mode flags need `--watch` (and a source).
+/// or Prometheus, the watch-mode flags need `--watch` (and a source),
+/// `--exports` a traffic source and `--force-exports` both.
 fn companions(a: &clap::Arg) -> Vec<&'static str> {
     let watch = a.get_help_heading() == Some("Watch mode");
     match a.get_id().as_str() {
         "since" => vec!["--from-pod-logs"],
         "watch" => vec!["--from-pod-logs"],
+        "exports" => vec!["--from-pod-logs"],
+        "force_exports" => vec!["--exports", "--from-pod-logs"],
         "impersonate_groups" | "impersonate_uid" => vec!["--as=jane"],
         _ if watch => vec!["--watch", "--from-pod-logs"],
         _ => vec![],
@@ -524,4 +527,167 @@ fn jsonpath_templates_are_checked_up_front_and_json_is_printed_through_them() {
         error(&["audit", "-o", "jsonpath={range .findings[*]}{.code}"]),
         "-o jsonpath={range .findings[*]}{.code}: {range} without {end}"
     );
+}
+
+// === --exports ===
+
+fn exports_of(args: &[&str]) -> Result<Option<crate::request::ExportsSpec>> {
+    Ok(match parse(args)? {
+        Request::Recommend(r) => r.spec.exports.map(|e| *e),
+        Request::Apply(a) => a.spec.exports.map(|e| *e),
+        Request::Diff(d) => d.spec.exports.map(|e| *e),
+        other => panic!("not a recommend request: {other:?}"),
+    })
+}
+
+#[test]
+fn exports_reads_every_namespace_but_recommends_for_the_one_asked() {
+    for cmd in ["recommend", "apply", "diff"] {
+        let e = exports_of(&[cmd, "--exports", "-n", "shop", "--from-pod-logs"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.namespace.as_deref(), Some("shop"), "{cmd}");
+        assert!(!e.all_namespaces && !e.force, "{cmd}");
+        let Request::Recommend(r) = parse(&[
+            "recommend",
+            "--exports",
+            "-n",
+            "shop",
+            "--access-log",
+            "x.log",
+        ])
+        .unwrap() else {
+            panic!("a recommend request")
+        };
+        assert!(r.spec.mesh.all_namespaces && r.spec.mesh.gateways == GatewayRead::Needed);
+    }
+    let e = exports_of(&[
+        "recommend",
+        "--exports",
+        "-A",
+        "--force-exports",
+        "--access-log",
+        "x",
+    ])
+    .unwrap()
+    .unwrap();
+    assert!(e.all_namespaces && e.force && e.namespace.is_none());
+    assert_eq!(
+        exports_of(&["recommend", "--access-log", "x"]).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn exports_needs_a_traffic_source() {
+    let e = exports_of(&["recommend", "--exports", "-n", "shop"]).unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "--exports keeps the namespaces observed calling each object: give a traffic source"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn exports_refuses_the_flags_that_shape_sidecars() {
+    for (extra, flag) in [
+        (&["--workload", "web"][..], "--workload"),
+        (&["--include", "a/b.c"], "--include"),
+        (&["--allow-idle"], "--allow-idle"),
+        (&["--per-namespace"], "--per-namespace"),
+        (&["--from-manifest-hints"], "--from-manifest-hints"),
+    ] {
+        let mut args = vec!["recommend", "--exports", "--from-pod-logs"];
+        args.extend_from_slice(extra);
+        let e = exports_of(&args).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{flag} shapes Sidecars; --exports recommends exportTo and does not take it")
+        );
+    }
+    for (extra, flag) in [
+        (&["--prune"][..], "--prune"),
+        (&["--wait=1m"], "--wait"),
+        (&["--diff"], "--diff"),
+    ] {
+        let mut args = vec!["apply", "--exports", "--from-pod-logs"];
+        args.extend_from_slice(extra);
+        let e = exports_of(&args).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{flag} is for Sidecars; apply --exports writes exportTo only"
+            )),
+            "{e}"
+        );
+    }
+    let e = exports_of(&["diff", "--exports", "--prune", "--from-pod-logs"]).unwrap_err();
+    assert!(e.to_string().starts_with("--prune deletes Sidecars"), "{e}");
+}
+
+#[test]
+fn force_exports_without_exports_is_a_usage_error() {
+    assert!(Cli::try_parse_from(["kubectl-meshscope", "recommend", "--force-exports"]).is_err());
+}
+
+#[test]
+fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
+    let Request::Apply(a) =
+        parse(&["apply", "--exports", "-n", "shop", "--from-pod-logs"]).unwrap()
+    else {
+        panic!("an apply request")
+    };
+    assert_eq!(
+        a.spec.mesh.purpose,
+        Purpose::Exports {
+            namespace: Some("shop".into()),
+            all: false
+        }
+    );
+    // Without -n: the context's namespace, once the kubeconfig is read.
+    let Request::Apply(a) = parse(&["apply", "--exports", "--from-pod-logs"]).unwrap() else {
+        panic!("an apply request")
+    };
+    assert_eq!(
+        a.spec.mesh.purpose.in_context("home"),
+        Purpose::Exports {
+            namespace: Some("home".into()),
+            all: false
+        }
+    );
+    let Request::Apply(a) = parse(&["apply", "--exports", "-A", "--from-pod-logs"]).unwrap() else {
+        panic!("an apply request")
+    };
+    let all = Purpose::Exports {
+        namespace: None,
+        all: true,
+    };
+    assert_eq!(a.spec.mesh.purpose.in_context("home"), all);
+    let Request::Apply(a) = parse(&["apply", "--exports", "--dry-run", "--from-pod-logs"]).unwrap()
+    else {
+        panic!("an apply request")
+    };
+    assert_eq!(a.spec.mesh.purpose, Purpose::Read);
+}
+
+#[test]
+fn audit_with_traffic_reads_gateways_if_allowed_for_the_discovery_advice() {
+    let gateways = |args: &[&str]| match parse(args).unwrap() {
+        Request::Audit(a) => a.mesh.gateways,
+        other => panic!("not an audit request: {other:?}"),
+    };
+    assert_eq!(gateways(&["audit"]), GatewayRead::No);
+    assert_eq!(
+        gateways(&["audit", "--access-log", "x"]),
+        GatewayRead::IfAllowed
+    );
+    assert_eq!(
+        gateways(&["audit", "--from-pod-logs"]),
+        GatewayRead::IfAllowed
+    );
+    let Request::Recommend(r) = parse(&["recommend", "--exports", "--from-pod-logs"]).unwrap()
+    else {
+        panic!("a recommend request")
+    };
+    assert_eq!(r.spec.mesh.gateways, GatewayRead::Needed);
 }

@@ -599,6 +599,9 @@ fn review_service_entry(
         }
     };
     let resolution = se.spec.resolution.as_deref().unwrap_or("NONE");
+    if req.endpoint == Endpoint::Validate {
+        review_entry_exports(d, snap, ns, name, &se);
+    }
     let Some(f) =
         audit::dns_service_entry(snap, ns, name, resolution, se.spec.export_to.as_deref())
     else {
@@ -617,10 +620,50 @@ fn review_service_entry(
         // registered or failed open), so the policy applies as usual.
         Endpoint::Validate => match d.policy {
             Some(Policy::Enforce) => d.deny(&f),
-            _ => d.warn(&f),
+            _ => {
+                d.warn(&f);
+                d.warnings.push(exports_hint(f.code, ns));
+            }
         },
     }
     d.findings.push(f);
+}
+
+/// MS0016 and MS0017: what the ServiceEntry alone (and the mesh config)
+/// shows. Denied under `Enforce`, warned otherwise.
+fn review_entry_exports(
+    d: &mut Decision,
+    snap: &MeshSnapshot,
+    ns: &str,
+    name: &str,
+    se: &ServiceEntry,
+) {
+    let ports = crate::snapshot::catch_all_ports(&se.spec.ports);
+    let facts = crate::exports::findings::EntryFacts {
+        namespace: ns,
+        name,
+        hosts: &se.spec.hosts,
+        addresses: &se.spec.addresses,
+        catch_all_ports: &ports,
+        export_to: se.spec.export_to.as_deref(),
+    };
+    for f in facts.findings(snap) {
+        match d.policy {
+            Some(Policy::Enforce) if d.allowed => d.deny(&f),
+            _ => {
+                d.warn(&f);
+                d.warnings.push(exports_hint(f.code, ns));
+            }
+        }
+        d.findings.push(f);
+    }
+}
+
+/// The webhook sees no traffic: where the exportTo list comes from.
+fn exports_hint(code: &str, ns: &str) -> String {
+    shorten(&format!(
+        "{code}: exportTo from traffic: kubectl meshscope recommend --exports -n {ns} --from-pod-logs"
+    ))
 }
 
 /// `exportTo: ["."]`. `add` on an existing member replaces it, which covers

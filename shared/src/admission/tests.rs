@@ -499,22 +499,70 @@ fn generated_names_are_shown_as_prefixes() {
 
 // === MS0002 ===
 
+fn mk_catch_all_entry(ns: &str, export_to: Option<&[&str]>) -> Value {
+    let mut v = mk_service_entry(ns, "all-tcp", "NONE", export_to);
+    v["spec"]["hosts"] = json!(["any.tcp.internal"]);
+    v["spec"]["addresses"] = json!(["0.0.0.0/0"]);
+    v["spec"]["ports"] = json!([{"number": 5432, "name": "tcp-pg", "protocol": "TCP"}]);
+    v
+}
+
+#[test]
+fn catch_all_service_entries_are_denied_unless_exported_narrowly() {
+    let snap = mesh([]);
+    let d = validate(&snap, &mk_catch_all_entry("enforce", None));
+    assert!(!d.allowed);
+    let message = d.message.unwrap();
+    assert!(
+        message.starts_with("MS0016: ServiceEntry enforce/all-tcp has address 0.0.0.0/0"),
+        "{message}"
+    );
+    assert!(message.contains("port 5432"), "{message}");
+    let d = validate(&snap, &mk_catch_all_entry("warn", Some(&["*"])));
+    assert!(d.allowed && codes(&d) == ["MS0016"] && d.warnings.len() == 2);
+    assert!(validate(&snap, &mk_catch_all_entry("enforce", Some(&["."]))).allowed);
+    // An HTTP port routes by Host: no catch-all.
+    let mut http = mk_catch_all_entry("enforce", None);
+    http["spec"]["ports"] = json!([{"number": 80, "name": "http", "protocol": "HTTP"}]);
+    assert!(validate(&snap, &http).allowed);
+}
+
+#[test]
+fn wildcard_service_entries_exported_everywhere_are_flagged() {
+    let snap = mesh([]);
+    let mut se = mk_service_entry("warn", "wild", "NONE", None);
+    se["spec"]["hosts"] = json!(["*.example.com"]);
+    let d = validate(&snap, &se);
+    assert!(d.allowed && codes(&d) == ["MS0017"], "{:?}", d.warnings);
+    se["spec"]["exportTo"] = json!(["."]);
+    assert!(validate(&snap, &se).warnings.is_empty());
+}
+
 #[test]
 fn dns_service_entries_without_export_to_are_denied_or_warned() {
     let snap = mesh([]);
     let se = mk_service_entry("enforce", "api", "DNS", None);
     let d = validate(&snap, &se);
     assert!(!d.allowed);
-    assert!(d
-        .message
-        .unwrap()
-        .starts_with("MS0002: ServiceEntry enforce/api has resolution DNS and no exportTo"));
+    let message = d.message.unwrap();
+    assert!(
+        message.starts_with("MS0002: ServiceEntry enforce/api has resolution DNS and no exportTo")
+    );
+    // The webhook has no traffic: it names the command that computes the list.
+    assert!(message.contains("kubectl meshscope recommend --exports -n enforce --from-pod-logs"));
     let d = validate(
         &snap,
         &mk_service_entry("warn", "api", "DNS_ROUND_ROBIN", None),
     );
-    assert!(d.allowed && codes(&d) == ["MS0002"] && d.warnings.len() == 1);
-    assert!(d.warnings[0].chars().count() <= MAX_WARNING_CHARS);
+    assert!(d.allowed && codes(&d) == ["MS0002"] && d.warnings.len() == 2);
+    assert!(d
+        .warnings
+        .iter()
+        .all(|w| w.chars().count() <= MAX_WARNING_CHARS));
+    assert_eq!(
+        d.warnings[1],
+        "MS0002: exportTo from traffic: kubectl meshscope recommend --exports -n warn --from-pod-logs"
+    );
     for ok in [
         mk_service_entry("enforce", "api", "DNS", Some(&["."])),
         mk_service_entry("enforce", "api", "STATIC", None),

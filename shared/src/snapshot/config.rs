@@ -2,15 +2,16 @@
 //! namespace's default), VirtualServices and DestinationRules.
 
 use super::model::{
-    DrId, DrInfo, Listener, Protocol, SidecarId, SidecarInfo, VsDest, VsId, VsInfo,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    DrId, DrInfo, GatewayInfo, Listener, PodInfo, Protocol, SidecarId, SidecarInfo, VsDest, VsId,
+    VsInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 use crate::host::{resolve_short_name, Export, HostEntry};
 use crate::inputs::Inputs;
 use crate::istio::{Sidecar, VirtualService};
+use crate::labels::selector_matches;
 use crate::labels::Labels;
 use crate::mesh::{MeshConfig, Options};
-use crate::meta::{created, name_of, ns_of};
+use crate::meta::{created, export_to_is_ours, name_of, ns_of};
 use crate::HashMap;
 
 /// The Sidecars, oldest first; by namespace, selector Sidecars first, then
@@ -50,6 +51,33 @@ pub(super) fn sidecars(inputs: &Inputs, options: &Options, mesh: &MeshConfig) ->
         by_ns: sidecars_by_ns,
         root_default,
     }
+}
+
+/// An exportTo as its owner wrote it; an empty list is unset.
+pub(super) fn declared(export_to: Option<&[String]>) -> Option<Vec<String>> {
+    export_to.filter(|l| !l.is_empty()).map(<[String]>::to_vec)
+}
+
+/// The Gateways, with the namespaces of the pods each selects.
+pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
+    inputs
+        .gateways
+        .iter()
+        .map(|g| {
+            let selector: crate::labels::Labels = g.spec.selector.clone().into_iter().collect();
+            let pod_namespaces = pods
+                .iter()
+                .filter(|p| !selector.is_empty() && selector_matches(&selector, &p.labels))
+                .map(|p| p.namespace.clone())
+                .collect();
+            GatewayInfo {
+                name: name_of(&g.metadata),
+                namespace: ns_of(&g.metadata),
+                selector,
+                pod_namespaces,
+            }
+        })
+        .collect()
 }
 
 /// The VirtualServices, and their ids by namespace.
@@ -109,6 +137,8 @@ pub(super) fn destination_rules(
                     .workload_selector
                     .as_ref()
                     .map(|s| s.match_labels.clone()),
+                declared: declared(dr.spec.export_to.as_deref()),
+                declared_ours: export_to_is_ours(&dr.metadata),
                 created: created(&dr.metadata),
                 namespace: ns,
             }
@@ -256,6 +286,18 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
             .map(|h| resolve_short_name(h, &ns, domain))
             .collect(),
         mesh_bound: vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh"),
+        gateways: vs
+            .spec
+            .gateways
+            .iter()
+            .filter(|g| *g != "mesh")
+            .map(|g| match g.split_once('/') {
+                Some(_) => g.clone(),
+                None => format!("{ns}/{g}"),
+            })
+            .collect(),
+        declared: declared(vs.spec.export_to.as_deref()),
+        declared_ours: export_to_is_ours(&vs.metadata),
         export: Export::for_virtual_service(
             vs.spec.export_to.as_deref(),
             &mesh.default_virtual_service_export_to,

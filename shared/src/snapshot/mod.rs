@@ -29,10 +29,11 @@ pub use crate::meta::{Created, NamespaceInfo};
 pub use config::sidecar_listeners;
 pub use destination_rules::{Consolidated, DrIndex, EntryId};
 pub use model::{
-    DrId, DrInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution, SeId, SeInfo,
-    ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo, Workload,
-    WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    DrId, DrInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution,
+    SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo,
+    Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
+pub use services::{catch_all_ports, EXPORT_TO_ANNOTATION};
 
 /// The whole mesh, indexed.
 #[derive(Clone, Debug)]
@@ -47,6 +48,8 @@ pub struct MeshSnapshot {
     pub virtual_services: Vec<VsInfo>,
     pub destination_rules: Vec<DrInfo>,
     pub service_entries: Vec<SeInfo>,
+    /// networking.istio.io Gateways.
+    pub gateways: Vec<GatewayInfo>,
     /// Telemetries, oldest first ([`crate::telemetry`]).
     pub telemetries: Vec<TelemetryInfo>,
     /// AuthorizationPolicies with `action: CUSTOM`, oldest first.
@@ -115,6 +118,7 @@ impl MeshSnapshot {
         );
 
         MeshSnapshot {
+            gateways: config::gateways(inputs, &pods),
             telemetries: crate::telemetry::telemetries(&inputs.telemetries),
             custom_authz: crate::telemetry::custom_authz(&inputs.authorization_policies),
             options,

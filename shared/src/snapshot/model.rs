@@ -227,6 +227,15 @@ pub struct ServiceInfo {
     /// hostname (`["."]` and the own namespace's name do not).
     pub labels: Labels,
     pub export_list: Vec<String>,
+    /// The exportTo its owner wrote (a Service's `networking.istio.io/exportTo`
+    /// annotation split on commas, a ServiceEntry's `spec.exportTo`), `None`
+    /// when unset or empty: what `recommend --exports` leaves alone.
+    pub declared: Option<Vec<String>>,
+    /// meshscope wrote that exportTo ([`crate::meta::export_to_is_ours`]).
+    pub declared_ours: bool,
+    /// Its own `istio.io/use-waypoint` ([`crate::meta::use_waypoint`]):
+    /// the waypoint's namespace, which must see it.
+    pub use_waypoint: Option<Option<String>>,
     pub created: Created,
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,
@@ -325,7 +334,14 @@ pub struct VsInfo {
     pub namespace: String,
     pub hosts: Vec<String>,
     pub mesh_bound: bool,
+    /// The gateways it binds to other than `mesh`, as `namespace/name` (a
+    /// short name is the VirtualService's namespace).
+    pub gateways: Vec<String>,
     pub export: Export,
+    /// `spec.exportTo` as written, `None` when unset or empty.
+    pub declared: Option<Vec<String>>,
+    /// meshscope wrote that exportTo ([`crate::meta::export_to_is_ours`]).
+    pub declared_ours: bool,
     pub dests: Vec<VsDest>,
     /// The VirtualServices its HTTP routes delegate to, as (namespace, name).
     pub delegates: Vec<(String, String)>,
@@ -347,6 +363,10 @@ pub struct DrInfo {
     pub export_to: Vec<String>,
     /// `workloadSelector.labels`.
     pub selector: Option<Labels>,
+    /// `spec.exportTo` as written, `None` when unset or empty.
+    pub declared: Option<Vec<String>>,
+    /// meshscope wrote that exportTo ([`crate::meta::export_to_is_ours`]).
+    pub declared_ours: bool,
     pub created: Created,
 }
 
@@ -357,5 +377,30 @@ pub struct SeInfo {
     pub resolution: String,
     pub export_to: Option<Vec<String>>,
     pub hosts: Vec<String>,
+    /// meshscope wrote its exportTo ([`crate::meta::export_to_is_ours`]).
+    pub declared_ours: bool,
+    /// `spec.addresses` as written (CIDRs keep their prefix length).
+    pub addresses: Vec<String>,
+    /// The ports a CIDR address makes a listener-wide catch-all on: those
+    /// with a TCP-like or unset protocol (not HTTP, not TLS/HTTPS, which
+    /// match by Host or SNI).
+    pub catch_all_ports: Vec<u32>,
     pub annotations: Labels,
+}
+
+/// A networking.istio.io Gateway and the namespaces of the pods it binds
+/// (its `selector` over every namespace: istiod's default,
+/// `PILOT_SCOPE_GATEWAY_TO_NAMESPACE=false`).
+#[derive(Clone, Debug)]
+pub struct GatewayInfo {
+    pub name: String,
+    pub namespace: String,
+    pub selector: Labels,
+    pub pod_namespaces: std::collections::BTreeSet<String>,
+}
+
+impl GatewayInfo {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
 }

@@ -18,7 +18,9 @@ use crate::inputs::Inputs;
 use crate::istio::ServiceEntry;
 use crate::labels::{selector_matches, Labels};
 use crate::mesh::{MeshConfig, Options};
-use crate::meta::{created, labels, name_of, ns_of, NamespaceInfo};
+use crate::meta::{
+    created, export_to_is_ours, labels, name_of, ns_of, use_waypoint, NamespaceInfo,
+};
 use crate::visibility;
 use crate::HashMap;
 
@@ -48,6 +50,9 @@ pub(super) fn services(
             resolution: se.spec.resolution.clone().unwrap_or_else(|| "NONE".into()),
             export_to: se.spec.export_to.clone(),
             hosts: se.spec.hosts.clone(),
+            declared_ours: export_to_is_ours(&se.metadata),
+            addresses: se.spec.addresses.clone(),
+            catch_all_ports: catch_all_ports(&se.spec.ports),
             annotations: labels(&se.metadata.annotations),
         });
         let first = services.len();
@@ -269,6 +274,39 @@ fn endpoint_labels(
         .collect()
 }
 
+/// The Service's `networking.istio.io/exportTo` items as written, `None`
+/// when the annotation is absent or empty.
+fn service_declared(meta: &ObjectMeta) -> Option<Vec<String>> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(EXPORT_TO_ANNOTATION))
+        .filter(|v| !v.is_empty())
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
+}
+
+/// The ports on which a CIDR address makes a ServiceEntry a listener-wide
+/// catch-all: TCP or unset protocols (an HTTP port routes by Host; TLS and
+/// HTTPS match by SNI). For `0.0.0.0/0` istiod adds no prefix range to the
+/// filter chain (`toFilterChainMatch`, networking/core/listener.go, 1.31).
+pub fn catch_all_ports(ports: &[crate::istio::ServiceEntryPort]) -> Vec<u32> {
+    ports
+        .iter()
+        .filter(|p| {
+            let upper = p.protocol.as_deref().map(str::to_ascii_uppercase);
+            let sni = matches!(upper.as_deref(), Some("TLS" | "HTTPS"));
+            let tcp_like = matches!(
+                Protocol::detect(p.protocol.as_deref(), None),
+                Protocol::Tcp | Protocol::Auto
+            );
+            tcp_like && !sni
+        })
+        .map(|p| p.number)
+        .collect()
+}
+
+/// The annotation that is a Kubernetes Service's exportTo.
+pub const EXPORT_TO_ANNOTATION: &str = "networking.istio.io/exportTo";
+
 fn count_selected(
     selector: &BTreeMap<String, String>,
     ns: &str,
@@ -341,6 +379,9 @@ fn kube_service(
         listed,
         labels: Labels::new(),
         export_list: Vec::new(),
+        declared: service_declared(&s.metadata),
+        declared_ours: export_to_is_ours(&s.metadata),
+        use_waypoint: use_waypoint(&labels(&s.metadata.labels), &ns),
         created: created(&s.metadata),
         addresses,
         resolution: if external {
@@ -447,6 +488,9 @@ fn entry_services<'a>(
         listed: listed.clone(),
         labels: own_labels.clone(),
         export_list: se.spec.export_to.clone().unwrap_or_default(),
+        declared: se.spec.export_to.clone().filter(|l| !l.is_empty()),
+        declared_ours: export_to_is_ours(&se.metadata),
+        use_waypoint: use_waypoint(&labels(&se.metadata.labels), &ns_of(&se.metadata)),
         created,
         addresses: addresses.clone(),
         resolution,

@@ -127,7 +127,7 @@ fn audit_reads_the_mesh_service_entry_visibility_from_istio_1_31() {
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].0, "partners");
     assert!(
-        f[0].1.contains("set spec.exportTo (for example [\".\"]), or have meshConfig.serviceEntryVisibility give namespace partners visibility NAMESPACE"),
+        f[0].1.contains("kubectl meshscope apply --exports -n partners --from-pod-logs writes it, or have meshConfig.serviceEntryVisibility give namespace partners visibility NAMESPACE"),
         "{}",
         f[0].1
     );

@@ -21,6 +21,7 @@ mod complete;
 mod connection;
 mod dumps;
 mod exempt;
+mod exports;
 mod fuzz_regressions;
 mod habits;
 mod hints;
