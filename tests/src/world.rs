@@ -153,12 +153,18 @@ impl World {
             map_yaml(&mut out, "    ", l);
         }
         for s in &self.services {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}\n  annotations:",
+                "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}",
                 s.name, s.namespace
             );
-            map_yaml(&mut out, "    ", &s.annotations);
+            // No empty map: applied, it would make the test the owner of
+            // every annotation, and an exportTo annotation written later
+            // by `apply --exports` a conflict.
+            if !s.annotations.is_empty() {
+                out.push_str("  annotations:");
+                map_yaml(&mut out, "    ", &s.annotations);
+            }
             out.push_str("spec:\n");
             if s.headless {
                 out.push_str("  clusterIP: None\n");

@@ -22,7 +22,7 @@ use meshscope_e2e::fidelity::{self, Scenario, DEFAULT_MESH, ROOT_NS};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
 use meshscope_e2e::run;
 use meshscope_e2e::world::World;
-use meshscope_e2e::xds::{ProxySpec, Sim};
+use meshscope_e2e::xds::{ProxySpec, Sim, SimOptions};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -513,6 +513,176 @@ fn recommended_sidecars_keep_every_observed_cluster() {
         after < before,
         "the recommended Sidecars did not narrow any scope ({before} -> {after} clusters)"
     );
+}
+
+/// The mesh of [`recommended_exports_keep_every_observed_edge`]: no
+/// Sidecars; `b` serves api, reviews (a VirtualService sends all of it to
+/// subset v2 of its DestinationRule) and a DNS ServiceEntry; `a` and `c`
+/// call into `b`, `d` calls nothing.
+fn exports_world(tag: u64) -> (Scenario, [String; 4]) {
+    use meshscope_e2e::fidelity::{destination_rule_doc, service_entry_doc, Builder};
+    use meshscope_e2e::world::{labels, SvcPort};
+    let ns = |n: &str| format!("exp{tag}-{n}");
+    let (a, b, c, d) = (ns("a"), ns("b"), ns("c"), ns("d"));
+    let mut w = Builder::new(950 + tag % 50);
+    for n in [&a, &b, &c, &d] {
+        w.namespace(n);
+    }
+    w.service(&b, "api", vec![SvcPort::new("http", 8080)], false);
+    w.service(&b, "reviews", vec![SvcPort::new("http", 9080)], false);
+    w.service(&d, "idle", vec![SvcPort::new("http", 80)], false);
+    for (n, pod, app, v) in [
+        (&b, "api-0", "api", "v1"),
+        (&b, "reviews-0", "reviews", "v1"),
+        (&b, "reviews-1", "reviews", "v2"),
+        (&a, "client-0", "client", "v1"),
+        (&c, "worker-0", "worker", "v1"),
+        (&d, "idle-0", "idle", "v1"),
+    ] {
+        w.pod(n, pod, labels(&[("app", app), ("version", v)]));
+    }
+    let reviews = format!("reviews.{b}.svc.cluster.local");
+    w.istio(destination_rule_doc(
+        &b,
+        "reviews",
+        &reviews,
+        &["v1", "v2"],
+        &None,
+    ));
+    w.istio(format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: reviews\n  namespace: {b}\nspec:\n  hosts: [{reviews}]\n  http:\n  - route:\n    - destination:\n        host: {reviews}\n        subset: v2\n"));
+    let payments = [format!("payments.{tag}.example.com")];
+    w.istio(service_entry_doc(
+        &b,
+        "payments",
+        &payments,
+        &[(443, "tls", "TLS")],
+        "DNS",
+        &[],
+        &[],
+        &None,
+    ));
+    (
+        w.finish("exports".into(), DEFAULT_MESH.into()),
+        [a, b, c, d],
+    )
+}
+
+/// Safety of `apply --exports` on a real istiod, with no Sidecar anywhere:
+/// after it, every observed edge's caller still gets the callee's cluster,
+/// and a call through a VirtualService still gets its route (the route
+/// configuration names the subset cluster it sends to); the namespace
+/// that calls nothing loses them (so the check is not vacuous).
+#[test]
+fn recommended_exports_keep_every_observed_edge() {
+    meshscope_e2e::needs_cluster!();
+    use meshscope_e2e::outbound_text_line;
+
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared();
+    let tag = run_tag();
+    let (sc, [a, b, cc, d]) = exports_world(tag);
+    let ip = |ns: &str, pod: &str| {
+        let p = sc
+            .world
+            .pods
+            .iter()
+            .find(|p| p.namespace == ns && p.name == pod);
+        p.map(|p| p.ip.clone()).expect("pod")
+    };
+    let host = |name: &str| format!("{name}.{b}.svc.cluster.local");
+    let payments = format!("payments.{tag}.example.com");
+    let edges = [
+        (&a, "client-0", host("api"), 8080),
+        (&a, "client-0", host("reviews"), 9080),
+        (&a, "client-0", payments.clone(), 443),
+        (&cc, "worker-0", host("api"), 8080),
+    ];
+    let mut log = String::new();
+    for (n, (ns, pod, h, port)) in edges.iter().enumerate() {
+        log.push_str(&outbound_text_line(
+            n as u64,
+            &ip(ns, pod),
+            h,
+            *port,
+            "10.255.0.9:80",
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::write(&log_path, &log).unwrap();
+
+    set_mesh(c, &sc.mesh);
+    sc.world.apply(c).expect("world applied");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
+    // Reference tracking decodes routes: which clusters each names.
+    let options = SimOptions {
+        concurrency: 8,
+        references: true,
+        ..SimOptions::default()
+    };
+    let sim = Sim::connect_with(&istiod.grpc_url(), specs(&sc.world), options).expect("connect");
+    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles");
+    let v2 = format!("outbound|9080|v2|{}", host("reviews"));
+    let client = format!("{a}/client-0");
+    let routed = |sim: &Sim| {
+        let p = sim.get(&client).expect("proxy");
+        p.referenced_clusters().values().any(|cs| cs.contains(&v2))
+    };
+    assert!(routed(&sim), "{client} has no route to {v2} to begin with");
+    let idle = format!("{d}/idle-0");
+    let before = sim.get(&idle).expect("proxy").cluster_names();
+    let t0 = Instant::now();
+    let mut failures = Vec::new();
+    for ns in [&a, &b, &cc, &d] {
+        let args = [
+            "apply",
+            "--exports",
+            "-n",
+            ns,
+            "--access-log",
+            log_path.to_str().unwrap(),
+        ];
+        match meshscope(&c.kubeconfig, &args) {
+            Ok(out) => eprintln!("apply --exports -n {ns}:\n{out}"),
+            Err(e) => failures.push(format!("apply --exports -n {ns}: {e:#}")),
+        }
+    }
+    sim.wait_push_after(t0, Duration::from_millis(1500), Duration::from_secs(90))
+        .expect("config settles after apply --exports");
+    for (ns, pod, h, port) in &edges {
+        let want = format!("outbound|{port}||{h}");
+        let got = sim
+            .get(&format!("{ns}/{pod}"))
+            .expect("proxy")
+            .cluster_names();
+        if !got.contains(&want) {
+            failures.push(format!("{ns}/{pod} lost {want}"));
+        }
+    }
+    if !routed(&sim) {
+        failures.push(format!(
+            "{a}/client-0 lost the VirtualService route to {v2}"
+        ));
+    }
+    let after = sim.get(&idle).expect("proxy").cluster_names();
+    let narrowed = [host("api"), host("reviews"), payments.clone()]
+        .iter()
+        .all(|h| {
+            before.iter().any(|c| c.ends_with(h.as_str()))
+                && !after.iter().any(|c| c.ends_with(h.as_str()))
+        });
+    sim.close();
+    drop(istiod);
+    cleanup(c, &sc);
+    eprintln!(
+        "exports safety: {idle} {} clusters before, {} after",
+        before.len(),
+        after.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(narrowed, "{idle} still gets b's services: {after:?}");
 }
 
 /// Hosts written the way istiod resolves them, on a real istiod: a
