@@ -255,8 +255,13 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
         } else {
             ("120", format!("set -o pipefail; {run}"))
         };
+        // --foreground: the signal goes to the command alone. Without it
+        // timeout also signals its process group, and a loaded machine can
+        // deliver the two apart: the second is the one that ends a
+        // watcher at once (exit 143) instead of letting it finish.
         let out = Command::new("timeout")
             .args([
+                "--foreground",
                 "-s",
                 "TERM",
                 "--preserve-status",
