@@ -186,7 +186,8 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
     assert!(!pods.is_empty(), "bookinfo has pods");
 
     // istiod behind a port-forward, as in a cluster; the proxies' logs are
-    // empty (the examples only need them readable).
+    // empty but productpage's, which shows one call to details (the
+    // examples need them readable, and `--exports` some traffic).
     let istiod = Istiod::start(c).expect("istiod starts");
     let istiod_pod = "istiod-examples";
     // An interrupted earlier run may have left it bound to its node.
@@ -200,7 +201,7 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
     for p in &pods {
         logs.insert(
             format!("bookinfo/{p}/istio-proxy"),
-            LogReply::Text(String::new()),
+            LogReply::Text(product_page_calls(c, p)),
         );
     }
     let kubelet = StandInKubelet::start_with(logs, forwards).unwrap();
@@ -417,4 +418,26 @@ fn check_recipe(c: &Cluster, stdout: &str) {
         6,
         "{ready}"
     );
+}
+
+/// The istio-proxy log of bookinfo pod `pod`: productpage's shows one
+/// call to details, the others nothing.
+fn product_page_calls(c: &Cluster, pod: &str) -> String {
+    if !pod.starts_with("productpage") {
+        return String::new();
+    }
+    let ip = c.kubectl_ok(
+        &[
+            "get",
+            "pod",
+            pod,
+            "-n",
+            "bookinfo",
+            "-o",
+            "jsonpath={.status.podIP}",
+        ],
+        None,
+    );
+    let host = "details.bookinfo.svc.cluster.local";
+    meshscope_e2e::outbound_text_line(0, ip.trim(), host, 9080, "10.255.7.1:9080")
 }
