@@ -189,6 +189,16 @@ fn apply_exports_writes_only_export_to_and_leaves_owner_set_ones_alone() {
         "{}",
         r.stderr
     );
+    // One summary line counts what the lines above report.
+    let configured = r.stdout.matches(" configured (namespace ").count();
+    assert!(configured > 0, "{}", r.stdout);
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l == format!("apply --exports: {configured} configured")),
+        "{}",
+        r.stderr
+    );
 
     for (kind, name, old) in &before {
         let now = get(c, &owner, kind, name);

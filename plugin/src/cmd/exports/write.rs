@@ -5,7 +5,7 @@
 //! without `--force-exports` (one meshscope wrote is updated), and one exempt by `meshscope.io/exempt` is
 //! skipped. No label is added: these objects are their owners'.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{anyhow, Result};
 use k8s_openapi::api::core::v1::Service;
@@ -198,10 +198,10 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         DryRun::Server => " (server dry run)",
         DryRun::Client => " (dry run)",
     };
-    let mut failed = 0;
+    let mut counts: BTreeMap<ApplyResult, usize> = BTreeMap::new();
     for x in writes(&recs) {
         let (res, why, _) = ctx.rt.block_on(write_one(ctx, x, e.force, pp.as_ref()));
-        failed += usize::from(res == ApplyResult::Failed);
+        *counts.entry(res).or_default() += 1;
         let why = if why.is_empty() {
             String::new()
         } else {
@@ -215,8 +215,20 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             x.namespace
         )?;
     }
+    let summary: Vec<String> = counts
+        .iter()
+        .map(|(r, n)| format!("{n} {}", r.word()))
+        .collect();
+    p.summary(format_args!(
+        "apply --exports{suffix}: {}",
+        if summary.is_empty() {
+            "nothing to narrow".to_string()
+        } else {
+            summary.join(", ")
+        }
+    ))?;
     report_owner_set(&recs, p)?;
-    Ok(if failed > 0 {
+    Ok(if counts.contains_key(&ApplyResult::Failed) {
         Outcome::Findings
     } else {
         Outcome::Ok
