@@ -530,19 +530,23 @@ struct Results {
 }
 
 /// `apply --exports -n NS` for each namespace of the mesh; the objects
-/// to narrow, as its summary counts them (`exports: N to narrow, …`).
+/// it narrowed, as its summary counts them (`apply --exports: N
+/// configured, …`).
 fn apply_exports(c: &Cluster, m: &Mesh, log: &Path) -> Result<usize> {
     let log = log.to_str().context("log path")?;
     let mut written = 0;
     for ns in m.mesh_ns.iter().chain(&m.dark_ns) {
         let args = ["apply", "--exports", "-n", ns, "--access-log", log];
         let (_, err) = meshscope(c, &args)?;
-        let n = err
+        let summary = err
             .lines()
-            .find_map(|l| l.strip_prefix("exports: "))
-            .and_then(|l| l.split_whitespace().next()?.parse::<usize>().ok());
-        written +=
-            n.with_context(|| format!("apply --exports -n {ns} printed no count:\n{err}"))?;
+            .find_map(|l| l.strip_prefix("apply --exports: "))
+            .with_context(|| format!("apply --exports -n {ns} printed no summary:\n{err}"))?;
+        written += summary
+            .split(", ")
+            .filter_map(|part| part.strip_suffix(" configured"))
+            .filter_map(|n| n.parse::<usize>().ok())
+            .sum::<usize>();
     }
     Ok(written)
 }
