@@ -92,6 +92,7 @@ impl Builder {
             service_account: "default".into(),
             ready: true,
             terminating: false,
+            proxied: true,
         });
     }
 

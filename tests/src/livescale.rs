@@ -182,6 +182,7 @@ pub fn deploy_with(c: &Cluster, s: &Scenario, edit: impl Fn(String) -> String) -
                 service_account: "default".into(),
                 ready: true,
                 terminating: false,
+                proxied: true,
             });
         }
         if app.starts_with("httpbin-") {

@@ -235,6 +235,7 @@ fn endpoint_slices(p: &Parsed, ips: &BTreeMap<(String, String), String>) -> Stri
             service_account: String::new(),
             ready: true,
             terminating: false,
+            proxied: true,
         });
     }
     w.endpoint_slices_yaml()

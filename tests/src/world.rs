@@ -74,6 +74,9 @@ pub struct Pod {
     /// Being deleted: a finalizer holds it in Terminating (there is no
     /// kubelet to finish it), and its EndpointSlice entries say so.
     pub terminating: bool,
+    /// Carries an `istio-proxy` container (injected); `false`: a plain
+    /// pod outside the mesh.
+    pub proxied: bool,
 }
 
 /// The finalizer that holds a terminating test pod.
@@ -195,9 +198,12 @@ impl World {
             }
             let _ = writeln!(
                 out,
-                "spec:\n  serviceAccountName: {sa}\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: registry.invalid/app:1\n  - name: istio-proxy\n    image: docker.io/istio/proxyv2:1.31.0",
+                "spec:\n  serviceAccountName: {sa}\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: registry.invalid/app:1",
                 sa = p.service_account
             );
+            if p.proxied {
+                out.push_str("  - name: istio-proxy\n    image: docker.io/istio/proxyv2:1.31.0\n");
+            }
         }
         out.push_str(&self.endpoint_slices_yaml());
         for doc in &self.istio[..istio] {

@@ -10,7 +10,7 @@
 //! other app namespaces' services (3·k each, one pod apiece, calling
 //! nothing); two injected namespaces that nobody calls and that call
 //! nothing; and two namespaces with no injection and no traffic holding
-//! 150·k plain Services and pods each.
+//! 600·k plain Services and pods (no proxy) each.
 //!
 //! It measures, before and after `apply --exports` from the access log of
 //! those calls: each proxy's xDS (p50, p95, max by role), which proxies a
@@ -43,6 +43,8 @@ const TYPES: [&str; 4] = ["cds", "lds", "rds", "eds"];
 const APP_NS: usize = 13;
 const IDLE_NS: usize = 2;
 const DARK_NS: usize = 2;
+/// Plain Services (and pods) per dark namespace, at scale 1.
+const DARK_PER_NS: usize = 600;
 const EXTERNAL: usize = 6;
 const HUB_PORT: u32 = 8080;
 const APP_PORT: u32 = 9080;
@@ -72,8 +74,21 @@ struct Mesh {
     configs: Vec<(String, String)>,
 }
 
-/// Pod IPs of their own block (the fidelity Builder's allots 253).
+/// An injected pod (IPs of their own block: the fidelity Builder's
+/// allots 253).
 fn add_pod(sc: &mut Builder, ns: &str, name: &str, app: &str, version: &str) -> String {
+    add_pod_with(sc, ns, name, app, version, true)
+}
+
+/// A pod, injected or plain.
+fn add_pod_with(
+    sc: &mut Builder,
+    ns: &str,
+    name: &str,
+    app: &str,
+    version: &str,
+    proxied: bool,
+) -> String {
     let n = sc.world.pods.len() as u32;
     let ip = format!(
         "10.{}.{}.{}",
@@ -89,6 +104,7 @@ fn add_pod(sc: &mut Builder, ns: &str, name: &str, app: &str, version: &str) -> 
         service_account: "default".into(),
         ready: true,
         terminating: false,
+        proxied,
     });
     ip
 }
@@ -176,14 +192,14 @@ fn apps(m: &mut Mesh, b: &mut Builder, per_ns: usize) -> Vec<String> {
 }
 
 /// Namespaces with no injection and no traffic: `n` plain Services, each
-/// with a (non-injected) pod.
+/// with a pod that has no proxy.
 fn dark(m: &mut Mesh, b: &mut Builder, n: usize) {
     for ns in m.dark_ns.clone() {
         b.world.namespace(&ns, labels(&[]));
         for j in 0..n {
             let svc = format!("plain-{j}");
             b.service(&ns, &svc, vec![SvcPort::new("http", 80)], false);
-            add_pod(b, &ns, &format!("{svc}-0"), &svc, "v1");
+            add_pod_with(b, &ns, &format!("{svc}-0"), &svc, "v1", false);
         }
     }
 }
@@ -251,7 +267,7 @@ fn build_mesh(scale: usize, seed: u64, tag: u64) -> Mesh {
     }
     hub(&mut m, &mut b, tag);
     let app_hosts = apps(&mut m, &mut b, 3 * scale);
-    dark(&mut m, &mut b, 150 * scale);
+    dark(&mut m, &mut b, DARK_PER_NS * scale);
     calls(&mut m, &mut Rng::new(seed), &app_hosts, tag);
     m.sc = b.finish(format!("exports-{scale}x"), DEFAULT_MESH.into());
     m
@@ -506,6 +522,7 @@ struct Results {
     proxies: usize,
     mesh_services: usize,
     dark_services: usize,
+    dark_ns: Vec<String>,
     edges: usize,
     routed_edges: usize,
     before: BTreeMap<String, Dist>,
@@ -526,6 +543,9 @@ struct Results {
     istiod_with: ProcessUsage,
     heap_mb_without: f64,
     heap_mb_with: f64,
+    /// Services in istiod's registry: (all, of the dark namespaces).
+    registry_without: (usize, usize),
+    registry_with: (usize, usize),
     p50_with_selectors: u64,
 }
 
@@ -609,6 +629,27 @@ fn audit_selectors(c: &Cluster, log: &Path) -> Result<(usize, Vec<String>, Strin
     Ok((ms0020, dropped, yaml))
 }
 
+/// The Services istiod's registry holds (`/debug/registryz`): all, and
+/// those of the dark namespaces.
+fn registry(istiod: &Istiod, dark: &[String]) -> Result<(usize, usize)> {
+    let v: serde_json::Value = serde_json::from_str(&istiod.debug("/debug/registryz")?)
+        .context("/debug/registryz is JSON")?;
+    let hosts: Vec<&str> = v
+        .as_array()
+        .context("/debug/registryz is a list")?
+        .iter()
+        .filter_map(|s| s["hostname"].as_str())
+        .collect();
+    let in_dark = hosts
+        .iter()
+        .filter(|h| {
+            dark.iter()
+                .any(|ns| h.ends_with(&format!(".{ns}.svc.cluster.local")))
+        })
+        .count();
+    Ok((hosts.len(), in_dark))
+}
+
 /// istiod's heap in use, MB (go_memstats_heap_inuse_bytes).
 fn heap_mb(istiod: &Istiod) -> f64 {
     istiod
@@ -624,6 +665,7 @@ fn selectors_phase(c: &Cluster, m: &Mesh, log: &Path, r: &mut Results) -> Result
     let (istiod, sim) = start(c, m, true)?;
     std::thread::sleep(Duration::from_secs(3));
     (r.istiod_without, r.heap_mb_without) = (istiod.usage()?, heap_mb(&istiod));
+    r.registry_without = registry(&istiod, &m.dark_ns)?;
     sim.close();
     drop(istiod);
     let (n, dropped, yaml) = audit_selectors(c, log)?;
@@ -633,6 +675,7 @@ fn selectors_phase(c: &Cluster, m: &Mesh, log: &Path, r: &mut Results) -> Result
     let (istiod, sim) = start(c, m, false)?;
     std::thread::sleep(Duration::from_secs(3));
     (r.istiod_with, r.heap_mb_with) = (istiod.usage()?, heap_mb(&istiod));
+    r.registry_with = registry(&istiod, &m.dark_ns)?;
     r.lost_with_selectors = lost_edges(&sim, &m.edges);
     r.p50_with_selectors = by_role(&sim, &m.roles)["all"].p50;
     sim.close();
@@ -679,6 +722,7 @@ fn targets(r: &Results) -> Vec<[String; 5]> {
     let fan_ok = a.fanout <= r.vs_exported_proxies && a.fanout < b.fanout;
     let (p50b, p50a) = (r.before["all"].p50, r.after["all"].p50);
     let (rss0, rss1) = (r.istiod_without.rss_kb, r.istiod_with.rss_kb);
+    let dark_dropped = r.dark_ns.iter().all(|ns| r.dropped.contains(ns));
     vec![
         [
             format!("observed edges lost ({} edges, {} through a VirtualService; after: exports, then also discoverySelectors)", r.edges, r.routed_edges),
@@ -700,6 +744,16 @@ fn targets(r: &Results) -> Vec<[String; 5]> {
             kb(p50a),
             "after < before".into(),
             yes(p50a < p50b),
+        ],
+        [
+            format!(
+                "Services in istiod's registry (of them in the {} namespaces with no proxy and no traffic)",
+                r.dark_ns.len()
+            ),
+            format!("{} ({})", r.registry_without.0, r.registry_without.1),
+            format!("{} ({})", r.registry_with.0, r.registry_with.1),
+            format!("the {} namespaces dropped: none of their {} Services", r.dark_ns.len(), r.dark_services),
+            yes(dark_dropped && r.registry_without.1 == r.dark_services && r.registry_with.1 == 0),
         ],
         [
             format!("istiod RSS, fresh start, sidecars connected (without / with discoverySelectors dropping {} namespaces)", r.dropped.len()),
@@ -776,6 +830,8 @@ fn json(r: &Results, met: bool) -> serde_json::Value {
         "istiod_hwm_mb_without": r.istiod_without.hwm_kb / 1024, "istiod_hwm_mb_with": r.istiod_with.hwm_kb / 1024,
         "istiod_cpu_s_without": r.istiod_without.cpu_s, "istiod_cpu_s_with": r.istiod_with.cpu_s,
         "heap_mb_without": r.heap_mb_without, "heap_mb_with": r.heap_mb_with,
+        "registry_services_without": r.registry_without.0, "registry_services_with": r.registry_with.0,
+        "registry_dark_services_without": r.registry_without.1, "registry_dark_services_with": r.registry_with.1,
         "p50_with_selectors": r.p50_with_selectors,
         "met": met,
     })
@@ -824,7 +880,8 @@ fn main() -> Result<()> {
         scale,
         seed,
         proxies: m.roles.len(),
-        dark_services: 150 * scale * DARK_NS,
+        dark_services: DARK_PER_NS * scale * DARK_NS,
+        dark_ns: m.dark_ns.clone(),
         edges: m.edges.len(),
         routed_edges: m.edges.iter().filter(|e| e.routed.is_some()).count(),
         ..Results::default()
