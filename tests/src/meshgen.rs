@@ -1188,6 +1188,45 @@ mod tests {
     }
 
     #[test]
+    fn endpoint_slices_of_ports_named_by_number_parse() {
+        let t = social_network(1, 1);
+        let mut world = World {
+            services: t.services(),
+            ..World::default()
+        };
+        for w in 0..t.workloads.len() {
+            for (r, ip) in t.pod_ips(w).into_iter().enumerate() {
+                let wl = &t.workloads[w];
+                world.pods.push(Pod {
+                    namespace: wl.namespace.clone(),
+                    name: format!("{}-{r}", wl.name),
+                    labels: labels(&[("app", &wl.name)]),
+                    ip,
+                    service_account: "default".into(),
+                    ready: true,
+                    terminating: false,
+                });
+            }
+        }
+        // Services, pods and the EndpointSlices.
+        let y = world.spec_yaml();
+        let mut slices = 0;
+        for doc in serde_yaml::Deserializer::from_str(&y) {
+            let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+            if v["kind"] == "EndpointSlice" || v["kind"] == "Service" {
+                let ports = if v["kind"] == "Service" {
+                    &v["spec"]["ports"]
+                } else {
+                    slices += 1;
+                    &v["ports"]
+                };
+                assert!(ports[0]["name"].is_string(), "{v}");
+            }
+        }
+        assert_eq!(slices, 26);
+    }
+
+    #[test]
     fn pod_ips_are_unique() {
         let t = realistic(2, 3);
         let mut all = BTreeSet::new();
