@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 
 pub mod bench;
 pub mod cluster;
+pub mod dist;
 pub mod fidelity;
 pub mod help;
 pub mod injector;
@@ -20,6 +21,7 @@ pub mod istiod;
 pub mod kubelet;
 pub mod livescale;
 pub mod load;
+pub mod meshgen;
 pub mod rbac;
 pub mod run;
 pub mod setup;
@@ -338,19 +340,65 @@ impl Scenario {
     }
 }
 
-/// One client-side access-log line in Istio's default TEXT format: the
-/// proxy at `src_ip` sent a request to `host:port` through cluster
-/// `outbound|port||host`, answered by `upstream`.
-pub fn outbound_text_line(n: u64, src_ip: &str, host: &str, port: u32, upstream: &str) -> String {
+/// One server-side access-log line in Istio's default TEXT format: the
+/// proxy of the pod at `dst_ip` took a request for `host:port` from
+/// `src_ip` and passed it to the app (`inbound|port||`).
+pub fn inbound_text_line(n: u64, src_ip: &str, host: &str, port: u32, dst_ip: &str) -> String {
     let start = format!("2026-11-21T10:{:02}:{:02}.000Z", (n / 60) % 60, n % 60);
     let sport = 30000 + (n % 30000) as u32;
     let f = Fields {
         start: &start,
         authority: format!("{host}:{port}"),
+        upstream_host: format!("127.0.0.1:{port}"),
+        cluster: format!("inbound|{port}||"),
+        upstream_local: format!("127.0.0.6:{}", sport + 2),
+        downstream_local: format!("{dst_ip}:{port}"),
+        downstream_remote: format!("{src_ip}:{}", sport + 1),
+        sni: format!("outbound_.{port}_._.{host}"),
+        route: "default".into(),
+    };
+    let mut out = String::new();
+    f.text(&mut out);
+    out
+}
+
+/// One client-side access-log line in Istio's default TEXT format: the
+/// proxy at `src_ip` sent a request to `host:port` through cluster
+/// `outbound|port||host`, answered by `upstream`.
+pub fn outbound_text_line(n: u64, src_ip: &str, host: &str, port: u32, upstream: &str) -> String {
+    let cluster = format!("outbound|{port}||{host}");
+    routed_text_line(
+        n,
+        src_ip,
+        &format!("{host}:{port}"),
+        &cluster,
+        upstream,
+        upstream,
+    )
+}
+
+/// One client-side access-log line in Istio's default TEXT format where the
+/// authority the app dialled and the cluster Envoy sent to differ (a
+/// VirtualService routing a host elsewhere, such as to an egress gateway):
+/// the proxy at `src_ip` asked for `authority`, the request left through
+/// `cluster` to `upstream`, and the app had connected to `dialled`.
+pub fn routed_text_line(
+    n: u64,
+    src_ip: &str,
+    authority: &str,
+    cluster: &str,
+    upstream: &str,
+    dialled: &str,
+) -> String {
+    let start = format!("2026-11-21T10:{:02}:{:02}.000Z", (n / 60) % 60, n % 60);
+    let sport = 30000 + (n % 30000) as u32;
+    let f = Fields {
+        start: &start,
+        authority: authority.to_string(),
         upstream_host: upstream.to_string(),
-        cluster: format!("outbound|{port}||{host}"),
+        cluster: cluster.to_string(),
         upstream_local: format!("{src_ip}:{}", sport + 1),
-        downstream_local: upstream.to_string(),
+        downstream_local: dialled.to_string(),
         downstream_remote: format!("{src_ip}:{sport}"),
         sni: "-".into(),
         route: "default".into(),

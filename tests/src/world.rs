@@ -179,7 +179,11 @@ impl World {
                 let _ = writeln!(
                     out,
                     "  - name: {}\n    port: {}\n    targetPort: {}\n    protocol: {}",
-                    p.name, p.port, p.target_port, p.protocol
+                    // Quoted: a port named by its number ("9090") is a string.
+                    json_str(&p.name),
+                    p.port,
+                    p.target_port,
+                    p.protocol
                 );
                 if let Some(a) = &p.app_protocol {
                     let _ = writeln!(out, "    appProtocol: {a}");
@@ -248,7 +252,9 @@ impl World {
                 let _ = writeln!(
                     out,
                     "- name: {}\n  port: {}\n  protocol: {}",
-                    p.name, p.target_port, p.protocol
+                    json_str(&p.name),
+                    p.target_port,
+                    p.protocol
                 );
                 if let Some(a) = &p.app_protocol {
                     let _ = writeln!(out, "  appProtocol: {a}");

@@ -1,33 +1,49 @@
 //! `meshscope-bench-istiod`: the effect of meshscope's Sidecars measured on
 //! a real istiod (run by `tests/bench/run istiod`).
 //!
-//! For each scale of the reference scenario (namespace `default`, 200·k
-//! httpbin Deployments × 2 pods, 20·k sleeps each calling 10 httpbins), it
-//! connects one simulated sidecar per pod and measures, before and after
-//! `kubectl meshscope apply` from the scenario's access logs:
-//! - the xDS each proxy holds, by type (protobuf bytes of the resources as
-//!   istiod sends them);
-//! - which proxies a VirtualService change on httpbin-0 is pushed to, the
-//!   bytes pushed, and the time from the apply until the last pushed proxy
-//!   has ACKed;
+//! Scenarios (`--scenario`):
+//! - `reference` (the default): namespace `default`, 200·k httpbin
+//!   Deployments × 2 pods, 20·k sleeps each calling 10 httpbins;
+//! - `realistic`: a seeded many-namespace mesh with hubs most workloads
+//!   call, a Zipf long tail, StatefulSets behind headless Services, DNS
+//!   ServiceEntries, an egress gateway and an extension provider
+//!   (`meshscope_e2e::meshgen::realistic`);
+//! - `social-network`: DeathStarBench's social network and its call graph
+//!   (`meshscope_e2e::meshgen::social_network`).
+//!
+//! For each scale k it connects one simulated sidecar per injected pod and
+//! measures, before and after `kubectl meshscope apply` from the
+//! scenario's access logs:
+//! - the xDS each proxy holds (protobuf bytes of the resources as istiod
+//!   sends them): p50, p95 and max by role (hub, caller, leaf), the worst
+//!   proxy named;
+//! - which proxies a VirtualService change on a hub Service and on a leaf
+//!   Service is pushed to, and the bytes pushed;
 //! - istiod's own RSS and CPU.
 //!
-//! It also checks safety (every observed edge's cluster is still sent) and
-//! compares each proxy's clusters, listeners, routes and bytes with what
-//! `explain` predicts. Prints a markdown table, the calibration table, and
-//! as its last line one JSON object.
+//! It checks safety (every observed edge keeps its cluster, a call through
+//! the egress gateway its route, every proxy the extension provider's
+//! cluster) and holds each proxy's clusters, listeners and bytes to what
+//! `explain` predicts. Prints markdown tables, the targets with a `met`
+//! column, and as its last line one JSON object, also written to
+//! `--out-dir` as `istiod-<scenario>-<commit>.json`; exits 1 when a target
+//! is missed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::dist::Dist;
 use meshscope_e2e::istiod::{Istiod, ProcessUsage, ENGINE_VERSION};
 use meshscope_e2e::livescale::{cleanup, deploy, kubectl_json, NS};
+use meshscope_e2e::meshgen::{self, Topology};
 use meshscope_e2e::world::Pod;
-use meshscope_e2e::xds::{ProxyConfig, Sim};
+use meshscope_e2e::xds::{ProxyConfig, Sim, SimOptions};
 use meshscope_e2e::{LogForm, Scenario};
+use meshscope_shared::inputs::DUMP_KINDS;
 use meshscope_shared::mesh::{IstioVersion, Options};
 use meshscope_shared::{Inputs, MeshSnapshot};
 use serde::Serialize;
@@ -75,7 +91,7 @@ struct PushResult {
 fn measured_push(c: &Cluster, sim: &Sim, yaml: &str) -> Result<PushResult> {
     let t0 = Instant::now();
     c.apply(yaml);
-    sim.wait_push_after(t0, Duration::from_secs(3), Duration::from_secs(300))?;
+    settle_after(sim, t0, Duration::from_secs(3))?;
     let mut r = PushResult::default();
     let mut last = t0;
     for p in sim.proxies() {
@@ -97,6 +113,17 @@ fn measured_push(c: &Cluster, sim: &Sim, yaml: &str) -> Result<PushResult> {
     Ok(r)
 }
 
+/// Waits for the first push after `t0` (30 s at most: a change may reach
+/// no proxy at all), then until nothing has moved for `quiet`.
+fn settle_after(sim: &Sim, t0: Instant, quiet: Duration) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sim.last_received().is_none_or(|t| t < t0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sim.wait_stable(quiet, Duration::from_secs(600))?;
+    Ok(())
+}
+
 fn vs_yaml(timeout_s: u32) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: httpbin-0-timeout\n  namespace: {NS}\nspec:\n  hosts:\n  - httpbin-0.{NS}.svc.cluster.local\n  http:\n  - timeout: {timeout_s}s\n    route:\n    - destination:\n        host: httpbin-0.{NS}.svc.cluster.local\n        port:\n          number: 8000\n"
@@ -107,8 +134,7 @@ fn vs_yaml(timeout_s: u32) -> String {
 /// plugin reads, for per-proxy predictions.
 fn engine_snapshot(c: &Cluster) -> Result<MeshSnapshot> {
     let mut inputs = Inputs::default();
-    let kinds = "namespaces,pods,deployments,replicasets,services,serviceentries.networking.istio.io,sidecars.networking.istio.io,virtualservices.networking.istio.io,destinationrules.networking.istio.io,configmaps";
-    let v = kubectl_json(c, &["get", "-A", kinds])?;
+    let v = kubectl_json(c, &["get", "-A", DUMP_KINDS])?;
     for item in v["items"].as_array().cloned().unwrap_or_default() {
         // Objects of kinds the engine does not read are skipped.
         let _ = inputs.add(item);
@@ -131,7 +157,17 @@ struct Calibration {
     total_predicted: u64,
     total_actual: u64,
     worst_bytes_error: f64,
+    /// The proxy with the worst bytes error.
+    worst_proxy: String,
+    /// Proxies whose predicted bytes are off by more than ±15%.
+    beyond_15: usize,
     mismatches: Vec<String>,
+}
+
+impl Calibration {
+    fn total_ratio(&self) -> f64 {
+        self.total_predicted as f64 / self.total_actual.max(1) as f64
+    }
 }
 
 fn calibrate(snap: &MeshSnapshot, sim: &Sim) -> Calibration {
@@ -192,8 +228,12 @@ fn calibrate(snap: &MeshSnapshot, sim: &Sim) -> Calibration {
         cal.total_actual += got.total_bytes;
         let err =
             (e.estimate.bytes as f64 - got.total_bytes as f64) / got.total_bytes.max(1) as f64;
-        if err.abs() > cal.worst_bytes_error.abs() {
+        if err.abs() > 0.15 {
+            cal.beyond_15 += 1;
+        }
+        if err.abs() > cal.worst_bytes_error.abs() || cal.worst_proxy.is_empty() {
             cal.worst_bytes_error = err;
+            cal.worst_proxy = p.key().to_string();
         }
     }
     cal
@@ -206,6 +246,11 @@ struct ScaleResult {
     services: usize,
     before: Sizes,
     after: Sizes,
+    /// Per role (sleeps call, httpbins are called), and `all`.
+    before_roles: BTreeMap<String, Dist>,
+    after_roles: BTreeMap<String, Dist>,
+    /// The proxies of httpbin-0's callers.
+    leaf_callers: Vec<String>,
     push_before: PushResult,
     push_after: PushResult,
     istiod_idle: ProcessUsage,
@@ -283,6 +328,13 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
     r.istiod_before = istiod.usage()?;
     r.istiod_cpu_connect_s = r.istiod_before.cpu_s - r.istiod_idle.cpu_s;
     r.before = sizes(&sim.snapshots());
+    r.before_roles = roles_of(&sim, reference_role);
+    r.leaf_callers = sim
+        .proxies()
+        .iter()
+        .filter(|p| p.spec().labels.get("app").map(String::as_str) == Some("sleep-0"))
+        .map(|p| p.key().to_string())
+        .collect();
     eprintln!(
         "[istiod-bench] {scale}x: unscoped: mean {:.0} B per proxy, by type {:?}; istiod {} MB",
         r.before.bytes_mean,
@@ -357,6 +409,7 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
     r.istiod_after = istiod.usage()?;
     r.istiod_cpu_apply_s = r.istiod_after.cpu_s - cpu0;
     r.after = sizes(&sim.snapshots());
+    r.after_roles = roles_of(&sim, reference_role);
     let snap = engine_snapshot(c)?;
     r.calibration_after = calibrate(&snap, &sim);
 
@@ -453,90 +506,509 @@ fn scale_json(r: &ScaleResult) -> serde_json::Value {
     })
 }
 
+// === roles, probes, the common summary ===
+
+/// Each proxy's config, distributed by `role_of` its key.
+fn roles_of(sim: &Sim, role_of: impl Fn(&str) -> &'static str) -> BTreeMap<String, Dist> {
+    let snaps: Vec<(String, ProxyConfig)> = sim
+        .proxies()
+        .iter()
+        .map(|p| (p.key().to_string(), p.snapshot()))
+        .collect();
+    Dist::by_role(&snaps, role_of)
+}
+
+/// In the reference scenario the sleeps call and the httpbins are called
+/// by one sleep each: no hub.
+fn reference_role(key: &str) -> &'static str {
+    if key
+        .split('/')
+        .nth(1)
+        .is_some_and(|p| p.starts_with("sleep-"))
+    {
+        "caller"
+    } else {
+        "leaf"
+    }
+}
+
+/// A VirtualService change on one Service: to whom it was pushed, before
+/// and after, against the proxies of the workloads that call it.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Probe {
+    /// `hub` or `leaf`.
+    role: String,
+    host: String,
+    callers: Vec<String>,
+    before: PushResult,
+    after: PushResult,
+    /// Pushed after the apply although not a caller.
+    after_outside: Vec<String>,
+}
+
+impl Probe {
+    fn new(role: &str, host: String, callers: Vec<String>) -> Self {
+        Probe {
+            role: role.into(),
+            host,
+            callers,
+            ..Probe::default()
+        }
+    }
+
+    fn finish(&mut self) {
+        let callers: BTreeSet<&String> = self.callers.iter().collect();
+        self.after_outside = self
+            .after
+            .names
+            .iter()
+            .filter(|n| !callers.contains(n))
+            .cloned()
+            .collect();
+    }
+}
+
+/// One scale of one scenario, in the form every table and target reads.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Summary {
+    scale: usize,
+    proxies: usize,
+    services: usize,
+    edges: usize,
+    before: BTreeMap<String, Dist>,
+    after: BTreeMap<String, Dist>,
+    probes: Vec<Probe>,
+    /// Observed edges checked (per caller workload), and those lost.
+    safety_edges: usize,
+    lost: Vec<String>,
+    calibration_before: Calibration,
+    calibration_after: Calibration,
+    istiod_before: ProcessUsage,
+    istiod_after: ProcessUsage,
+    istiod_cpu_connect_s: f64,
+    istiod_cpu_apply_s: f64,
+    /// From the start of `apply` until nothing moved for 12 s.
+    apply_converged_s: f64,
+    apply_wait_s: f64,
+    apply_waited_proxies: usize,
+    sidecars_written: usize,
+    /// The reference scenario's own figures (verify, the old JSON keys).
+    extra: serde_json::Value,
+}
+
+fn reference_summary(r: &ScaleResult) -> Summary {
+    let mut probe = Probe::new(
+        "leaf",
+        format!("httpbin-0.{NS}.svc.cluster.local"),
+        r.leaf_callers.clone(),
+    );
+    probe.before = r.push_before.clone();
+    probe.after = r.push_after.clone();
+    probe.finish();
+    Summary {
+        scale: r.scale,
+        proxies: r.proxies,
+        services: r.services,
+        edges: r.safety_edges,
+        before: r.before_roles.clone(),
+        after: r.after_roles.clone(),
+        probes: vec![probe],
+        safety_edges: r.safety_edges,
+        lost: r.safety_missing.clone(),
+        calibration_before: r.calibration_before.clone(),
+        calibration_after: r.calibration_after.clone(),
+        istiod_before: r.istiod_before,
+        istiod_after: r.istiod_after,
+        istiod_cpu_connect_s: r.istiod_cpu_connect_s,
+        istiod_cpu_apply_s: r.istiod_cpu_apply_s,
+        apply_converged_s: r.apply_s,
+        apply_wait_s: r.apply_wait_s,
+        apply_waited_proxies: r.apply_waited_proxies,
+        sidecars_written: 0,
+        extra: scale_json(r),
+    }
+}
+
+/// A VirtualService on `host` (its `port`) with a route timeout.
+fn probe_vs(ns: &str, name: &str, host: &str, port: u32, timeout_s: u32) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hosts:\n  - {host}\n  http:\n  - timeout: {timeout_s}s\n    route:\n    - destination:\n        host: {host}\n        port:\n          number: {port}\n"
+    )
+}
+
+/// `kubectl meshscope ARGS --kubeconfig ...` from the benchmark's own
+/// directory: (stdout, stderr); an error when it fails.
+fn meshscope(c: &Cluster, args: &[&str]) -> Result<(String, String)> {
+    // target/<profile>/meshscope-bench-istiod -> target/<profile>/kubectl-meshscope
+    let plugin = std::env::current_exe()?
+        .parent()
+        .context("the benchmark's directory")?
+        .join("kubectl-meshscope");
+    let out = Command::new(&plugin)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .output()
+        .with_context(|| format!("run {}", plugin.display()))?;
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    if !out.status.success() {
+        bail!("kubectl meshscope {}: {e}", args.join(" "));
+    }
+    Ok((o, e))
+}
+
+/// The edges whose callers lost their cluster (or, through the egress
+/// gateway, the route to it), and every proxy that lost the extension
+/// provider's cluster; and how many edges were checked.
+fn lost_edges(t: &Topology, sim: &Sim, pods: &[(usize, Pod)]) -> (usize, Vec<String>) {
+    let mut lost = Vec::new();
+    let mut checked = 0;
+    for e in &t.edges {
+        checked += 1;
+        let want = t.edge_cluster(e);
+        for (_, pod) in pods.iter().filter(|(w, _)| *w == e.from) {
+            let key = format!("{}/{}", pod.namespace, pod.name);
+            let Some(p) = sim.get(&key) else {
+                lost.push(format!("{key}: no proxy"));
+                continue;
+            };
+            if !p.cluster_names().contains(&want) {
+                lost.push(format!("{key} lost {want}"));
+            } else if t.edge_routed(e)
+                && !p
+                    .referenced_clusters()
+                    .values()
+                    .any(|cs| cs.contains(&want))
+            {
+                lost.push(format!("{key} lost its route to {want}"));
+            }
+        }
+    }
+    if let Some((w, port)) = t.provider {
+        checked += 1;
+        let want = format!("outbound|{port}||{}", t.host(w));
+        for p in sim.proxies() {
+            if !p.cluster_names().contains(&want) {
+                lost.push(format!("{} lost the extension provider's {want}", p.key()));
+            }
+        }
+    }
+    (checked, lost)
+}
+
+/// One scale of a generated topology, before and after `apply -A`.
+fn run_topology(c: &Cluster, t: &Topology, work: &Path) -> Result<Summary> {
+    let tag = format!("{} {}x", t.name, t.scale);
+    eprintln!("[istiod-bench] {tag}: removing an earlier run's namespaces");
+    meshgen::cleanup(c, t);
+    eprintln!(
+        "[istiod-bench] {tag}: deploying {} namespaces, {} workloads, {} ServiceEntries",
+        t.namespaces.len(),
+        t.workloads.len(),
+        t.externals.len()
+    );
+    let pods = meshgen::deploy(c, t)?;
+    let istiod = Istiod::start(c)?;
+    istiod.wait_for(&t.registry_hosts(), &t.configs(), Duration::from_secs(300))?;
+    let idle = istiod.usage()?;
+    let injected: Vec<&Pod> = pods
+        .iter()
+        .filter(|(w, _)| t.workloads[*w].injected)
+        .map(|(_, p)| p)
+        .collect();
+    let role: BTreeMap<String, &'static str> = pods
+        .iter()
+        .map(|(w, p)| (format!("{}/{}", p.namespace, p.name), t.role(*w)))
+        .collect();
+    let role_of = |k: &str| role.get(k).copied().unwrap_or("other");
+    eprintln!(
+        "[istiod-bench] {tag}: connecting {} simulated sidecars",
+        injected.len()
+    );
+    let options = SimOptions {
+        concurrency: 16,
+        references: true,
+        ..SimOptions::default()
+    };
+    let sim = Sim::connect_with(
+        &istiod.grpc_url(),
+        injected.iter().map(|p| p.proxy_spec()).collect(),
+        options,
+    )?;
+    sim.wait_stable(Duration::from_secs(3), Duration::from_secs(600))?;
+    let mut r = Summary {
+        scale: t.scale,
+        proxies: injected.len(),
+        services: t.services().len() + t.externals.len(),
+        edges: t.edges.len(),
+        istiod_before: istiod.usage()?,
+        ..Summary::default()
+    };
+    r.istiod_cpu_connect_s = r.istiod_before.cpu_s - idle.cpu_s;
+    r.before = roles_of(&sim, role_of);
+    eprintln!("[istiod-bench] {tag}: before: {:?}", r.before["all"]);
+    r.calibration_before = calibrate(&engine_snapshot(c)?, &sim);
+
+    // The probes: the most called Service, and a leaf called once.
+    let callers_of = |w: usize| -> Vec<String> {
+        let from = t.fan_in(w);
+        pods.iter()
+            .filter(|(x, _)| from.contains(x) && t.workloads[*x].injected)
+            .map(|(_, p)| format!("{}/{}", p.namespace, p.name))
+            .collect()
+    };
+    let mut probes: Vec<(usize, Probe)> = Vec::new();
+    for (kind, w) in [("hub", t.hub_probe()), ("leaf", t.leaf_probe())] {
+        if let Some(w) = w {
+            probes.push((w, Probe::new(kind, t.host(w), callers_of(w))));
+        }
+    }
+    let vs = |w: usize, kind: &str, timeout: u32| {
+        let wl = &t.workloads[w];
+        let name = format!("meshscope-bench-{kind}");
+        probe_vs(
+            &wl.namespace,
+            &name,
+            &t.host(w),
+            wl.ports[0].number,
+            timeout,
+        )
+    };
+    for (w, p) in probes.iter_mut() {
+        eprintln!(
+            "[istiod-bench] {tag}: VirtualService change on {}, unscoped",
+            p.host
+        );
+        p.before = measured_push(c, &sim, &vs(*w, &p.role, 5))?;
+    }
+
+    let log = work.join(format!("access-{}-{}x.log", t.name, t.scale));
+    std::fs::write(&log, t.access_log())?;
+    let log = log.to_str().context("log path")?.to_string();
+    eprintln!("[istiod-bench] {tag}: kubectl meshscope apply -A");
+    let cpu0 = istiod.usage()?.cpu_s;
+    let t0 = Instant::now();
+    let istiod_url = format!("http://{}", istiod.monitoring);
+    let (out, err) = meshscope(
+        c,
+        &[
+            "apply",
+            "-A",
+            "--access-log",
+            &log,
+            "--wait=15m",
+            "--istiod-url",
+            &istiod_url,
+            "--istio-version",
+            ENGINE_VERSION,
+        ],
+    )?;
+    let (wait_s, waited) = parse_waited(&err)
+        .with_context(|| format!("apply --wait says how long it waited:\n{err}"))?;
+    (r.apply_wait_s, r.apply_waited_proxies) = (wait_s, waited);
+    r.sidecars_written = out
+        .lines()
+        .filter(|l| l.contains(" created") || l.contains(" configured"))
+        .count();
+    eprintln!(
+        "[istiod-bench] {tag}: apply: {} Sidecars written; {}",
+        r.sidecars_written,
+        err.lines().last().unwrap_or("")
+    );
+    if r.sidecars_written == 0 {
+        bail!("kubectl meshscope apply wrote no Sidecar:\n{out}\n{err}");
+    }
+    let last = sim.wait_push_after(t0, Duration::from_secs(12), Duration::from_secs(900))?;
+    r.apply_converged_s = last.duration_since(t0).as_secs_f64();
+    r.istiod_after = istiod.usage()?;
+    r.istiod_cpu_apply_s = r.istiod_after.cpu_s - cpu0;
+    r.after = roles_of(&sim, role_of);
+    eprintln!("[istiod-bench] {tag}: after: {:?}", r.after["all"]);
+    r.calibration_after = calibrate(&engine_snapshot(c)?, &sim);
+    (r.safety_edges, r.lost) = lost_edges(t, &sim, &pods);
+    for (w, p) in probes.iter_mut() {
+        eprintln!(
+            "[istiod-bench] {tag}: VirtualService change on {}, scoped",
+            p.host
+        );
+        p.after = measured_push(c, &sim, &vs(*w, &p.role, 6))?;
+        p.finish();
+    }
+    r.probes = probes.into_iter().map(|(_, p)| p).collect();
+    sim.close();
+    drop(istiod);
+    meshgen::cleanup(c, t);
+    Ok(r)
+}
+
+// === report ===
+
 fn kb(b: f64) -> String {
     format!("{:.1} KB", b / 1000.0)
 }
 
-fn main() -> Result<()> {
-    let mut scales: Vec<usize> = Vec::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--scale" => scales.push(args.next().context("--scale N")?.parse()?),
-            "-h" | "--help" => {
-                println!("usage: meshscope-bench-istiod [--scale N]...   (default: --scale 1)\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
-                return Ok(());
+/// (scale, measure, value, target, met) rows.
+fn targets(s: &Summary) -> Vec<[String; 5]> {
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let k = format!("{}x", s.scale);
+    let mut rows = Vec::new();
+    let (b, a) = (&s.before["all"], &s.after["all"]);
+    let ratio = b.mean / a.mean.max(1.0);
+    rows.push([
+        k.clone(),
+        "mean xDS per proxy, before / after".into(),
+        format!("{} / {} = {ratio:.1}x", kb(b.mean), kb(a.mean)),
+        ">= 2x".into(),
+        yes(ratio >= 2.0),
+    ]);
+    for (role, d) in &s.before {
+        if role == "all" {
+            continue;
+        }
+        let after = s.after.get(role).map(|x| x.p95).unwrap_or(0);
+        rows.push([
+            k.clone(),
+            format!("p95 xDS per {role} proxy ({}), before / after", d.proxies),
+            format!("{} / {}", kb(d.p95 as f64), kb(after as f64)),
+            "after < before".into(),
+            yes(after < d.p95),
+        ]);
+    }
+    for p in &s.probes {
+        let ok = p.after_outside.is_empty() && p.after.fanout < p.before.fanout;
+        rows.push([
+            k.clone(),
+            format!("{} change ({}) pushed to, before / after", p.role, p.host),
+            format!("{} / {}", p.before.fanout, p.after.fanout),
+            format!(
+                "after: only its callers' {} proxies, fewer than before",
+                p.callers.len()
+            ),
+            yes(ok),
+        ]);
+    }
+    rows.push([
+        k.clone(),
+        format!(
+            "observed edges that lost their cluster or route (of {})",
+            s.safety_edges
+        ),
+        s.lost.len().to_string(),
+        "0".into(),
+        yes(s.lost.is_empty()),
+    ]);
+    for (phase, c) in [
+        ("before", &s.calibration_before),
+        ("after", &s.calibration_after),
+    ] {
+        rows.push([
+            k.clone(),
+            format!("{phase}: proxies with clusters and listeners as predicted"),
+            format!(
+                "{} and {} of {} ({} of {} compared)",
+                c.clusters_equal, c.listeners_equal, s.proxies, c.proxies, s.proxies
+            ),
+            "all".into(),
+            yes(c.proxies == s.proxies
+                && c.clusters_equal == s.proxies
+                && c.listeners_equal == s.proxies),
+        ]);
+        rows.push([
+            k.clone(),
+            format!(
+                "{phase}: predicted bytes per proxy, worst ({})",
+                c.worst_proxy
+            ),
+            format!(
+                "{:+.1}%, {} beyond ±15%",
+                c.worst_bytes_error * 100.0,
+                c.beyond_15
+            ),
+            "within ±15% on every proxy".into(),
+            yes(c.beyond_15 == 0 && c.proxies > 0),
+        ]);
+        rows.push([
+            k.clone(),
+            format!("{phase}: predicted / actual bytes, all proxies"),
+            format!("{:.3}", c.total_ratio()),
+            "0.95..1.05".into(),
+            yes((c.total_ratio() - 1.0).abs() <= 0.05),
+        ]);
+    }
+    rows
+}
+
+fn print_tables(scenario: &str, sums: &[Summary], rows: &[[String; 5]]) {
+    println!("Scenario: {scenario}");
+    println!();
+    println!("| scale | role | proxies | phase | p50 xDS per proxy | p95 | max (worst proxy) | mean | CDS p50 | LDS p50 | RDS p50 | EDS p50 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for s in sums {
+        let mut roles: Vec<&String> = s.before.keys().collect();
+        roles.sort_by_key(|r| (*r != "all", *r));
+        for role in roles {
+            for (phase, m) in [("before", &s.before), ("after", &s.after)] {
+                let Some(d) = m.get(role) else { continue };
+                let t = |k: &str| kb(d.p50_by_type.get(k).copied().unwrap_or(0) as f64);
+                println!(
+                    "| {}x | {role} | {} | {phase} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |",
+                    s.scale,
+                    d.proxies,
+                    kb(d.p50 as f64),
+                    kb(d.p95 as f64),
+                    kb(d.max as f64),
+                    d.worst,
+                    kb(d.mean),
+                    t("cds"),
+                    t("lds"),
+                    t("rds"),
+                    t("eds")
+                );
             }
-            other => bail!("unknown argument {other:?} (see --help)"),
         }
     }
-    if scales.is_empty() {
-        scales.push(1);
-    }
-    let c = Cluster::shared();
-    let work = tempfile::tempdir()?;
-    let mut results = Vec::new();
-    for &k in &scales {
-        let r = run_scale(c, k, work.path())?;
-        eprintln!("[istiod-bench] {k}x done: {}", scale_json(&r));
-        results.push(r);
-    }
-    println!("| scale | proxies | phase | mean xDS per proxy | max | CDS | LDS | RDS | EDS | VS change pushed to | bytes pushed | push done | istiod RSS | istiod CPU |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for r in &results {
-        for (phase, sz, push, usage, cpu) in [
-            (
-                "before",
-                &r.before,
-                &r.push_before,
-                &r.istiod_before,
-                r.istiod_cpu_connect_s,
-            ),
-            (
-                "after",
-                &r.after,
-                &r.push_after,
-                &r.istiod_after,
-                r.istiod_cpu_apply_s,
-            ),
-        ] {
-            let t = |k: &str| {
-                let (b, n) = sz.by_type.get(k).copied().unwrap_or_default();
-                format!("{} ({n:.0})", kb(b))
-            };
+    println!();
+    println!("| scale | VirtualService change on | its callers' proxies | before: pushed to | bytes | after: pushed to | bytes | after, pushed outside its callers |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for s in sums {
+        for p in &s.probes {
             println!(
-                "| {}x | {} | {phase} | {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.3} s | {} MB | {cpu:.1} s |",
-                r.scale,
-                r.proxies,
-                kb(sz.bytes_mean),
-                kb(sz.bytes_max as f64),
-                t("cds"),
-                t("lds"),
-                t("rds"),
-                t("eds"),
-                push.fanout,
-                r.proxies,
-                kb(push.bytes as f64),
-                push.seconds,
-                usage.rss_kb / 1024,
+                "| {}x | {} ({}) | {} | {} of {} | {} | {} | {} | {} |",
+                s.scale,
+                p.host,
+                p.role,
+                p.callers.len(),
+                p.before.fanout,
+                s.proxies,
+                kb(p.before.bytes as f64),
+                p.after.fanout,
+                kb(p.after.bytes as f64),
+                match p.after_outside.len() {
+                    0 => "none".to_string(),
+                    n if n <= 5 => p.after_outside.join(", "),
+                    n => format!("{n}: {}, ...", p.after_outside[..5].join(", ")),
+                }
             );
         }
     }
     println!();
-    println!("| scale | phase | proxies | clusters equal | listeners equal | routes equal | CDS pred/actual | LDS pred/actual | RDS pred/actual | EDS pred/actual | total pred/actual | worst proxy |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for r in &results {
+    println!("| scale | phase | proxies | clusters equal | listeners equal | routes equal | CDS pred/actual | LDS pred/actual | RDS pred/actual | EDS pred/actual | total pred/actual | beyond ±15% | worst proxy |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for s in sums {
         for (phase, cal) in [
-            ("before", &r.calibration_before),
-            ("after", &r.calibration_after),
+            ("before", &s.calibration_before),
+            ("after", &s.calibration_after),
         ] {
             let t = |k: &str| {
                 let (p, a) = cal.bytes.get(k).copied().unwrap_or_default();
                 format!("{:.2}", p as f64 / a.max(1) as f64)
             };
             println!(
-                "| {}x | {phase} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:+.1}% |",
-                r.scale,
+                "| {}x | {phase} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {:+.1}% ({}) |",
+                s.scale,
                 cal.proxies,
                 cal.clusters_equal,
                 cal.listeners_equal,
@@ -545,23 +1017,53 @@ fn main() -> Result<()> {
                 t("lds"),
                 t("rds"),
                 t("eds"),
-                cal.total_predicted as f64 / cal.total_actual.max(1) as f64,
-                cal.worst_bytes_error * 100.0
+                cal.total_ratio(),
+                cal.beyond_15,
+                cal.worst_bytes_error * 100.0,
+                cal.worst_proxy
             );
             for m in &cal.mismatches {
-                eprintln!("[istiod-bench] {}x {phase}: {m}", r.scale);
+                eprintln!("[istiod-bench] {}x {phase}: {m}", s.scale);
             }
         }
     }
-    for r in &results {
-        for m in &r.safety_missing {
-            eprintln!("[istiod-bench] {}x SAFETY: missing {m}", r.scale);
+    for s in sums {
+        for m in &s.lost {
+            eprintln!("[istiod-bench] {}x SAFETY: {m}", s.scale);
         }
     }
     println!();
+    println!("| scale | proxies | edges | istiod RSS before / after | istiod CPU: connect / apply | apply --wait: push and ACK | proxies waited for | converged (12 s quiet) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for s in sums {
+        println!(
+            "| {}x | {} | {} | {} / {} MB | {:.1} / {:.1} s | {:.2} s | {} | {:.1} s |",
+            s.scale,
+            s.proxies,
+            s.edges,
+            s.istiod_before.rss_kb / 1024,
+            s.istiod_after.rss_kb / 1024,
+            s.istiod_cpu_connect_s,
+            s.istiod_cpu_apply_s,
+            s.apply_wait_s,
+            s.apply_waited_proxies,
+            s.apply_converged_s
+        );
+    }
+    println!();
+    println!("| scale | measure | value | target | met |");
+    println!("|---|---|---|---|---|");
+    for [k, m, v, t, ok] in rows {
+        println!("| {k} | {m} | {v} | {t} | {ok} |");
+    }
+}
+
+/// The reference scenario's apply and verify timings.
+fn print_reference(results: &[ScaleResult]) {
+    println!();
     println!("| scale | proxies | apply --wait: push and ACK | apply command | proxies waited for | verify, every proxy | same istiod requests alone | verify OK | missing edges |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for r in &results {
+    for r in results {
         println!(
             "| {}x | {} | {:.2} s | {:.2} s | {} | {:.2} s | {:.2} s | {} of {} | {} |",
             r.scale,
@@ -576,29 +1078,176 @@ fn main() -> Result<()> {
             r.verify_missing_edges
         );
     }
-    let first = &results[0];
+}
+
+fn summary_json(s: &Summary) -> serde_json::Value {
+    let d = |m: &BTreeMap<String, Dist>| -> serde_json::Value {
+        m.iter()
+            .map(|(k, x)| {
+                (
+                    k.clone(),
+                    serde_json::json!({"proxies": x.proxies, "p50": x.p50, "p95": x.p95,
+                        "max": x.max, "worst": x.worst, "mean": x.mean.round()}),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let cal = |c: &Calibration| {
+        serde_json::json!({"proxies": c.proxies, "clusters_equal": c.clusters_equal,
+            "listeners_equal": c.listeners_equal, "routes_equal": c.routes_equal,
+            "total_ratio": (c.total_ratio() * 1000.0).round() / 1000.0,
+            "worst_error": (c.worst_bytes_error * 1000.0).round() / 1000.0,
+            "worst_proxy": c.worst_proxy, "beyond_15": c.beyond_15})
+    };
+    serde_json::json!({
+        "scale": s.scale, "proxies": s.proxies, "services": s.services, "edges": s.edges,
+        "before": d(&s.before), "after": d(&s.after),
+        "probes": s.probes.iter().map(|p| serde_json::json!({
+            "role": p.role, "host": p.host, "callers": p.callers.len(),
+            "fanout_before": p.before.fanout, "fanout_after": p.after.fanout,
+            "push_bytes_before": p.before.bytes, "push_bytes_after": p.after.bytes,
+            "after_names": p.after.names, "after_outside": p.after_outside,
+        })).collect::<Vec<_>>(),
+        "safety_edges": s.safety_edges, "lost": s.lost,
+        "calibration_before": cal(&s.calibration_before),
+        "calibration_after": cal(&s.calibration_after),
+        "istiod_rss_mb_before": s.istiod_before.rss_kb / 1024,
+        "istiod_rss_mb_after": s.istiod_after.rss_kb / 1024,
+        "istiod_cpu_connect_s": s.istiod_cpu_connect_s,
+        "istiod_cpu_apply_s": s.istiod_cpu_apply_s,
+        "apply_converged_s": (s.apply_converged_s * 1000.0).round() / 1000.0,
+        "apply_wait_s": s.apply_wait_s,
+        "apply_waited_proxies": s.apply_waited_proxies,
+        "sidecars_written": s.sidecars_written,
+        "reference": s.extra,
+    })
+}
+
+/// `git rev-parse --short HEAD`, `+changes` when the tree differs.
+fn commit() -> String {
+    let git = |args: &[&str]| Command::new("git").args(args).output().ok();
+    let head = git(&["rev-parse", "--short", "HEAD"])
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["diff", "--quiet", "HEAD", "--", "."]).is_some_and(|o| !o.status.success());
+    if dirty {
+        format!("{head}+changes")
+    } else {
+        head
+    }
+}
+
+struct Args {
+    scenario: String,
+    scales: Vec<usize>,
+    seed: u64,
+    out_dir: Option<PathBuf>,
+    print_yaml: bool,
+    print_log: bool,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        scenario: "reference".into(),
+        scales: Vec::new(),
+        seed: 22,
+        out_dir: None,
+        print_yaml: false,
+        print_log: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--scale" => a.scales.push(it.next().context("--scale N")?.parse()?),
+            "--scenario" => a.scenario = it.next().context("--scenario NAME")?,
+            "--seed" => a.seed = it.next().context("--seed N")?.parse()?,
+            "--out-dir" => a.out_dir = Some(it.next().context("--out-dir DIR")?.into()),
+            "--print-yaml" => a.print_yaml = true,
+            "--print-log" => a.print_log = true,
+            "-h" | "--help" => {
+                println!("usage: meshscope-bench-istiod [--scenario reference|realistic|social-network] [--scale N]... [--seed N] [--out-dir DIR]\n       meshscope-bench-istiod --scenario realistic|social-network [--scale N] [--seed N] --print-yaml|--print-log\n(default: --scenario reference --scale 1 --seed 22). --out-dir writes the JSON line, pretty, to DIR/istiod-<scenario>-<commit>.json.\n--print-yaml prints the scenario's manifests, --print-log its access log, and exit.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} (see --help)"),
+        }
+    }
+    if a.scales.is_empty() {
+        a.scales.push(1);
+    }
+    if a.scenario != "reference" && meshgen::by_name(&a.scenario, 1, a.seed).is_none() {
+        bail!(
+            "unknown scenario {:?} (reference, realistic, social-network)",
+            a.scenario
+        );
+    }
+    Ok(a)
+}
+
+fn main() -> Result<()> {
+    let a = args()?;
+    if a.print_yaml || a.print_log {
+        let t = meshgen::by_name(&a.scenario, a.scales[0], a.seed)
+            .context("--print-yaml and --print-log take realistic or social-network")?;
+        let text = if a.print_yaml {
+            t.yaml()
+        } else {
+            t.access_log()
+        };
+        // A closed pipe (`| head`) ends the output, not in a panic.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+        return Ok(());
+    }
+    let c = Cluster::shared();
+    let work = tempfile::tempdir()?;
+    let mut sums = Vec::new();
+    let mut reference = Vec::new();
+    for &k in &a.scales {
+        let s = if a.scenario == "reference" {
+            let r = run_scale(c, k, work.path())?;
+            let s = reference_summary(&r);
+            reference.push(r);
+            s
+        } else {
+            let t = meshgen::by_name(&a.scenario, k, a.seed).context("scenario")?;
+            let outcome = run_topology(c, &t, work.path());
+            if outcome.is_err() {
+                meshgen::cleanup(c, &t);
+            }
+            outcome?
+        };
+        eprintln!(
+            "[istiod-bench] {} {k}x done: {}",
+            a.scenario,
+            summary_json(&s)
+        );
+        sums.push(s);
+    }
+    let rows: Vec<[String; 5]> = sums.iter().flat_map(targets).collect();
+    let met = rows.iter().all(|r| r[4] != "no");
+    print_tables(&a.scenario, &sums, &rows);
+    if !reference.is_empty() {
+        print_reference(&reference);
+    }
+    let commit = commit();
     let json = serde_json::json!({
-        "proxies": first.proxies,
-        "bytes_mean_before": first.before.bytes_mean.round(),
-        "bytes_mean_after": first.after.bytes_mean.round(),
-        "bytes_ratio": (first.before.bytes_mean / first.after.bytes_mean.max(1.0) * 10.0).round() / 10.0,
-        "fanout_before": first.push_before.fanout,
-        "fanout_after": first.push_after.fanout,
-        "fanout_after_names": first.push_after.names,
-        "push_s_before": (first.push_before.seconds * 1000.0).round() / 1000.0,
-        "push_s_after": (first.push_after.seconds * 1000.0).round() / 1000.0,
-        "push_bytes_before": first.push_before.bytes,
-        "push_bytes_after": first.push_after.bytes,
-        "safety_edges": first.safety_edges,
-        "safety_missing": first.safety_missing.len(),
-        "istiod_rss_mb_before": first.istiod_before.rss_kb / 1024,
-        "istiod_rss_mb_after": first.istiod_after.rss_kb / 1024,
-        "apply_converged_s": (first.apply_s * 1000.0).round() / 1000.0,
-        "apply_wait_s": first.apply_wait_s,
-        "verify_s": (first.verify_s * 1000.0).round() / 1000.0,
-        "fetch_only_s": (first.fetch_only_s * 1000.0).round() / 1000.0,
-        "scales": results.iter().map(scale_json).collect::<Vec<_>>(),
+        "scenario": a.scenario,
+        "seed": if a.scenario == "reference" { serde_json::Value::Null } else { a.seed.into() },
+        "commit": commit,
+        "met": met,
+        "missed": rows.iter().filter(|r| r[4] == "no").map(|r| format!("{} {}", r[0], r[1])).collect::<Vec<_>>(),
+        "scales": sums.iter().map(summary_json).collect::<Vec<_>>(),
     });
+    if let Some(dir) = &a.out_dir {
+        std::fs::create_dir_all(dir)?;
+        let f = dir.join(format!("istiod-{}-{commit}.json", a.scenario));
+        std::fs::write(&f, serde_json::to_string_pretty(&json)? + "\n")?;
+        eprintln!("[istiod-bench] wrote {}", f.display());
+    }
     println!("{json}");
+    if !met {
+        std::process::exit(1);
+    }
     Ok(())
 }
