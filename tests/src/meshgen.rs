@@ -979,6 +979,7 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
                 service_account: "default".into(),
                 ready: true,
                 terminating: false,
+                proxied: true,
             };
             world.pods.push(pod.clone());
             out.push((w, pod));
@@ -1205,6 +1206,7 @@ mod tests {
                     service_account: "default".into(),
                     ready: true,
                     terminating: false,
+                    proxied: true,
                 });
             }
         }
