@@ -497,8 +497,10 @@ impl MeshSnapshot {
         let mut own = 0u64;
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
+            // (No endpoints indexed, no per-pod listener to leave out.)
             if s.kind != SvcKind::Kube
                 || s.resolution != Resolution::Passthrough
+                || s.endpoints == 0
                 || s.namespace != ns
                 || !s
                     .selector

@@ -506,3 +506,44 @@ fn passthrough_metrics_map_back_by_the_answering_workload_a_name_or_a_pod_ip() {
         vec!["unknown", "api.example.com"]
     );
 }
+
+/// The outbound listeners a proxy in `ns` with `app=<app>` gets.
+fn listeners(s: &MeshSnapshot, ns: &str, app: &str) -> u64 {
+    let l = meshscope_test_support::fixtures::labels(&[("app", app)]);
+    let vis = s.visible(ns, &s.listeners_of(s.select_sidecar(ns, &l).source));
+    let inbound = meshscope_shared::snapshot::Inbound::default();
+    s.estimate_for_proxy(&vis, ns, &l, inbound).listeners
+}
+
+/// istiod indexes no endpoint of a Service whose exportTo annotation
+/// holds `~`, even beside `*` (which still exports it to everyone): the
+/// headless `db` then gets no per-pod TCP listener anywhere, neither in
+/// `shop` nor on its own pods, while its clusters stay (random seed 10128
+/// against istiod 1.31).
+#[test]
+fn a_headless_service_exported_with_tilde_gets_no_pod_listeners() {
+    let plain = snap(&statefulset());
+    let tilde = snap(&statefulset().replace(
+        "  name: db\n  namespace: data\nspec:\n  clusterIP: None",
+        "  name: db\n  namespace: data\n  annotations: {networking.istio.io/exportTo: \"*,~\"}\nspec:\n  clusterIP: None",
+    ));
+    // virtualOutbound, virtualInbound, 0.0.0.0_8080, and 10.1.0.1x_5432
+    // per pod (its own left out on a db pod).
+    assert_eq!(listeners(&plain, "shop", "web"), 5);
+    assert_eq!(listeners(&plain, "data", "db"), 4);
+    assert_eq!(listeners(&tilde, "shop", "web"), 3);
+    assert_eq!(listeners(&tilde, "data", "db"), 3);
+    for s in [&plain, &tilde] {
+        let vis = s.visible(
+            "shop",
+            &s.listeners_of(s.select_sidecar("shop", &Default::default()).source),
+        );
+        assert_eq!(
+            s.outbound_clusters(&vis, None),
+            vec![
+                "outbound|5432||db.data.svc.cluster.local",
+                "outbound|8080||db.data.svc.cluster.local"
+            ]
+        );
+    }
+}

@@ -366,11 +366,19 @@ fn kube_service(
             },
         })
         .collect();
-    let endpoints = spec
-        .selector
+    let declared = service_declared(&s.metadata);
+    // istiod never indexes the endpoints of a Service whose annotation
+    // holds `~`, whatever else it lists: its EndpointSlice handler stops
+    // before the EDS update (`serviceNeedsPush`,
+    // serviceregistry/kube/controller/endpointslice.go, 1.31). Its EDS
+    // clusters are empty, and a headless one gets no per-pod listeners.
+    let unindexed = declared
         .as_ref()
-        .map(|sel| count_selected(sel, &ns, pods, pods_by_ns))
-        .unwrap_or(0);
+        .is_some_and(|d| d.iter().any(|e| e == "~"));
+    let endpoints = match &spec.selector {
+        Some(sel) if !unindexed => count_selected(sel, &ns, pods, pods_by_ns),
+        _ => 0,
+    };
     let (export, listed) = service_export(&s.metadata, mesh, &ns);
     ServiceInfo {
         kind: SvcKind::Kube,
@@ -379,7 +387,7 @@ fn kube_service(
         listed,
         labels: Labels::new(),
         export_list: Vec::new(),
-        declared: service_declared(&s.metadata),
+        declared,
         declared_ours: export_to_is_ours(&s.metadata),
         use_waypoint: use_waypoint(&labels(&s.metadata.labels), &ns),
         created: created(&s.metadata),
