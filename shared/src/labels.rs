@@ -11,6 +11,19 @@ use std::collections::BTreeMap;
 /// An object's labels (or annotations), or a selector's `matchLabels`.
 pub type Labels = BTreeMap<String, String>;
 
+/// The string map under `labels` in a JSON object (a subset's, a
+/// ServiceEntry endpoint's); non-string values are skipped, none is empty.
+pub fn labels_field(v: &serde_json::Value) -> Labels {
+    v.get("labels")
+        .and_then(|l| l.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Does a workload selector select these labels? (Plain subset test; an
 /// empty selector selects everything.)
 pub fn selector_matches(selector: &Labels, labels: &Labels) -> bool {

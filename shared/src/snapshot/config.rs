@@ -8,8 +8,7 @@ use super::model::{
 use crate::host::{resolve_short_name, Export, HostEntry};
 use crate::inputs::Inputs;
 use crate::istio::{Sidecar, VirtualService};
-use crate::labels::selector_matches;
-use crate::labels::Labels;
+use crate::labels::{labels_field, selector_matches};
 use crate::mesh::{MeshConfig, Options};
 use crate::meta::{created, export_to_is_ours, name_of, ns_of};
 use crate::HashMap;
@@ -124,7 +123,7 @@ pub(super) fn destination_rules(
                     .subsets
                     .iter()
                     .filter(|v| v.get("name").and_then(|n| n.as_str()).is_some())
-                    .map(subset_labels)
+                    .map(labels_field)
                     .collect(),
                 export: Export::for_destination_rule(
                     dr.spec.export_to.as_deref(),
@@ -155,18 +154,6 @@ pub(super) fn destination_rules(
         });
     }
     (destination_rules, drs_by_ns)
-}
-
-/// A subset's `labels`.
-fn subset_labels(v: &serde_json::Value) -> Labels {
-    v.get("labels")
-        .and_then(|l| l.as_object())
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The listeners istiod builds from a Sidecar's egress (invalid hosts

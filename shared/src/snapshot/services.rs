@@ -16,7 +16,7 @@ use super::model::{
 use crate::host::Export;
 use crate::inputs::Inputs;
 use crate::istio::ServiceEntry;
-use crate::labels::{selector_matches, Labels};
+use crate::labels::{labels_field, selector_matches, Labels};
 use crate::mesh::{MeshConfig, Options};
 use crate::meta::{
     created, export_to_is_ours, labels, name_of, ns_of, use_waypoint, NamespaceInfo,
@@ -258,20 +258,7 @@ fn endpoint_labels(
     if se.spec.endpoints.is_empty() {
         return vec![Labels::new()];
     }
-    se.spec
-        .endpoints
-        .iter()
-        .map(|e| {
-            e.get("labels")
-                .and_then(|l| l.as_object())
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                        .collect()
-                })
-                .unwrap_or_default()
-        })
-        .collect()
+    se.spec.endpoints.iter().map(labels_field).collect()
 }
 
 /// The Service's `networking.istio.io/exportTo` items as written, `None`
