@@ -333,3 +333,35 @@ pub fn write_logs(
     }
     Ok(lines)
 }
+
+/// The `kubectl-meshscope` beside the running benchmark binary
+/// (`target/<profile>/`): the release build `tests/bench/run` made.
+pub fn plugin_beside_exe() -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    Ok(std::env::current_exe()?
+        .parent()
+        .context("the benchmark's directory")?
+        .join("kubectl-meshscope"))
+}
+
+/// `kubectl meshscope ARGS --kubeconfig <c's>` with
+/// [`plugin_beside_exe`]: (stdout, stderr); an error carrying stderr when
+/// it fails.
+pub fn run_plugin(c: &crate::cluster::Cluster, args: &[&str]) -> anyhow::Result<(String, String)> {
+    use anyhow::Context;
+    let plugin = plugin_beside_exe()?;
+    let out = std::process::Command::new(&plugin)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .output()
+        .with_context(|| format!("run {}", plugin.display()))?;
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    if !out.status.success() {
+        anyhow::bail!("kubectl meshscope {}: {e}", args.join(" "));
+    }
+    Ok((o, e))
+}

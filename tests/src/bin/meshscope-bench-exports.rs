@@ -22,11 +22,11 @@
 //! missed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use meshscope_e2e::bench::run_plugin as meshscope;
 use meshscope_e2e::bench::{Rng, Zipf};
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{
@@ -443,30 +443,6 @@ fn set_mesh(c: &Cluster, mesh: &str) {
     c.apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: istio\n  namespace: {ROOT_NS}\ndata:\n  mesh: |-\n{indented}"
     ));
-}
-
-/// `kubectl meshscope ARGS --kubeconfig …`: (stdout, stderr), an error
-/// when it fails.
-fn meshscope(c: &Cluster, args: &[&str]) -> Result<(String, String)> {
-    // target/<profile>/meshscope-bench-exports -> target/<profile>/kubectl-meshscope
-    let plugin: PathBuf = std::env::current_exe()?
-        .parent()
-        .context("the benchmark's directory")?
-        .join("kubectl-meshscope");
-    let out = Command::new(&plugin)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
-        .output()
-        .with_context(|| format!("run {}", plugin.display()))?;
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    );
-    if !out.status.success() {
-        bail!("kubectl meshscope {}: {e}", args.join(" "));
-    }
-    Ok((o, e))
 }
 
 /// The hosts istiod must have before proxies connect: every Service (the

@@ -35,6 +35,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use meshscope_e2e::bench::run_plugin as meshscope;
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::dist::Dist;
 use meshscope_e2e::istiod::{Istiod, ProcessUsage, ENGINE_VERSION};
@@ -353,11 +354,7 @@ fn run_scale(c: &Cluster, scale: usize, work: &std::path::Path) -> Result<ScaleR
     // Recommend and apply from the scenario's access logs.
     let log = work.join(format!("access-{scale}x.log"));
     std::fs::write(&log, s.logs(LogForm::Text))?;
-    // target/<profile>/meshscope-bench-istiod -> target/<profile>/kubectl-meshscope
-    let plugin = std::env::current_exe()?
-        .parent()
-        .context("the benchmark's directory")?
-        .join("kubectl-meshscope");
+    let plugin = meshscope_e2e::bench::plugin_beside_exe()?;
     eprintln!("[istiod-bench] {scale}x: kubectl meshscope apply");
     let cpu0 = istiod.usage()?.cpu_s;
     let t0 = Instant::now();
@@ -634,30 +631,6 @@ fn probe_vs(ns: &str, name: &str, host: &str, port: u32, timeout_s: u32) -> Stri
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hosts:\n  - {host}\n  http:\n  - timeout: {timeout_s}s\n    route:\n    - destination:\n        host: {host}\n        port:\n          number: {port}\n"
     )
-}
-
-/// `kubectl meshscope ARGS --kubeconfig ...` from the benchmark's own
-/// directory: (stdout, stderr); an error when it fails.
-fn meshscope(c: &Cluster, args: &[&str]) -> Result<(String, String)> {
-    // target/<profile>/meshscope-bench-istiod -> target/<profile>/kubectl-meshscope
-    let plugin = std::env::current_exe()?
-        .parent()
-        .context("the benchmark's directory")?
-        .join("kubectl-meshscope");
-    let out = Command::new(&plugin)
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
-        .output()
-        .with_context(|| format!("run {}", plugin.display()))?;
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    );
-    if !out.status.success() {
-        bail!("kubectl meshscope {}: {e}", args.join(" "));
-    }
-    Ok((o, e))
 }
 
 /// The edges whose callers lost their cluster (or, through the egress

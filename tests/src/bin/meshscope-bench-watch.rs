@@ -168,7 +168,7 @@ impl Watcher {
         interval_s: u64,
         work: &Path,
     ) -> Result<Watcher> {
-        let plugin = plugin_path()?;
+        let plugin = meshscope_e2e::bench::plugin_beside_exe()?;
         let metrics_port = free_port();
         let stderr_path = work.join(format!("watch-{metrics_port}.stderr"));
         let mut child = Command::new(&plugin)
@@ -278,14 +278,6 @@ impl Watcher {
         let _ = self.child.wait();
         Ok(false)
     }
-}
-
-fn plugin_path() -> Result<std::path::PathBuf> {
-    // target/<profile>/meshscope-bench-watch -> target/<profile>/kubectl-meshscope
-    Ok(std::env::current_exe()?
-        .parent()
-        .context("the benchmark's directory")?
-        .join("kubectl-meshscope"))
 }
 
 /// p50, p95 and worst of `v` (nearest rank); None when empty.
@@ -429,7 +421,7 @@ fn setup_scale<'a>(
     let log = work.join(format!("access-{k}x.log"));
     std::fs::write(&log, s.logs(LogForm::Text))?;
     let t1 = Instant::now();
-    let out = Command::new(plugin_path()?)
+    let out = Command::new(meshscope_e2e::bench::plugin_beside_exe()?)
         .args(["apply", "-n", NS, "--access-log"])
         .arg(&log)
         .args([
