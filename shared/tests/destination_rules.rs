@@ -6,24 +6,12 @@
 //! case of `tests/src/upstream_cases.rs`, held to a real istiod).
 
 use meshscope_shared::snapshot::{Labels, MeshSnapshot};
-use meshscope_shared::{Inputs, MeshConfig, Options};
-use meshscope_test_support::fixtures::labels;
+use meshscope_test_support::fixtures::{labels, snap_with_mesh};
 
 const R: &str = "reviews.shop.svc.cluster.local";
 
 fn snap_with(yaml: &str, mesh: &str) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    let options = Options {
-        istio: "1.31".parse().unwrap(),
-        ..Options::default()
-    };
-    MeshSnapshot::build_with_mesh(&inputs, options, MeshConfig::from_yaml(mesh).unwrap())
+    snap_with_mesh(yaml, "1.31", mesh)
 }
 
 fn snap(yaml: &str) -> MeshSnapshot {

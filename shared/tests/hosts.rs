@@ -3,12 +3,11 @@
 //! mesh's serviceEntryVisibility.
 
 use meshscope_test_support::access_log;
-use meshscope_test_support::fixtures::{hosts, observe, snap};
+use meshscope_test_support::fixtures::{hosts, observe, snap, snap_with_mesh};
 
 use meshscope_shared::observe::Observations;
 use meshscope_shared::recommend::{self, RecommendOptions};
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
-use meshscope_shared::{Inputs, Options};
 
 /// An injected bare pod `name` in `ns` at `ip`, labelled `app: <app>`.
 fn pod(ns: &str, name: &str, app: &str, ip: &str) -> String {
@@ -210,22 +209,7 @@ fn entries() -> String {
 }
 
 fn with_mesh(yaml: &str, mesh: &str, istio: &str) -> MeshSnapshot {
-    let mut inputs = Inputs::default();
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
-        if !v.is_null() {
-            inputs.add(v).unwrap();
-        }
-    }
-    let options = Options {
-        istio: istio.parse().unwrap(),
-        ..Options::default()
-    };
-    MeshSnapshot::build_with_mesh(
-        &inputs,
-        options,
-        meshscope_shared::MeshConfig::from_yaml(mesh).unwrap(),
-    )
+    snap_with_mesh(yaml, istio, mesh)
 }
 
 const SANDBOX_NAMESPACE_ONLY: &str = "serviceEntryVisibility:\n  applyToSidecars: true\n  policies:\n  - visibility: NAMESPACE\n    matchingRules:\n    - namespaceSelector:\n        matchLabels: {tier: sandbox}\n";

@@ -27,6 +27,17 @@ pub fn snap_with(yaml: &str, options: Options) -> MeshSnapshot {
     MeshSnapshot::build(&inputs(yaml), options).unwrap()
 }
 
+/// The snapshot of a multi-document YAML stream under Istio `istio` and
+/// the mesh config `mesh` (YAML, the `mesh` key of ConfigMap istio).
+pub fn snap_with_mesh(yaml: &str, istio: &str, mesh: &str) -> MeshSnapshot {
+    let options = Options {
+        istio: istio.parse().unwrap(),
+        ..Options::default()
+    };
+    let mesh = meshscope_shared::MeshConfig::from_yaml(mesh).unwrap();
+    MeshSnapshot::build_with_mesh(&inputs(yaml), options, mesh)
+}
+
 /// The snapshot of a multi-document YAML stream, with the default options.
 pub fn snap(yaml: &str) -> MeshSnapshot {
     snap_with(yaml, Options::default())
