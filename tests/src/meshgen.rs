@@ -19,7 +19,7 @@ use crate::cluster::Cluster;
 use crate::fidelity::{service_entry_doc, DEFAULT_MESH, ROOT_NS};
 use crate::livescale::kubectl_json;
 use crate::world::{labels, server_side_apply, Labels, Pod, Service, SvcPort, World};
-use crate::{inbound_text_line, json_str, outbound_text_line, routed_text_line};
+use crate::{inbound_text_line, outbound_text_line, routed_text_line};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -408,25 +408,7 @@ impl Topology {
             }
         }
         for s in self.services() {
-            let _ = writeln!(
-                out,
-                "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}\nspec:",
-                s.name, s.namespace
-            );
-            if s.headless {
-                out.push_str("  clusterIP: None\n");
-            }
-            let _ = writeln!(out, "  selector:\n    app: {}\n  ports:", s.name);
-            for p in &s.ports {
-                let _ = writeln!(
-                    out,
-                    "  - name: {}\n    port: {}\n    targetPort: {}\n    protocol: {}",
-                    json_str(&p.name),
-                    p.port,
-                    p.target_port,
-                    p.protocol
-                );
-            }
+            crate::world::service_yaml(&mut out, &s);
         }
         for e in &self.externals {
             out.push_str("---\n");

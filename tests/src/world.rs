@@ -156,39 +156,7 @@ impl World {
             map_yaml(&mut out, "    ", l);
         }
         for s in &self.services {
-            let _ = writeln!(
-                out,
-                "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}",
-                s.name, s.namespace
-            );
-            // No empty map: applied, it would make the test the owner of
-            // every annotation, and an exportTo annotation written later
-            // by `apply --exports` a conflict.
-            if !s.annotations.is_empty() {
-                out.push_str("  annotations:");
-                map_yaml(&mut out, "    ", &s.annotations);
-            }
-            out.push_str("spec:\n");
-            if s.headless {
-                out.push_str("  clusterIP: None\n");
-            }
-            out.push_str("  selector:");
-            map_yaml(&mut out, "    ", &s.selector);
-            out.push_str("  ports:\n");
-            for p in &s.ports {
-                let _ = writeln!(
-                    out,
-                    "  - name: {}\n    port: {}\n    targetPort: {}\n    protocol: {}",
-                    // Quoted: a port named by its number ("9090") is a string.
-                    json_str(&p.name),
-                    p.port,
-                    p.target_port,
-                    p.protocol
-                );
-                if let Some(a) = &p.app_protocol {
-                    let _ = writeln!(out, "    appProtocol: {a}");
-                }
-            }
+            service_yaml(&mut out, s);
         }
         for p in &self.pods {
             let _ = write!(
@@ -381,4 +349,41 @@ pub fn server_side_apply(
         bail!("kubectl apply: {}", String::from_utf8_lossy(&o.stderr));
     }
     Ok(())
+}
+
+/// One Service as the API server takes it (`---` first).
+pub fn service_yaml(out: &mut String, s: &Service) {
+    let _ = writeln!(
+        out,
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {}\n  namespace: {}",
+        s.name, s.namespace
+    );
+    // No empty map: applied, it would make the test the owner of
+    // every annotation, and an exportTo annotation written later
+    // by `apply --exports` a conflict.
+    if !s.annotations.is_empty() {
+        out.push_str("  annotations:");
+        map_yaml(out, "    ", &s.annotations);
+    }
+    out.push_str("spec:\n");
+    if s.headless {
+        out.push_str("  clusterIP: None\n");
+    }
+    out.push_str("  selector:");
+    map_yaml(out, "    ", &s.selector);
+    out.push_str("  ports:\n");
+    for p in &s.ports {
+        let _ = writeln!(
+            out,
+            "  - name: {}\n    port: {}\n    targetPort: {}\n    protocol: {}",
+            // Quoted: a port named by its number ("9090") is a string.
+            json_str(&p.name),
+            p.port,
+            p.target_port,
+            p.protocol
+        );
+        if let Some(a) = &p.app_protocol {
+            let _ = writeln!(out, "    appProtocol: {a}");
+        }
+    }
 }
