@@ -97,11 +97,21 @@ fn set_mesh(c: &Cluster, mesh: &str) {
 /// Applies a scenario (mesh config included), starts istiod on it, and
 /// connects a simulated sidecar per pod, once their config has settled.
 fn start_world(c: &Cluster, sc: &Scenario) -> (Istiod, Sim) {
+    let options = SimOptions {
+        concurrency: 8,
+        ..SimOptions::default()
+    };
+    start_world_with(c, sc, options)
+}
+
+/// [`start_world`] with the simulated sidecars' `options`.
+fn start_world_with(c: &Cluster, sc: &Scenario, options: SimOptions) -> (Istiod, Sim) {
     set_mesh(c, &sc.mesh);
     sc.world.apply(c).expect("world applied");
     let istiod = Istiod::start(c).expect("istiod starts");
     wait_for_world(&istiod, sc).expect("istiod sees the scenario");
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 8).expect("sidecars connect");
+    let sim =
+        Sim::connect_with(&istiod.grpc_url(), specs(&sc.world), options).expect("sidecars connect");
     sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
         .expect("config settles");
     (istiod, sim)
@@ -611,19 +621,13 @@ fn recommended_exports_keep_every_observed_edge() {
     let log_path = dir.path().join("access.log");
     std::fs::write(&log_path, &log).unwrap();
 
-    set_mesh(c, &sc.mesh);
-    sc.world.apply(c).expect("world applied");
-    let istiod = Istiod::start(c).expect("istiod starts");
-    wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
     // Reference tracking decodes routes: which clusters each names.
     let options = SimOptions {
         concurrency: 8,
         references: true,
         ..SimOptions::default()
     };
-    let sim = Sim::connect_with(&istiod.grpc_url(), specs(&sc.world), options).expect("connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let (istiod, sim) = start_world_with(c, &sc, options);
     let v2 = format!("outbound|9080|v2|{}", host("reviews"));
     let client = format!("{a}/client-0");
     let routed = |sim: &Sim| {
