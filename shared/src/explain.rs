@@ -105,6 +105,9 @@ pub struct Explanation {
     /// The outbound clusters istiod sends this proxy (see
     /// [`MeshSnapshot::outbound_clusters`]).
     pub outbound_clusters: Vec<String>,
+    /// The outbound listeners istiod sends this proxy, by name (see
+    /// [`MeshSnapshot::outbound_listeners`]; the virtual ones aside).
+    pub outbound_listeners: Vec<String>,
     pub estimate: ConfigEstimate,
     pub unscoped_estimate: ConfigEstimate,
     pub pushed_by: PushSources,
@@ -135,6 +138,10 @@ pub fn explain(
         Some(p) => (&snap.pods[p].labels, &snap.pods[p].injection),
         None => (snap.workload_labels(w), &wl.injection),
     };
+    // The proxy estimated: the pod's, else the workload's first.
+    let own_ip = pod
+        .or(wl.pods.first().copied())
+        .and_then(|p| snap.pods[p].ips.first().copied());
     let sel = snap.select_sidecar(ns, labels);
     let mut notes = Vec::new();
     for &id in snap.sidecars_in(ns) {
@@ -260,11 +267,12 @@ pub fn explain(
         visible_service_count: vis.services.len(),
         visible_services,
         outbound_clusters: snap.outbound_clusters(&vis, Some(labels)),
+        outbound_listeners: snap.outbound_listeners(&vis, own_ip).names(),
         estimate: snap
-            .estimate_for_proxy(&vis, ns, labels, wl.inbound)
+            .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),
         unscoped_estimate: snap
-            .estimate_for_proxy(&unscoped, ns, labels, wl.inbound)
+            .estimate_for_proxy(&unscoped, labels, own_ip, wl.inbound)
             .under_policy(snap.mesh.outbound_traffic_policy),
         pushed_by: PushSources {
             sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),

@@ -13,7 +13,7 @@
 //!   selector and exportTo) adds the ports the kept one lacks;
 //! - a copy an egress listener selected that the scope does not keep still
 //!   gets that listener's outbound listeners, but no clusters
-//!   ([`Visible::shadowed`]).
+//!   ([`Visible::egress`], [`crate::listeners`]).
 //!
 //! From 1.31 a listener whose hosts are all exact `ns/host` entries looks
 //! each up by name (`servicesForExactHosts`): one copy per hostname and
@@ -23,8 +23,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
-use crate::scope::{PortSet, Visible};
-use crate::snapshot::{Listener, MeshSnapshot, Protocol, ServiceInfo, SvcId, SvcKind};
+use crate::scope::{EgressServices, PortSet, Visible};
+use crate::snapshot::{Listener, MeshSnapshot, ServiceInfo, SvcId, SvcKind};
 use crate::HashMap;
 
 fn entry_matches_service(e: &HostEntry, scope_ns: &str, svc_ns: &str, hostname: &str) -> bool {
@@ -55,20 +55,15 @@ impl MeshSnapshot {
             namespace: scope_ns.to_string(),
             ..Visible::default()
         };
-        let overriding = listeners
-            .iter()
-            .any(|l| l.port.is_some() && l.protocol.is_some());
-        let mut per_listener: Vec<(Option<u32>, Option<Protocol>, Vec<SvcId>)> = Vec::new();
         // The service the scope keeps for each hostname.
         let mut kept: HashMap<&str, SvcId> = HashMap::default();
         for l in listeners {
             let (includes, excludes): (Vec<&HostEntry>, Vec<&HostEntry>) =
                 l.hosts.iter().partition(|e| !e.exclude);
             let sel = self.listener_services(scope_ns, l, &includes, &excludes);
-            if overriding {
-                per_listener.push((l.port, l.protocol, sel.chosen.clone()));
-            }
-            for id in sel.chosen.into_iter().chain(sel.copies) {
+            // Chosen copies first: the order the scope appends them in.
+            let own: Vec<SvcId> = sel.chosen.into_iter().chain(sel.copies).collect();
+            for &id in &own {
                 let ports = match l.port {
                     Some(p) => PortSet::from_unsorted([p].into_iter()),
                     None => {
@@ -77,14 +72,16 @@ impl MeshSnapshot {
                 };
                 self.append(&mut out, &mut kept, id, ports, false);
             }
+            out.egress.push(EgressServices {
+                port: l.port,
+                protocol: l.protocol,
+                services: own,
+            });
             let pulled =
                 self.import_virtual_services(scope_ns, l.port, &includes, &excludes, &mut out);
             for (id, ports) in pulled {
                 self.append(&mut out, &mut kept, id, ports, true);
             }
-        }
-        if overriding {
-            out.listener_protocols = self.listener_protocols(&per_listener);
         }
         self.choose_destination_rules(scope_ns, &mut out);
         out
@@ -255,7 +252,9 @@ impl MeshSnapshot {
             return add(out, id, &ports, pulled);
         }
         match (self.services[cur].kind, s.kind) {
-            (SvcKind::Kube, SvcKind::Entry) => shadow(out, id, &ports, pulled),
+            // A copy the scope does not keep: listeners only (its
+            // listener's [`EgressServices`]).
+            (SvcKind::Kube, SvcKind::Entry) => {}
             (SvcKind::Entry, SvcKind::Kube) => {
                 for &other in self.services_named(&s.hostname) {
                     unkeep(out, other);
@@ -273,46 +272,15 @@ impl MeshSnapshot {
                             .flat_map(|p| p.iter().copied()),
                     );
                 }
-                let (new, clash): (Vec<u32>, Vec<u32>) =
-                    ports.iter().partition(|p| !have.contains(p));
+                let new: Vec<u32> = ports
+                    .iter()
+                    .copied()
+                    .filter(|p| !have.contains(p))
+                    .collect();
                 add(out, id, &PortSet::from_unsorted(new.into_iter()), pulled);
-                shadow(out, id, &PortSet::from_unsorted(clash.into_iter()), pulled);
             }
-            _ => shadow(out, id, &ports, pulled),
+            _ => {}
         }
-    }
-
-    /// The listener protocols port-specific listeners declare, per (service,
-    /// port), and whether the service's own is built too.
-    fn listener_protocols(
-        &self,
-        per_listener: &[(Option<u32>, Option<Protocol>, Vec<SvcId>)],
-    ) -> BTreeMap<(SvcId, u32), (Protocol, bool)> {
-        let is_http = |p: Protocol| p == Protocol::Http;
-        let mut marks: BTreeMap<(SvcId, u32), (Option<Protocol>, bool)> = BTreeMap::new();
-        for (port, proto, ids) in per_listener {
-            for &id in ids {
-                for sp in &self.services[id].ports {
-                    if port.is_some_and(|p| p != sp.number) {
-                        continue;
-                    }
-                    let declared = match (port, proto) {
-                        (Some(_), Some(d)) => *d,
-                        _ => sp.protocol,
-                    };
-                    let m = marks.entry((id, sp.number)).or_default();
-                    if is_http(declared) != is_http(sp.protocol) {
-                        m.0 = Some(declared);
-                    } else {
-                        m.1 = true;
-                    }
-                }
-            }
-        }
-        marks
-            .into_iter()
-            .filter_map(|(k, (d, native))| d.map(|d| (k, (d, native))))
-            .collect()
     }
 
     /// The VirtualServices one listener imports (into `out`), and the
@@ -467,39 +435,17 @@ fn add(out: &mut Visible, id: SvcId, ports: &PortSet, pulled: bool) {
     }
     have.extend(ports.iter().copied());
     // A port a listener imports is no longer a destination's alone.
-    for map in [&mut out.pulled, &mut out.shadowed] {
-        if let Some(p) = map.get_mut(&id) {
-            p.retain(|x| !ports.contains(x));
-            if p.is_empty() {
-                map.remove(&id);
-            }
+    if let Some(p) = out.pulled.get_mut(&id) {
+        p.retain(|x| !ports.contains(x));
+        if p.is_empty() {
+            out.pulled.remove(&id);
         }
     }
 }
 
-/// `ports` of `id` as outbound listeners only (a destination's: nothing).
-fn shadow(out: &mut Visible, id: SvcId, ports: &PortSet, pulled: bool) {
-    if !pulled && !ports.is_empty() {
-        out.shadowed
-            .entry(id)
-            .or_default()
-            .extend(ports.iter().copied());
-    }
-}
-
 /// A service the scope no longer keeps (a Kubernetes Service replaced
-/// it): its listener-imported ports keep their listeners.
+/// it): no clusters; its listener's [`EgressServices`] keep its listeners.
 fn unkeep(out: &mut Visible, id: SvcId) {
-    let Some(ports) = out.services.remove(&id) else {
-        return;
-    };
-    let pulled = out.pulled.remove(&id).unwrap_or_default();
-    let listened: Vec<u32> = ports
-        .iter()
-        .copied()
-        .filter(|p| !pulled.contains(p))
-        .collect();
-    if !listened.is_empty() {
-        out.shadowed.entry(id).or_default().extend(listened);
-    }
+    out.services.remove(&id);
+    out.pulled.remove(&id);
 }

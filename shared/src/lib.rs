@@ -34,6 +34,7 @@ pub mod inject;
 pub mod inputs;
 pub mod istio;
 pub mod labels;
+pub mod listeners;
 pub mod mesh;
 pub mod meta;
 pub mod notes;

@@ -5,12 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
 
 use crate::mesh::OutboundPolicy;
 use crate::snapshot::{
     selector_matches, Consolidated, DrId, EntryId, Inbound, Labels, Listener, MeshSnapshot,
-    Protocol, Resolution, SidecarId, SvcId, SvcKind, VsId,
+    Protocol, Resolution, SidecarId, SvcId, VsId,
 };
 
 /// Where a proxy's scope comes from.
@@ -155,15 +156,9 @@ pub struct Visible {
     /// outbound listeners or routes (they are not egress-listener
     /// services).
     pub pulled: BTreeMap<SvcId, PortSet>,
-    /// Copies of an imported hostname that an egress listener selected but
-    /// the scope's services do not keep (another namespace's, or a port a
-    /// merged copy shares): they get outbound listeners, no clusters.
-    pub shadowed: BTreeMap<SvcId, PortSet>,
-    /// (service, port) imported through a port-specific listener that
-    /// declares another kind of protocol (HTTP vs not): istiod builds that
-    /// listener with the declared protocol, and the service's own one too
-    /// when another listener imports the port as well (the flag).
-    pub listener_protocols: BTreeMap<(SvcId, u32), (Protocol, bool)>,
+    /// Each egress listener's own services, in order: what istiod builds
+    /// its outbound listeners from ([`crate::listeners`]).
+    pub egress: Vec<EgressServices>,
     pub virtual_services: BTreeSet<VsId>,
     /// Every DestinationRule in the entries istiod returns for the
     /// imported services (a change to any is pushed to the scope).
@@ -171,6 +166,18 @@ pub struct Visible {
     /// The consolidated entries istiod returns for each imported service;
     /// a proxy uses one of them ([`MeshSnapshot::subsets_for`]).
     pub dr_for_service: BTreeMap<SvcId, Vec<EntryId>>,
+}
+
+/// One egress listener's services, as istiod keeps them for it
+/// (`IstioEgressListenerWrapper.services`): the copy of each hostname it
+/// selects and the other copies in that copy's namespace, whether or not
+/// the scope keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressServices {
+    pub port: Option<u32>,
+    /// The protocol a port-specific listener declares.
+    pub protocol: Option<Protocol>,
+    pub services: Vec<SvcId>,
 }
 
 impl Visible {
@@ -225,7 +232,8 @@ impl MeshSnapshot {
         else {
             return Vec::new();
         };
-        if self.services[svc].dfp_ports.is_some() {
+        let s = &self.services[svc];
+        if s.dfp_ports.is_some() || s.resolution == Resolution::Alias {
             return Vec::new();
         }
         let endpoints = self.services[svc].dns_endpoint_labels.as_ref();
@@ -244,9 +252,10 @@ impl MeshSnapshot {
     /// on the ports its forward proxy takes.
     pub(crate) fn has_cluster(&self, svc: SvcId, port: u32) -> bool {
         let s = &self.services[svc];
-        s.dns_endpoint_labels
-            .as_ref()
-            .is_none_or(|eps| !eps.is_empty())
+        s.resolution != Resolution::Alias
+            && s.dns_endpoint_labels
+                .as_ref()
+                .is_none_or(|eps| !eps.is_empty())
             && s.dfp_ports.as_ref().is_none_or(|p| p.contains(&port))
     }
 }
@@ -359,7 +368,7 @@ impl MeshSnapshot {
     /// ports `inbound`, with the DestinationRules of a proxy that no
     /// selector rule selects.
     pub fn estimate(&self, vis: &Visible, inbound: Inbound) -> ConfigEstimate {
-        self.estimate_labelled(vis, inbound, None)
+        self.estimate_labelled(vis, inbound, None, None)
     }
 
     /// [`estimate`](Self::estimate) for a proxy with `labels`, which pick
@@ -369,6 +378,7 @@ impl MeshSnapshot {
         vis: &Visible,
         inbound: Inbound,
         labels: Option<&Labels>,
+        own_ip: Option<IpAddr>,
     ) -> ConfigEstimate {
         let c = COST_MODEL;
         let mut est = ConfigEstimate {
@@ -379,32 +389,8 @@ impl MeshSnapshot {
             bytes_lds: c.lds_fixed,
             ..Default::default()
         };
-        // Ports with a `0.0.0.0_<port>` listener: HTTP ports (which also
-        // get a route configuration each), and TCP ports of services
-        // without an address.
-        let mut http_ports: BTreeSet<u32> = BTreeSet::new();
-        let mut wildcard_tcp: BTreeSet<u32> = BTreeSet::new();
-        let mut tcp_listeners = 0u64;
-        let mut virtual_hosts = 0u64;
-        let mut listener =
-            |s: &crate::snapshot::ServiceInfo, port: u32, proto: Protocol| match proto {
-                Protocol::Http => {
-                    http_ports.insert(port);
-                    virtual_hosts += 1;
-                }
-                Protocol::Udp => {}
-                // Headless: one listener per pod IP.
-                _ if s.resolution == Resolution::Passthrough && s.kind == SvcKind::Kube => {
-                    tcp_listeners += s.endpoints as u64;
-                }
-                _ if s.addresses.is_empty() => {
-                    wildcard_tcp.insert(port);
-                }
-                _ => tcp_listeners += s.addresses.len() as u64,
-            };
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
-            let pulled = vis.pulled.get(&id);
             let subsets = self.subsets_for(vis, id, labels).len() as u64;
             for p in &s.ports {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
@@ -420,35 +406,15 @@ impl MeshSnapshot {
                     est.bytes_eds +=
                         cl * c.eds_assignment + s.endpoints as u64 * cl * c.eds_endpoint;
                 }
-                if pulled.is_some_and(|pp| pp.contains(&p.number)) {
-                    // A VirtualService destination only: a cluster, no listener.
-                    continue;
-                }
-                match vis.listener_protocols.get(&(id, p.number)) {
-                    Some(&(declared, native)) => {
-                        listener(s, p.number, declared);
-                        if native {
-                            listener(s, p.number, p.protocol);
-                        }
-                    }
-                    None => listener(s, p.number, p.protocol),
-                }
             }
         }
-        for (&id, ports) in &vis.shadowed {
-            let s = &self.services[id];
-            for p in &s.ports {
-                if ports.contains(&p.number) && p.protocol != Protocol::Udp {
-                    listener(s, p.number, p.protocol);
-                }
-            }
-        }
-        est.virtual_hosts = virtual_hosts;
-        let wildcard_only_tcp = wildcard_tcp.difference(&http_ports).count() as u64;
-        est.listeners += http_ports.len() as u64 + tcp_listeners + wildcard_only_tcp;
-        est.bytes_lds +=
-            http_ports.len() as u64 * c.lds_http + (tcp_listeners + wildcard_only_tcp) * c.lds_tcp;
-        est.routes = http_ports.len() as u64;
+        let listeners = self.outbound_listeners(vis, own_ip);
+        let http = listeners.http() as u64;
+        let tcp = listeners.len() as u64 - http;
+        est.virtual_hosts = listeners.virtual_hosts;
+        est.listeners += http + tcp;
+        est.bytes_lds += http * c.lds_http + tcp * c.lds_tcp;
+        est.routes = http;
         est.bytes_rds = est.routes * c.rds_route + est.virtual_hosts * c.rds_virtual_host;
         est.plus_inbound(inbound)
     }
@@ -483,47 +449,17 @@ impl MeshSnapshot {
 }
 
 impl MeshSnapshot {
-    /// [`estimate`](Self::estimate) for one proxy in `ns` with `labels`:
-    /// istiod builds no outbound listener for the proxy's own IP on a
-    /// headless Service that selects it.
+    /// [`estimate`](Self::estimate) for one proxy with `labels` whose pod
+    /// has the first IP `own_ip`: istiod builds it no outbound listener
+    /// for its own IP on a headless Service that selects it.
     pub fn estimate_for_proxy(
         &self,
         vis: &Visible,
-        ns: &str,
         labels: &Labels,
+        own_ip: Option<IpAddr>,
         inbound: Inbound,
     ) -> ConfigEstimate {
-        let mut est = self.estimate_labelled(vis, inbound, Some(labels));
-        let mut own = 0u64;
-        for (&id, ports) in &vis.services {
-            let s = &self.services[id];
-            // (No endpoints indexed, no per-pod listener to leave out.)
-            if s.kind != SvcKind::Kube
-                || s.resolution != Resolution::Passthrough
-                || s.endpoints == 0
-                || s.namespace != ns
-                || !s
-                    .selector
-                    .as_ref()
-                    .is_some_and(|sel| selector_matches(sel, labels))
-            {
-                continue;
-            }
-            let pulled = vis.pulled.get(&id);
-            own += s
-                .ports
-                .iter()
-                .filter(|p| {
-                    ports.contains(&p.number)
-                        && !matches!(p.protocol, Protocol::Http | Protocol::Udp)
-                        && !pulled.is_some_and(|pp| pp.contains(&p.number))
-                })
-                .count() as u64;
-        }
-        est.listeners -= own.min(est.listeners);
-        est.bytes_lds -= (own * COST_MODEL.lds_tcp).min(est.bytes_lds);
-        est.bytes = est.bytes_cds + est.bytes_eds + est.bytes_lds + est.bytes_rds;
-        est
+        self.estimate_labelled(vis, inbound, Some(labels), own_ip)
     }
 }
 

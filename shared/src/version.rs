@@ -25,6 +25,15 @@ impl IstioVersion {
         self.major > 1 || self.minor >= minor
     }
 
+    /// 1.21 made an `ExternalName` Service an alias of the hostname it
+    /// names (`ENABLE_EXTERNAL_NAME_ALIAS` on by default): no cluster,
+    /// listener or route of its own (`pilot/pkg/serviceregistry/kube/conversion.go`,
+    /// `buildOutboundClusters` in `pilot/pkg/networking/core/cluster.go`,
+    /// `buildSidecarOutboundListener` in `listener.go`, 1.31).
+    pub fn external_name_alias(self) -> bool {
+        self.at_least(21)
+    }
+
     /// 1.31 turned a `~` prefix in egress hosts into an exclusion.
     pub fn tilde_excludes(self) -> bool {
         self.at_least(31)

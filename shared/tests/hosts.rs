@@ -496,7 +496,12 @@ fn listeners(s: &MeshSnapshot, ns: &str, app: &str) -> u64 {
     let l = meshscope_test_support::fixtures::labels(&[("app", app)]);
     let vis = s.visible(ns, &s.listeners_of(s.select_sidecar(ns, &l).source));
     let inbound = meshscope_shared::snapshot::Inbound::default();
-    s.estimate_for_proxy(&vis, ns, &l, inbound).listeners
+    let own = s
+        .pods
+        .iter()
+        .find(|p| p.namespace == ns && p.labels == l)
+        .and_then(|p| p.ips.first().copied());
+    s.estimate_for_proxy(&vis, &l, own, inbound).listeners
 }
 
 /// istiod indexes no endpoint of a Service whose exportTo annotation

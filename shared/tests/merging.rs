@@ -93,6 +93,14 @@ fn like_entries_of_one_hostname_merge_their_ports_and_unlike_ones_do_not() {
         has(&c, "outbound|80||api.example.com") && !has(&c, "outbound|443||api.example.com"),
         "{c:?}"
     );
+    // Read in the other order, the older entry is still the one kept.
+    let docs: Vec<&str> = unlike.split("---\n").filter(|d| !d.is_empty()).collect();
+    let reversed: String = docs.iter().rev().map(|d| format!("---\n{d}")).collect();
+    let c = clusters(&snap_v(&reversed, 31), "app", "sleep");
+    assert!(
+        has(&c, "outbound|80||api.example.com") && !has(&c, "outbound|443||api.example.com"),
+        "reversed: {c:?}"
+    );
     // A Kubernetes Service and an entry of its hostname never merge.
     let kube = service("shop", "web", 8080, None)
         + &entry(

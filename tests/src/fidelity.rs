@@ -65,6 +65,7 @@ impl Builder {
             ports,
             headless,
             annotations: Labels::new(),
+            external_name: None,
         });
     }
 
@@ -600,6 +601,80 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
             &[(None, vec!["./*".into(), format!("{a}/*")])],
         ));
         out.push(b.finish("fixed-istiod-found".into(), DEFAULT_MESH.into()));
+    }
+
+    // 5. Outbound listeners by address and port, as the 200-seed sweep
+    //    found istiod keys them: port-specific listeners bind headless
+    //    Services on 0.0.0.0 and lock their keys against the catch-all,
+    //    an HTTP-declared port is one 0.0.0.0 listener while the
+    //    catch-all still builds the services' own address listeners, a
+    //    listener that excludes every host it names builds nothing, and
+    //    two headless Services over the same pods share each pod's
+    //    listener; and an ExternalName Service builds nothing.
+    {
+        let mut b = Builder::new(slot + 4);
+        let (a, c) = (format!("fx{slot}-i"), format!("fx{slot}-j"));
+        b.namespace(&a);
+        b.namespace(&c);
+        let mut sniffed = SvcPort::new("plain", 7100);
+        sniffed.app_protocol = Some("http".into());
+        b.service(
+            &c,
+            "peer",
+            vec![SvcPort::new("tcp-peer", 7000), sniffed],
+            true,
+        );
+        b.world.services.push(Service {
+            namespace: c.clone(),
+            name: "mirror".into(),
+            selector: labels(&[("app", "peer")]),
+            ports: vec![SvcPort::new("tcp-mirror", 7000)],
+            headless: true,
+            annotations: Labels::new(),
+            external_name: None,
+        });
+        b.service(&c, "db", vec![SvcPort::new("tcp-db", 5432)], false);
+        b.service(&c, "cache", vec![SvcPort::new("tcp-cache", 5432)], false);
+        b.service(&c, "web", vec![SvcPort::new("http", 80)], false);
+        // An ExternalName Service is an alias from 1.21: no cluster or
+        // listener of its own, whatever ports it lists.
+        b.world.services.push(Service {
+            namespace: c.clone(),
+            name: "alias".into(),
+            selector: Labels::new(),
+            ports: vec![SvcPort::new("http", 80), SvcPort::new("tcp-ext", 6000)],
+            headless: false,
+            annotations: Labels::new(),
+            external_name: Some(fqdn("web", &c)),
+        });
+        b.pod(&c, "peer-0", labels(&[("app", "peer")]));
+        b.pod(&c, "peer-1", labels(&[("app", "peer")]));
+        b.pod(&c, "db-0", labels(&[("app", "db")]));
+        b.pod(&c, "web-0", labels(&[("app", "web")]));
+        b.pod(&a, "client-0", labels(&[("app", "client")]));
+        b.pod(&a, "narrow-0", labels(&[("app", "narrow")]));
+        b.istio(sidecar_doc(
+            &a,
+            "default",
+            None,
+            &[
+                (Some((7000, "TCP")), vec![format!("{c}/peer.{c}.{DOMAIN}")]),
+                (Some((7100, "TCP")), vec![format!("{c}/peer.{c}.{DOMAIN}")]),
+                (Some((5432, "HTTP")), vec![format!("{c}/*")]),
+                (
+                    Some((8443, "TCP")),
+                    vec![format!("{c}/*"), format!("~{c}/*")],
+                ),
+                (None, vec![format!("{c}/*")]),
+            ],
+        ));
+        b.istio(sidecar_doc(
+            &a,
+            "narrow",
+            Some(&labels(&[("app", "narrow")])),
+            &[(Some((5432, "HTTP")), vec![format!("{c}/*")])],
+        ));
+        out.push(b.finish("fixed-listener-keys".into(), DEFAULT_MESH.into()));
     }
     out
 }

@@ -195,6 +195,7 @@ pub fn deploy_with(c: &Cluster, s: &Scenario, edit: impl Fn(String) -> String) -
                 ports: vec![port],
                 headless: false,
                 annotations: Default::default(),
+                external_name: None,
             });
         }
     }

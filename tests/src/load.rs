@@ -221,6 +221,7 @@ fn endpoint_slices(p: &Parsed, ips: &BTreeMap<(String, String), String>) -> Stri
             ports,
             headless: spec["clusterIP"] == "None",
             annotations: world::Labels::new(),
+            external_name: None,
         });
     }
     for pod in &p.pods {

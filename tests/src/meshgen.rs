@@ -353,6 +353,7 @@ impl Topology {
                     .collect(),
                 headless: w.headless,
                 annotations: Labels::new(),
+                external_name: None,
             })
             .collect()
     }

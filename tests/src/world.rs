@@ -59,6 +59,8 @@ pub struct Service {
     pub ports: Vec<SvcPort>,
     pub headless: bool,
     pub annotations: Labels,
+    /// `type: ExternalName` naming this host (no selector then).
+    pub external_name: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -366,11 +368,15 @@ pub fn service_yaml(out: &mut String, s: &Service) {
         map_yaml(out, "    ", &s.annotations);
     }
     out.push_str("spec:\n");
-    if s.headless {
-        out.push_str("  clusterIP: None\n");
+    if let Some(target) = &s.external_name {
+        let _ = writeln!(out, "  type: ExternalName\n  externalName: {target}");
+    } else {
+        if s.headless {
+            out.push_str("  clusterIP: None\n");
+        }
+        out.push_str("  selector:");
+        map_yaml(out, "    ", &s.selector);
     }
-    out.push_str("  selector:");
-    map_yaml(out, "    ", &s.selector);
     out.push_str("  ports:\n");
     for p in &s.ports {
         let _ = writeln!(

@@ -142,6 +142,7 @@ fn applied_sidecar(sidecarz: &serde_json::Value) -> Option<String> {
 struct Tally {
     proxies: usize,
     clusters: usize,
+    listeners: usize,
     failures: Vec<String>,
 }
 
@@ -194,9 +195,30 @@ fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Resu
                 sc.name
             ));
         }
+        // The outbound listeners by name (the virtual ones aside).
+        let snapshot = proxy.snapshot();
+        let actual: BTreeSet<String> = snapshot
+            .names("lds")
+            .into_iter()
+            .filter(|n| !n.starts_with("virtual"))
+            .collect();
+        let predicted: BTreeSet<String> = e["outbound_listeners"]
+            .as_array()
+            .context("explain -o json has outbound_listeners")?
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        tally.listeners += actual.len();
+        if actual != predicted {
+            tally.failures.push(format!(
+                "{}: proxy {key}: istiod sends but explain does not predict listeners {:?}; explain predicts but istiod does not send {:?}",
+                sc.name,
+                actual.difference(&predicted).collect::<Vec<_>>(),
+                predicted.difference(&actual).collect::<Vec<_>>()
+            ));
+        }
         // Resource counts: the estimate's clusters and listeners are
         // istiod's CDS and LDS.
-        let snapshot = proxy.snapshot();
         for (what, ty, field) in [
             ("clusters", "cds", "clusters"),
             ("listeners", "lds", "listeners"),
@@ -307,10 +329,11 @@ fn run_all(scenarios: Vec<Scenario>) {
         }
     }
     eprintln!(
-        "fidelity: {} scenarios, {} proxies, {} outbound clusters compared in {:.1} s, {} disagreements",
+        "fidelity: {} scenarios, {} proxies, {} outbound clusters and {} outbound listeners compared in {:.1} s, {} disagreements",
         scenarios.len(),
         tally.proxies,
         tally.clusters,
+        tally.listeners,
         started.elapsed().as_secs_f64(),
         tally.failures.len()
     );

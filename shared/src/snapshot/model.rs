@@ -204,6 +204,10 @@ pub enum Resolution {
     DnsRoundRobin,
     /// Headless or SE NONE: ORIGINAL_DST.
     Passthrough,
+    /// An `ExternalName` Service from 1.21: an alias of the hostname it
+    /// names, with no cluster, listener or route of its own
+    /// ([`crate::version::IstioVersion::external_name_alias`]).
+    Alias,
 }
 
 /// One imported unit: a Kubernetes Service or one host of a ServiceEntry.
@@ -240,6 +244,12 @@ pub struct ServiceInfo {
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,
     pub endpoints: u32,
+    /// For a passthrough service with no address of its own (a headless
+    /// Service, a `resolution: NONE` ServiceEntry without addresses): its
+    /// endpoints' addresses, `None` for one that is not an IP. istiod gives
+    /// each an outbound listener on the TCP and sniffed ports
+    /// ([`crate::listeners`]). Empty for every other service.
+    pub passthrough_endpoints: Vec<Option<IpAddr>>,
     /// The hostname is a name only the mesh defines: a ServiceEntry whose
     /// endpoints are listed or selected apart from the host (`STATIC`, or
     /// `DNS` with endpoints, or a workloadSelector). Cluster DNS does not

@@ -40,7 +40,8 @@ pub(super) fn services(
     let domain = &options.cluster_domain;
     let mut services: Vec<ServiceInfo> = Vec::new();
     for s in &inputs.services {
-        services.push(kube_service(s, mesh, domain, pods, &pods_by_ns));
+        let alias = options.istio.external_name_alias();
+        services.push(kube_service(s, mesh, domain, alias, pods, &pods_by_ns));
     }
     let mut service_entries = Vec::new();
     for se in &inputs.service_entries {
@@ -313,10 +314,32 @@ fn count_selected(
         .unwrap_or(0)
 }
 
+/// The first IP of each pod in `ns` that `selector` selects (pods without
+/// one are no endpoint yet).
+fn selected_ips(
+    selector: &BTreeMap<String, String>,
+    ns: &str,
+    pods: &[PodInfo],
+    pods_by_ns: &HashMap<&str, Vec<PodId>>,
+) -> Vec<Option<IpAddr>> {
+    if selector.is_empty() {
+        return Vec::new();
+    }
+    pods_by_ns
+        .get(ns)
+        .into_iter()
+        .flatten()
+        .map(|p| &pods[*p])
+        .filter(|p| selector_matches(selector, &p.labels))
+        .filter_map(|p| p.ips.first().map(|ip| Some(*ip)))
+        .collect()
+}
+
 fn kube_service(
     s: &Service,
     mesh: &MeshConfig,
     domain: &str,
+    alias: bool,
     pods: &[PodInfo],
     pods_by_ns: &HashMap<&str, Vec<PodId>>,
 ) -> ServiceInfo {
@@ -366,6 +389,12 @@ fn kube_service(
         Some(sel) if !unindexed => count_selected(sel, &ns, pods, pods_by_ns),
         _ => 0,
     };
+    let passthrough_endpoints = match &spec.selector {
+        Some(sel) if headless && !external && !unindexed => {
+            selected_ips(sel, &ns, pods, pods_by_ns)
+        }
+        _ => Vec::new(),
+    };
     let (export, listed) = service_export(&s.metadata, mesh, &ns);
     ServiceInfo {
         kind: SvcKind::Kube,
@@ -379,7 +408,9 @@ fn kube_service(
         use_waypoint: use_waypoint(&labels(&s.metadata.labels), &ns),
         created: created(&s.metadata),
         addresses,
-        resolution: if external {
+        resolution: if external && alias {
+            Resolution::Alias
+        } else if external {
             Resolution::Dns
         } else if headless {
             Resolution::Passthrough
@@ -387,6 +418,7 @@ fn kube_service(
             Resolution::Eds
         },
         endpoints,
+        passthrough_endpoints,
         mesh_defined_name: false,
         dns_endpoint_labels: None,
         dfp_ports: None,
@@ -451,6 +483,16 @@ fn entry_services<'a>(
         Some(sel) => count_selected(&sel.labels, &ns, pods, pods_by_ns),
         None => se.spec.endpoints.len().max(1) as u32,
     };
+    let passthrough_endpoints = match &se.spec.workload_selector {
+        _ if resolution != Resolution::Passthrough || !addresses.is_empty() => Vec::new(),
+        Some(sel) => selected_ips(&sel.labels, &ns, pods, pods_by_ns),
+        None => se
+            .spec
+            .endpoints
+            .iter()
+            .map(|e| e["address"].as_str().and_then(|a| a.parse().ok()))
+            .collect(),
+    };
     let dfp_ports: Vec<u32> = se
         .spec
         .ports
@@ -490,6 +532,7 @@ fn entry_services<'a>(
         addresses: addresses.clone(),
         resolution,
         endpoints,
+        passthrough_endpoints: passthrough_endpoints.clone(),
         mesh_defined_name,
         dns_endpoint_labels: dns_endpoint_labels.clone(),
         dfp_ports: (dynamic && h.starts_with('*')).then(|| dfp_ports.clone()),
