@@ -108,6 +108,8 @@ pub struct Explanation {
     /// The outbound listeners istiod sends this proxy, by name (see
     /// [`MeshSnapshot::outbound_listeners`]; the virtual ones aside).
     pub outbound_listeners: Vec<String>,
+    /// The route configurations those listeners name (RDS).
+    pub outbound_routes: Vec<String>,
     pub estimate: ConfigEstimate,
     pub unscoped_estimate: ConfigEstimate,
     pub pushed_by: PushSources,
@@ -204,6 +206,7 @@ pub fn explain(
     let mut eval = Evaluator::new(snap);
     let vis = eval.visible_for(sel.source, ns);
     let unscoped = eval.unscoped(ns);
+    let listeners = snap.outbound_listeners(&vis, own_ip);
     let mut visible_services: Vec<String> = vis
         .services
         .iter()
@@ -267,7 +270,12 @@ pub fn explain(
         visible_service_count: vis.services.len(),
         visible_services,
         outbound_clusters: snap.outbound_clusters(&vis, Some(labels)),
-        outbound_listeners: snap.outbound_listeners(&vis, own_ip).names(),
+        outbound_listeners: listeners.names(),
+        outbound_routes: listeners
+            .route_names()
+            .into_iter()
+            .map(String::from)
+            .collect(),
         estimate: snap
             .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),

@@ -20,6 +20,7 @@
 //! - a second service on a key shares the listener: HTTP and TCP together
 //!   make it sniffed. UDP ports, and `ExternalName` aliases, get none.
 
+use std::collections::btree_map::Entry as Slot;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -34,21 +35,36 @@ pub enum Bind {
     Addr(IpAddr),
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Entry {
-    /// An HTTP service port is on it: it names a route (a sniffed
-    /// listener at a service address names its own; not counted).
+    /// An HTTP filter chain (an HTTP or sniffed port is on it).
     http: bool,
+    /// A TCP filter chain (a TCP or sniffed port is on it).
+    tcp: bool,
     locked: bool,
 }
 
-/// One proxy's outbound listeners (the virtual ones aside).
+/// What a listener carries, for its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carries {
+    Http,
+    Tcp,
+    /// Both: istiod sniffs the protocol.
+    Sniffed,
+}
+
+/// One proxy's outbound listeners (the virtual ones aside), and the route
+/// configurations their HTTP filter chains name.
 #[derive(Clone, Debug, Default)]
 pub struct OutboundListeners {
     entries: BTreeMap<(Bind, u32), Entry>,
-    /// (service, port) pairs an HTTP listener serves: the virtual hosts
-    /// of its route.
-    pub virtual_hosts: u64,
+    /// Route configuration name -> its services' virtual hosts: `<port>`
+    /// for HTTP ports and sniffed ones on 0.0.0.0, `<host>:<port>` for a
+    /// sniffed port at an address (`buildSidecarOutboundHTTPListenerOpts`).
+    routes: BTreeMap<String, u64>,
+    /// Sniffed service ports at an address, per port: each is also a
+    /// virtual host of the port's own route when there is one.
+    sniffed_at_address: BTreeMap<u32, u64>,
 }
 
 impl OutboundListeners {
@@ -76,9 +92,48 @@ impl OutboundListeners {
         out
     }
 
-    /// How many an HTTP service port is on (each names a route).
-    pub fn http(&self) -> usize {
-        self.entries.values().filter(|e| e.http).count()
+    /// How many listeners carry what.
+    pub fn count(&self, what: Carries) -> u64 {
+        let kind = |e: &Entry| match (e.http, e.tcp) {
+            (true, true) => Carries::Sniffed,
+            (true, false) => Carries::Http,
+            _ => Carries::Tcp,
+        };
+        self.entries.values().filter(|e| kind(e) == what).count() as u64
+    }
+
+    /// The route configurations the listeners name, sorted.
+    pub fn route_names(&self) -> Vec<&str> {
+        self.routes.keys().map(String::as_str).collect()
+    }
+
+    /// How many of those are a port's (`<port>`, shared by its services).
+    pub fn port_routes(&self) -> u64 {
+        self.routes.keys().filter(|n| !n.contains(':')).count() as u64
+    }
+
+    /// How many are one sniffed service port's (`<host>:<port>`), each
+    /// with that service's virtual host.
+    pub fn sniffed_routes(&self) -> u64 {
+        self.routes.len() as u64 - self.port_routes()
+    }
+
+    /// The services' virtual hosts in the ports' routes (their catch-alls
+    /// aside): one per HTTP or sniffed service port.
+    pub fn virtual_hosts(&self) -> u64 {
+        let own: u64 = self
+            .routes
+            .iter()
+            .filter(|(n, _)| !n.contains(':'))
+            .map(|(_, v)| v)
+            .sum();
+        let shared: u64 = self
+            .sniffed_at_address
+            .iter()
+            .filter(|(port, _)| self.routes.contains_key(&port.to_string()))
+            .map(|(_, n)| n)
+            .sum();
+        own + shared
     }
 
     /// Adds `port` of `svc` with `protocol` at `bind` (`None`: the
@@ -101,24 +156,28 @@ impl OutboundListeners {
                 .map_or(Bind::Wildcard, |a| Bind::Addr(*a))],
         };
         for b in binds {
-            if self.entries.get(&(b, port)).is_some_and(|e| e.locked) {
+            let e = self.entries.entry((b, port)).or_default();
+            if e.locked {
                 continue;
             }
-            self.add((b, port), protocol == Protocol::Http);
-            if protocol == Protocol::Http {
-                self.virtual_hosts += 1;
+            // A second service on a listener shares it.
+            e.http |= matches!(protocol, Protocol::Http | Protocol::Auto);
+            e.tcp |= matches!(protocol, Protocol::Tcp | Protocol::Auto);
+            match (protocol, b) {
+                (Protocol::Http, _) | (Protocol::Auto, Bind::Wildcard) => {
+                    *self.routes.entry(port.to_string()).or_default() += 1;
+                }
+                // One route per service port, whatever its listeners.
+                (Protocol::Auto, Bind::Addr(_)) => {
+                    let name = format!("{}:{port}", svc.hostname);
+                    if let Slot::Vacant(v) = self.routes.entry(name) {
+                        v.insert(1);
+                        *self.sniffed_at_address.entry(port).or_default() += 1;
+                    }
+                }
+                _ => {}
             }
         }
-    }
-
-    /// A new listener, or a second service on one (HTTP and TCP
-    /// together make it sniffed).
-    fn add(&mut self, key: (Bind, u32), http: bool) {
-        let e = self.entries.entry(key).or_insert(Entry {
-            http,
-            locked: false,
-        });
-        e.http |= http;
     }
 
     fn lock(&mut self) {

@@ -8,6 +8,7 @@ use crate::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
 
+use crate::listeners::Carries;
 use crate::mesh::OutboundPolicy;
 use crate::snapshot::{
     selector_matches, Consolidated, DrId, EntryId, Inbound, Labels, Listener, MeshSnapshot,
@@ -272,8 +273,13 @@ pub struct CostModel {
     pub cds_fixed: u64,
     /// CDS: one `inbound|<port>||` cluster.
     pub cds_inbound: u64,
-    /// CDS: one `outbound|<port>|<subset>|<host>` cluster.
+    /// CDS: one `outbound|<port>|<subset>|<host>` cluster, its name 52
+    /// characters long.
     pub cds_outbound: u64,
+    /// CDS: each character of a cluster's name beyond (or short of) 52.
+    pub cds_name_char: u64,
+    /// CDS: what a cluster of a sniffed port adds (HTTP protocol options).
+    pub cds_sniffed: u64,
     /// EDS: one ClusterLoadAssignment, without its endpoints.
     pub eds_assignment: u64,
     /// EDS: one endpoint in an assignment.
@@ -284,15 +290,23 @@ pub struct CostModel {
     pub lds_inbound_http: u64,
     /// LDS: the filter chains a TCP inbound port adds to virtualInbound.
     pub lds_inbound_tcp: u64,
+    /// LDS: the filter chains a sniffed inbound port adds to virtualInbound.
+    pub lds_inbound_sniffed: u64,
     /// LDS: one `0.0.0.0_<port>` HTTP listener.
     pub lds_http: u64,
     /// LDS: one `<address>_<port>` TCP listener.
     pub lds_tcp: u64,
+    /// LDS: one listener whose protocol istiod sniffs (an HTTP and a TCP
+    /// filter chain, and the HTTP inspector).
+    pub lds_sniffed: u64,
     /// RDS: one route configuration (named by its port), with its
     /// catch-all virtual host.
     pub rds_route: u64,
     /// RDS: one service's virtual host.
     pub rds_virtual_host: u64,
+    /// RDS: one sniffed service port's own route configuration
+    /// (`<host>:<port>`), with its virtual host.
+    pub rds_sniffed_route: u64,
 }
 
 /// Where each constant comes from (istiod 1.31, `tests/bench/run istiod`
@@ -305,14 +319,23 @@ pub struct CostModel {
 /// - `cds_outbound`: unscoped reference proxies, (CDS bytes − fixed −
 ///   inbound) / 201 outbound clusters = 1,085 B (names of ~50 characters;
 ///   1,025–1,290 B seen for others, gRPC ports and subsets the larger).
+/// - `cds_name_char`, `cds_sniffed`: the `social-network` scenario's 27
+///   outbound clusters (names of 50–71 characters) grow 6.4 B a character
+///   (the name is repeated in the cluster), and a sniffed port's cluster is
+///   1,241 B at 52 characters against 1,062–1,085 B for TCP and HTTP.
 /// - `eds_assignment`, `eds_endpoint`: 1-endpoint assignments 135–142 B,
 ///   2-endpoint 225 B (fidelity scenario) give ~88 B an endpoint; the
 ///   reference's 262 B for 2 endpoints gives the rest.
 /// - `lds_fixed`: virtualOutbound 423 B + virtualInbound 7,322 B without
 ///   inbound ports; `lds_inbound_http` and `lds_inbound_tcp`: virtualInbound
-///   grows to 12,075 B with one HTTP port and 9,020 B with one TCP port.
+///   grows to 12,075 B with one HTTP port and 9,020 B with one TCP port;
+///   `lds_inbound_sniffed`: 13,835 B with one port named by number
+///   (`social-network`'s post-storage-memcached).
 /// - `lds_http`: `0.0.0.0_<port>` 2,310–2,317 B; `lds_tcp`: `<vip>_<port>`
 ///   263 B.
+/// - `lds_sniffed`: `<vip>_<port>` of a port named by number, 2,450–2,486 B;
+///   `rds_sniffed_route`: its `<host>:<port>` route, 490–534 B (the
+///   `social-network` scenario, its unscoped proxies).
 /// - `rds_virtual_host`: the reference's route `8000` holds 200 services'
 ///   virtual hosts in 109,834 B, 548 B each (a service in the proxy's own
 ///   namespace lists its short names too; other namespaces' are smaller);
@@ -321,16 +344,37 @@ pub const COST_MODEL: CostModel = CostModel {
     cds_fixed: 761,
     cds_inbound: 215,
     cds_outbound: 1_085,
+    cds_name_char: 6,
+    cds_sniffed: 160,
     eds_assignment: 86,
     eds_endpoint: 88,
     lds_fixed: 7_745,
     lds_inbound_http: 4_753,
     lds_inbound_tcp: 1_698,
+    lds_inbound_sniffed: 6_090,
     lds_http: 2_310,
     lds_tcp: 263,
+    lds_sniffed: 2_470,
     rds_route: 150,
     rds_virtual_host: 548,
+    rds_sniffed_route: 512,
 };
+
+impl CostModel {
+    /// The bytes of the outbound cluster `outbound|<port>|<subset>|<host>`
+    /// of a `protocol` port.
+    pub fn outbound_cluster(&self, host: &str, port: u32, subset: &str, protocol: Protocol) -> u64 {
+        let len = "outbound|||".len() + port.to_string().len() + subset.len() + host.len();
+        let named = (self.cds_outbound + len as u64 * self.cds_name_char)
+            .saturating_sub(52 * self.cds_name_char);
+        named
+            + if protocol == Protocol::Auto {
+                self.cds_sniffed
+            } else {
+                0
+            }
+    }
+}
 
 /// Fixed clusters: BlackHoleCluster, PassthroughCluster,
 /// InboundPassthroughCluster.
@@ -391,14 +435,18 @@ impl MeshSnapshot {
         };
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
-            let subsets = self.subsets_for(vis, id, labels).len() as u64;
+            let subset_names = self.subsets_for(vis, id, labels);
+            let subsets = subset_names.len() as u64;
             for p in &s.ports {
                 if !ports.contains(&p.number) || p.protocol == Protocol::Udp {
                     continue;
                 }
-                let own = u64::from(self.has_cluster(id, p.number));
-                est.clusters += own + subsets;
-                est.bytes_cds += (own + subsets) * c.cds_outbound;
+                let own = self.has_cluster(id, p.number);
+                est.clusters += u64::from(own) + subsets;
+                let bytes =
+                    |subset: &str| c.outbound_cluster(&s.hostname, p.number, subset, p.protocol);
+                est.bytes_cds += if own { bytes("") } else { 0 };
+                est.bytes_cds += subset_names.iter().map(|n| bytes(n)).sum::<u64>();
                 if s.resolution == Resolution::Eds {
                     let cl = 1 + subsets;
                     est.assignments += cl;
@@ -408,14 +456,20 @@ impl MeshSnapshot {
                 }
             }
         }
-        let listeners = self.outbound_listeners(vis, own_ip);
-        let http = listeners.http() as u64;
-        let tcp = listeners.len() as u64 - http;
-        est.virtual_hosts = listeners.virtual_hosts;
-        est.listeners += http + tcp;
-        est.bytes_lds += http * c.lds_http + tcp * c.lds_tcp;
-        est.routes = http;
-        est.bytes_rds = est.routes * c.rds_route + est.virtual_hosts * c.rds_virtual_host;
+        let l = self.outbound_listeners(vis, own_ip);
+        let (http, tcp, sniffed) = (
+            l.count(Carries::Http),
+            l.count(Carries::Tcp),
+            l.count(Carries::Sniffed),
+        );
+        est.virtual_hosts = l.virtual_hosts();
+        est.listeners += http + tcp + sniffed;
+        est.bytes_lds += http * c.lds_http + tcp * c.lds_tcp + sniffed * c.lds_sniffed;
+        let (port_routes, sniffed_routes) = (l.port_routes(), l.sniffed_routes());
+        est.routes = port_routes + sniffed_routes;
+        est.bytes_rds = port_routes * c.rds_route
+            + est.virtual_hosts * c.rds_virtual_host
+            + sniffed_routes * c.rds_sniffed_route;
         est.plus_inbound(inbound)
     }
 }
@@ -484,8 +538,9 @@ impl ConfigEstimate {
         self.inbound_ports += inbound.ports() as u64;
         self.clusters += inbound.ports() as u64;
         self.bytes_cds += inbound.ports() as u64 * c.cds_inbound;
-        self.bytes_lds +=
-            inbound.http as u64 * c.lds_inbound_http + inbound.tcp as u64 * c.lds_inbound_tcp;
+        self.bytes_lds += inbound.http as u64 * c.lds_inbound_http
+            + inbound.tcp as u64 * c.lds_inbound_tcp
+            + inbound.sniffed as u64 * c.lds_inbound_sniffed;
         self.bytes = self.bytes_cds + self.bytes_eds + self.bytes_lds + self.bytes_rds;
         self
     }

@@ -190,3 +190,62 @@ fn an_external_name_service_is_an_alias_from_1_21() {
         vec!["0.0.0.0_6000", "0.0.0.0_80"]
     );
 }
+
+/// A port named by number is sniffed: at a service address its listener
+/// names a route of its own (`<host>:<port>`), shared by a headless
+/// Service's per-pod listeners; on 27017 it is TCP (no route).
+#[test]
+fn sniffed_ports_name_a_route_per_service_port() {
+    let y = namespace("a")
+        + &namespace("c")
+        + &service(
+            "c",
+            "store",
+            "store",
+            "10.96.0.30",
+            "  - {name: \"27017\", port: 27017}\n  - {name: \"9091\", port: 9091}\n",
+        )
+        + &service(
+            "c",
+            "ring",
+            "ring",
+            "None",
+            "  - {name: \"7200\", port: 7200}\n",
+        )
+        + &service(
+            "c",
+            "web",
+            "web",
+            "10.96.0.31",
+            "  - {name: http, port: 9091}\n",
+        )
+        + &pod("c", "ring-0", "ring", "10.1.0.40")
+        + &pod("c", "ring-1", "ring", "10.1.0.41")
+        + &pod("a", "client-0", "client", "10.0.0.1");
+    let s = snap(&y);
+    let vis = s.visible(
+        "a",
+        &s.listeners_of(s.select_sidecar("a", &Default::default()).source),
+    );
+    let l = s.outbound_listeners(&vis, "10.0.0.1".parse().ok());
+    assert_eq!(
+        l.names(),
+        vec![
+            "0.0.0.0_9091",
+            "10.1.0.40_7200",
+            "10.1.0.41_7200",
+            "10.96.0.30_27017",
+            "10.96.0.30_9091",
+        ]
+    );
+    assert_eq!(
+        l.route_names(),
+        vec![
+            "9091",
+            "ring.c.svc.cluster.local:7200",
+            "store.c.svc.cluster.local:9091",
+        ]
+    );
+    // Route 9091 holds web's virtual host and the sniffed store's.
+    assert_eq!(l.virtual_hosts(), 2);
+}

@@ -460,7 +460,11 @@ fn lds_test_with_default_sidecar_imports_ns1_only_with_istiods_counts() {
     // One inbound port (8080) on the proxy.
     let est = s.estimate(
         &vis,
-        meshscope_shared::snapshot::Inbound { http: 1, tcp: 0 },
+        meshscope_shared::snapshot::Inbound {
+            http: 1,
+            tcp: 0,
+            sniffed: 0,
+        },
     );
     assert_eq!(
         est.listeners, 4,
@@ -762,6 +766,34 @@ fn udp_ports_get_inbound_clusters_and_unnamed_ports_are_sniffed_on_the_service_a
     let est = s.estimate(&vis, s.workloads[w].inbound);
     // outbound|7000 only (UDP gets no outbound cluster), two inbound, three fixed.
     assert_eq!(est.clusters, 1 + 2 + 3, "{est:?}");
-    // 10.96.1.2_7000 and the two virtual listeners; no route.
-    assert_eq!((est.listeners, est.routes), (3, 0), "{est:?}");
+    // 10.96.1.2_7000 and the two virtual listeners; the sniffed listener
+    // names a route of its own, `dns.a.svc.cluster.local:7000`.
+    assert_eq!((est.listeners, est.routes), (3, 1), "{est:?}");
+    let l = s.outbound_listeners(&vis, None);
+    assert_eq!(l.route_names(), vec!["dns.a.svc.cluster.local:7000"]);
+}
+
+/// A Kubernetes Service port's protocol as istiod reads it
+/// (`ConvertProtocol`, `pkg/config/kube/conversion.go`, 1.31): appProtocol
+/// over the name, the name's prefix up to the first `-` only, and TCP for
+/// a port named by number on 25, 53, 3306 or 27017 (elsewhere sniffed). A
+/// ServiceEntry's protocol field is read whole.
+#[test]
+fn port_protocols_read_as_istiod_reads_them() {
+    use meshscope_shared::snapshot::Protocol::{self, Auto, Http, Tcp};
+    let svc = |port, name, app| Protocol::of_service_port(port, name, app);
+    assert_eq!(svc(9090, Some("9090"), None), Auto);
+    assert_eq!(svc(27017, Some("27017"), None), Tcp);
+    assert_eq!(svc(3306, None, None), Tcp);
+    assert_eq!(svc(8080, Some("http-web"), None), Http);
+    assert_eq!(svc(8080, Some("HTTP2"), None), Http);
+    assert_eq!(svc(8080, Some("http_web"), None), Auto);
+    assert_eq!(svc(8080, Some("grpc-web-x"), None), Http);
+    assert_eq!(svc(8080, Some("h2c"), None), Auto);
+    assert_eq!(svc(8080, Some("http"), Some("tcp")), Tcp);
+    assert_eq!(svc(8080, Some("http"), Some("custom")), Auto);
+    assert_eq!(svc(8080, Some("x"), Some("kubernetes.io/h2c")), Http);
+    assert_eq!(Protocol::parse("TLS"), Tcp);
+    assert_eq!(Protocol::parse("http-web"), Auto);
+    assert_eq!(Protocol::parse(""), Auto);
 }

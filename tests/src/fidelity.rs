@@ -610,7 +610,8 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
     //    catch-all still builds the services' own address listeners, a
     //    listener that excludes every host it names builds nothing, and
     //    two headless Services over the same pods share each pod's
-    //    listener; and an ExternalName Service builds nothing.
+    //    listener; ports named by number are sniffed, with a route per
+    //    service port; and an ExternalName Service builds nothing.
     {
         let mut b = Builder::new(slot + 4);
         let (a, c) = (format!("fx{slot}-i"), format!("fx{slot}-j"));
@@ -636,6 +637,25 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
         b.service(&c, "db", vec![SvcPort::new("tcp-db", 5432)], false);
         b.service(&c, "cache", vec![SvcPort::new("tcp-cache", 5432)], false);
         b.service(&c, "web", vec![SvcPort::new("http", 80)], false);
+        // Ports named by number are sniffed (a `<host>:<port>` route each),
+        // except on well-known ports; an appProtocol is cut at `-` only
+        // (`http_web` is sniffed).
+        let mut underscored = SvcPort::new("web", 8088);
+        underscored.app_protocol = Some("http_web".into());
+        b.service(
+            &c,
+            "store",
+            vec![
+                SvcPort::new("27017", 27017),
+                SvcPort::new("9091", 9091),
+                underscored,
+            ],
+            false,
+        );
+        b.service(&c, "ring", vec![SvcPort::new("7200", 7200)], true);
+        b.pod(&c, "store-0", labels(&[("app", "store")]));
+        b.pod(&c, "ring-0", labels(&[("app", "ring")]));
+        b.pod(&c, "ring-1", labels(&[("app", "ring")]));
         // An ExternalName Service is an alias from 1.21: no cluster or
         // listener of its own, whatever ports it lists.
         b.world.services.push(Service {

@@ -209,6 +209,21 @@ fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Resu
             .filter_map(|v| v.as_str().map(String::from))
             .collect();
         tally.listeners += actual.len();
+        let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
+        let predicted_routes: BTreeSet<String> = e["outbound_routes"]
+            .as_array()
+            .context("explain -o json has outbound_routes")?
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        if routes != predicted_routes {
+            tally.failures.push(format!(
+                "{}: proxy {key}: istiod sends but explain does not predict routes {:?}; explain predicts but istiod does not send {:?}",
+                sc.name,
+                routes.difference(&predicted_routes).collect::<Vec<_>>(),
+                predicted_routes.difference(&routes).collect::<Vec<_>>()
+            ));
+        }
         if actual != predicted {
             tally.failures.push(format!(
                 "{}: proxy {key}: istiod sends but explain does not predict listeners {:?}; explain predicts but istiod does not send {:?}",
@@ -329,7 +344,7 @@ fn run_all(scenarios: Vec<Scenario>) {
         }
     }
     eprintln!(
-        "fidelity: {} scenarios, {} proxies, {} outbound clusters and {} outbound listeners compared in {:.1} s, {} disagreements",
+        "fidelity: {} scenarios, {} proxies, {} outbound clusters, {} outbound listeners and their routes compared in {:.1} s, {} disagreements",
         scenarios.len(),
         tally.proxies,
         tally.clusters,

@@ -182,7 +182,7 @@ fn sidecar_info(sc: &Sidecar, options: &Options) -> SidecarInfo {
                 .as_ref()
                 .and_then(|p| p.protocol.as_deref())
                 .filter(|p| !p.is_empty() && *p != "HTTP_PROXY")
-                .map(|p| Protocol::detect(Some(p), None)),
+                .map(Protocol::parse),
             hosts: l
                 .hosts
                 .iter()

@@ -109,11 +109,13 @@ pub struct Workload {
 pub struct Inbound {
     pub http: u32,
     pub tcp: u32,
+    /// Ports whose protocol istiod sniffs (an HTTP and a TCP chain each).
+    pub sniffed: u32,
 }
 
 impl Inbound {
     pub fn ports(self) -> u32 {
-        self.http + self.tcp
+        self.http + self.tcp + self.sniffed
     }
 }
 
@@ -168,22 +170,42 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Istio protocol selection: `appProtocol`, then the port-name prefix.
-    pub fn detect(explicit: Option<&str>, name: Option<&str>) -> Self {
-        let pick = |p: &str| -> Option<Protocol> {
-            let p = p.to_ascii_lowercase();
-            let head = p.split(['-', '_']).next().unwrap_or("");
-            Some(match head {
-                "http" | "http2" | "grpc" | "grpc-web" | "h2c" => Protocol::Http,
-                "udp" => Protocol::Udp,
-                "tcp" | "tls" | "https" | "mongo" | "mysql" | "redis" | "thrift" => Protocol::Tcp,
-                _ => return None,
-            })
+    /// A protocol name as istiod parses it: the whole name, any case
+    /// (`protocol.Parse`, `pkg/config/protocol/instance.go`, 1.31). A
+    /// ServiceEntry port's and a Sidecar listener's protocol.
+    pub fn parse(name: &str) -> Self {
+        match name.to_ascii_lowercase().as_str() {
+            "http" | "http2" | "grpc" | "grpc-web" | "http_proxy" => Protocol::Http,
+            "udp" => Protocol::Udp,
+            "tcp" | "tls" | "https" | "mongo" | "redis" | "mysql" => Protocol::Tcp,
+            _ => Protocol::Auto,
+        }
+    }
+
+    /// A Kubernetes Service port's protocol as istiod reads it
+    /// (`ConvertProtocol`, `pkg/config/kube/conversion.go`, 1.31): its
+    /// appProtocol when set, else its name, up to the first `-`
+    /// (`grpc-web` whole); a name of no protocol on the well-known ports
+    /// 25, 53, 3306 and 27017 is TCP, elsewhere sniffed.
+    pub fn of_service_port(port: u32, name: Option<&str>, app_protocol: Option<&str>) -> Self {
+        let name = app_protocol.or(name).unwrap_or("");
+        match name {
+            "kubernetes.io/h2c" | "kubernetes.io/ws" => return Protocol::Http,
+            "kubernetes.io/wss" => return Protocol::Tcp,
+            _ => {}
+        }
+        let p = if name
+            .get(..8)
+            .is_some_and(|h| h.eq_ignore_ascii_case("grpc-web"))
+        {
+            Protocol::Http
+        } else {
+            Protocol::parse(name.split('-').next().unwrap_or(""))
         };
-        explicit
-            .and_then(pick)
-            .or_else(|| name.and_then(pick))
-            .unwrap_or(Protocol::Auto)
+        match p {
+            Protocol::Auto if matches!(port, 25 | 53 | 3306 | 27017) => Protocol::Tcp,
+            p => p,
+        }
     }
 }
 

@@ -207,16 +207,11 @@ pub(super) fn inbound_ports(
                 seen.entry(p.target_port).or_insert(p.protocol);
             }
         }
+        let count = |f: fn(&Protocol) -> bool| seen.values().filter(|p| f(p)).count() as u32;
         w.inbound = Inbound {
-            // Sniffed ports get the HTTP inbound chains.
-            http: seen
-                .values()
-                .filter(|p| matches!(p, Protocol::Http | Protocol::Auto))
-                .count() as u32,
-            tcp: seen
-                .values()
-                .filter(|p| matches!(p, Protocol::Tcp | Protocol::Udp))
-                .count() as u32,
+            http: count(|p| *p == Protocol::Http),
+            tcp: count(|p| matches!(p, Protocol::Tcp | Protocol::Udp)),
+            sniffed: count(|p| *p == Protocol::Auto),
         };
     }
 }
@@ -283,7 +278,7 @@ pub fn catch_all_ports(ports: &[crate::istio::ServiceEntryPort]) -> Vec<u32> {
             let upper = p.protocol.as_deref().map(str::to_ascii_uppercase);
             let sni = matches!(upper.as_deref(), Some("TLS" | "HTTPS"));
             let tcp_like = matches!(
-                Protocol::detect(p.protocol.as_deref(), None),
+                Protocol::parse(p.protocol.as_deref().unwrap_or("")),
                 Protocol::Tcp | Protocol::Auto
             );
             tcp_like && !sni
@@ -368,7 +363,11 @@ fn kube_service(
             protocol: if p.protocol.as_deref() == Some("UDP") {
                 Protocol::Udp
             } else {
-                Protocol::detect(p.app_protocol.as_deref(), p.name.as_deref())
+                Protocol::of_service_port(
+                    p.port as u32,
+                    p.name.as_deref(),
+                    p.app_protocol.as_deref(),
+                )
             },
             target_port: match &p.target_port {
                 Some(IntOrString::Int(n)) if *n > 0 => *n as u32,
@@ -474,7 +473,7 @@ fn entry_services<'a>(
             protocol: if p.protocol.as_deref() == Some("UDP") {
                 Protocol::Udp
             } else {
-                Protocol::detect(p.protocol.as_deref(), p.name.as_deref())
+                Protocol::parse(p.protocol.as_deref().unwrap_or(""))
             },
             target_port: 0,
         })
