@@ -206,7 +206,7 @@ pub fn explain(
     let mut eval = Evaluator::new(snap);
     let vis = eval.visible_for(sel.source, ns);
     let unscoped = eval.unscoped(ns);
-    let listeners = snap.outbound_listeners(&vis, own_ip);
+    let listeners = snap.outbound_listeners(&vis.egress, own_ip);
     let mut visible_services: Vec<String> = vis
         .services
         .iter()

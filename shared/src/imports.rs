@@ -23,7 +23,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
-use crate::scope::{EgressServices, PortSet, Visible};
+use crate::listeners::EgressServices;
+use crate::scope::{PortSet, Visible};
 use crate::snapshot::{Listener, MeshSnapshot, ServiceInfo, SvcId, SvcKind};
 use crate::HashMap;
 

@@ -4,7 +4,7 @@
 //!
 //! istiod keys each listener by its address and port and walks the scope's
 //! egress listeners in order, each over its own services
-//! ([`crate::scope::EgressServices`]):
+//! ([`EgressServices`]):
 //!
 //! - a port-specific egress listener builds every one of its services on
 //!   its own port with the protocol it declares, at the service's address
@@ -24,8 +24,19 @@ use std::collections::btree_map::Entry as Slot;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use crate::scope::Visible;
-use crate::snapshot::{MeshSnapshot, Protocol, Resolution, ServiceInfo, SvcKind};
+use crate::snapshot::{MeshSnapshot, Protocol, Resolution, ServiceInfo, SvcId, SvcKind};
+
+/// One egress listener's services, as istiod keeps them for it
+/// (`IstioEgressListenerWrapper.services`): the copy of each hostname it
+/// selects and the other copies in that copy's namespace, whether or not
+/// the scope keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressServices {
+    pub port: Option<u32>,
+    /// The protocol a port-specific listener declares.
+    pub protocol: Option<Protocol>,
+    pub services: Vec<SvcId>,
+}
 
 /// Where an outbound listener listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -218,11 +229,16 @@ impl OutboundListeners {
 }
 
 impl MeshSnapshot {
-    /// The outbound listeners of a proxy with scope `vis` whose pod has
+    /// The outbound listeners of a proxy whose scope's egress listeners
+    /// hold `egress` ([`crate::scope::Visible::egress`]) and whose pod has
     /// the first IP `own` (`None`: any proxy of the scope).
-    pub fn outbound_listeners(&self, vis: &Visible, own: Option<IpAddr>) -> OutboundListeners {
+    pub fn outbound_listeners(
+        &self,
+        egress: &[EgressServices],
+        own: Option<IpAddr>,
+    ) -> OutboundListeners {
         let mut out = OutboundListeners::default();
-        for l in &vis.egress {
+        for l in egress {
             match l.port {
                 Some(port) => {
                     for &id in &l.services {

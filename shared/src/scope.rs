@@ -8,7 +8,7 @@ use crate::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
 
-use crate::listeners::Carries;
+use crate::listeners::{Carries, EgressServices};
 use crate::mesh::OutboundPolicy;
 use crate::snapshot::{
     selector_matches, Consolidated, DrId, EntryId, Inbound, Labels, Listener, MeshSnapshot,
@@ -167,18 +167,6 @@ pub struct Visible {
     /// The consolidated entries istiod returns for each imported service;
     /// a proxy uses one of them ([`MeshSnapshot::subsets_for`]).
     pub dr_for_service: BTreeMap<SvcId, Vec<EntryId>>,
-}
-
-/// One egress listener's services, as istiod keeps them for it
-/// (`IstioEgressListenerWrapper.services`): the copy of each hostname it
-/// selects and the other copies in that copy's namespace, whether or not
-/// the scope keeps them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EgressServices {
-    pub port: Option<u32>,
-    /// The protocol a port-specific listener declares.
-    pub protocol: Option<Protocol>,
-    pub services: Vec<SvcId>,
 }
 
 impl Visible {
@@ -456,7 +444,7 @@ impl MeshSnapshot {
                 }
             }
         }
-        let l = self.outbound_listeners(vis, own_ip);
+        let l = self.outbound_listeners(&vis.egress, own_ip);
         let (http, tcp, sniffed) = (
             l.count(Carries::Http),
             l.count(Carries::Tcp),

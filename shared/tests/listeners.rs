@@ -84,7 +84,7 @@ fn listeners(s: &MeshSnapshot, ns: &str, app: &str) -> Vec<String> {
         .iter()
         .find(|p| p.namespace == ns && p.labels == l)
         .and_then(|p| p.ips.first().copied());
-    s.outbound_listeners(&vis, own).names()
+    s.outbound_listeners(&vis.egress, own).names()
 }
 
 const PORT_LISTENERS: &str = "  - port: {number: 7000, protocol: TCP, name: egress-7000}\n    hosts: [\"c/peer.c.svc.cluster.local\"]\n  - port: {number: 7100, protocol: TCP, name: egress-7100}\n    hosts: [\"c/peer.c.svc.cluster.local\"]\n  - port: {number: 5432, protocol: HTTP, name: egress-5432}\n    hosts: [\"c/*\"]\n  - port: {number: 8443, protocol: TCP, name: egress-8443}\n    hosts: [\"c/*\", \"~c/*\"]\n";
@@ -227,7 +227,7 @@ fn sniffed_ports_name_a_route_per_service_port() {
         "a",
         &s.listeners_of(s.select_sidecar("a", &Default::default()).source),
     );
-    let l = s.outbound_listeners(&vis, "10.0.0.1".parse().ok());
+    let l = s.outbound_listeners(&vis.egress, "10.0.0.1".parse().ok());
     assert_eq!(
         l.names(),
         vec![

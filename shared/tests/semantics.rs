@@ -769,7 +769,7 @@ fn udp_ports_get_inbound_clusters_and_unnamed_ports_are_sniffed_on_the_service_a
     // 10.96.1.2_7000 and the two virtual listeners; the sniffed listener
     // names a route of its own, `dns.a.svc.cluster.local:7000`.
     assert_eq!((est.listeners, est.routes), (3, 1), "{est:?}");
-    let l = s.outbound_listeners(&vis, None);
+    let l = s.outbound_listeners(&vis.egress, None);
     assert_eq!(l.route_names(), vec!["dns.a.svc.cluster.local:7000"]);
 }
 
