@@ -75,6 +75,10 @@ fn agent(timeout: Duration) -> ureq::Agent {
         .into()
 }
 
+/// The largest query result read. The edges of 20k workloads calling three
+/// Services each are some 25 MB of JSON, above ureq's default of 10 MB.
+const RESULT_LIMIT: u64 = 1 << 30;
+
 fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
     let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
     let mut resp = agent
@@ -84,6 +88,8 @@ fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
         .map_err(|e| anyhow!("cannot query Prometheus at {base}: {e}; check --prometheus"))?;
     let body: Response = resp
         .body_mut()
+        .with_config()
+        .limit(RESULT_LIMIT)
         .read_json()
         .with_context(|| format!("Prometheus at {base} did not answer with a query result"))?;
     if body.status != "success" {
@@ -253,5 +259,32 @@ mod tests {
         assert!(q.contains(" offset 90s)[90s:1s]))"), "{q}");
         assert_eq!(window(Duration::from_secs(7 * 86400)), "7d");
         assert_eq!(window(Duration::from_secs(7200)), "2h");
+    }
+
+    #[test]
+    fn a_result_larger_than_ten_megabytes_is_read() {
+        let sample = r#"{"metric":{"source_workload":"w0","destination_service":"s0.n.svc.cluster.local"},"value":[1,"5"]}"#;
+        let n = 12 * 1024 * 1024 / sample.len() + 1;
+        let body = format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+            vec![sample; n].join(",")
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut req = [0u8; 4096];
+            let _ = conn.read(&mut req).unwrap();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).unwrap();
+            conn.write_all(body.as_bytes()).unwrap();
+        });
+        let got = query(&agent(Duration::from_secs(30)), &base, "up").unwrap();
+        server.join().unwrap();
+        assert_eq!(got.len(), n);
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -26,7 +26,8 @@ use crate::istio::{
 /// empty, which at 30k pods was most of the memory of an audit.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Pod {
-    #[serde(default)]
+    /// Without `managedFields` (see [`PodMeta`]).
+    #[serde(default, deserialize_with = "pod_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: Option<PodSpec>,
@@ -274,6 +275,52 @@ pub struct ContainerStatus {
     pub name: String,
     #[serde(default)]
     pub restart_count: i32,
+}
+
+/// A Pod's metadata as it is read: all of it but `managedFields`, which
+/// nothing reads for a pod and which is skipped while decoding. The API
+/// server returns them with every pod, a tree of every field each manager
+/// set (the whole spec, for a pod a controller created or one applied
+/// server-side); decoded, that tree took more memory than the rest of the
+/// pod, most of a live audit's peak at 20k pods.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PodMeta {
+    annotations: Option<BTreeMap<String, String>>,
+    creation_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
+}
+
+fn pod_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = Option::<PodMeta>::deserialize(d)?.unwrap_or_default();
+    Ok(ObjectMeta {
+        annotations: m.annotations,
+        creation_timestamp: m.creation_timestamp,
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        deletion_timestamp: m.deletion_timestamp,
+        finalizers: m.finalizers,
+        generate_name: m.generate_name,
+        generation: m.generation,
+        labels: m.labels,
+        managed_fields: None,
+        name: m.name,
+        namespace: m.namespace,
+        owner_references: m.owner_references,
+        resource_version: m.resource_version,
+        self_link: m.self_link,
+        uid: m.uid,
+    })
 }
 
 /// `null` (a YAML key with no value) reads as an empty list, as it does for
@@ -705,6 +752,41 @@ impl Inputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pods_managed_fields_are_not_kept_and_the_rest_of_its_metadata_is() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "w0", "namespace": "n", "uid": "u-1", "generateName": "w-",
+                "creationTimestamp": "2026-01-02T03:04:05Z", "resourceVersion": "7",
+                "labels": {"app": "w0"}, "annotations": {"a": "b"}, "finalizers": ["f"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w-1", "uid": "u-2", "controller": true}],
+                "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}}}}}}]
+            },
+            "spec": {"containers": [{"name": "app"}]}
+        }))
+        .unwrap();
+        let m = &pod.metadata;
+        assert!(m.managed_fields.is_none());
+        assert_eq!(
+            (m.name.as_deref(), m.namespace.as_deref()),
+            (Some("w0"), Some("n"))
+        );
+        assert_eq!(
+            (m.uid.as_deref(), m.generate_name.as_deref()),
+            (Some("u-1"), Some("w-"))
+        );
+        assert_eq!(m.resource_version.as_deref(), Some("7"));
+        assert!(m.creation_timestamp.is_some());
+        assert_eq!(m.labels.as_ref().unwrap()["app"], "w0");
+        assert_eq!(m.annotations.as_ref().unwrap()["a"], "b");
+        assert_eq!(m.finalizers.as_deref(), Some(&["f".to_string()][..]));
+        assert_eq!(m.owner_references.as_ref().unwrap()[0].name, "w-1");
+        let bare: Pod = serde_json::from_value(serde_json::json!({"metadata": null})).unwrap();
+        assert!(bare.metadata.name.is_none());
+    }
 
     #[test]
     fn objects_of_kinds_not_read_are_counted_and_named_with_what_a_typo_meant() {

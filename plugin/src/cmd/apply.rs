@@ -212,15 +212,18 @@ fn wait_or_stop(
 
 /// The injected pods whose scope a recommendation's Sidecar decides: its
 /// workloads' pods, except (for a namespace-wide Sidecar) those that a
-/// workload-selecting Sidecar scopes.
+/// workload-selecting Sidecar scopes. Only the workloads' own pods are
+/// looked at, not every pod for each recommendation.
 fn affected_pods(world: &World, r: &Recommendation, sc: &Sidecar) -> Vec<PodId> {
     let snap = &world.snap;
-    (0..snap.pods.len())
+    let mut pods: Vec<PodId> = r
+        .workloads
+        .iter()
+        .flat_map(|w| snap.workloads[*w].pods.iter().copied())
         .filter(|p| {
             let pod = &snap.pods[*p];
             pod.injection.sidecar
                 && pod.namespace == r.namespace
-                && r.workloads.contains(&pod.workload)
                 && (sc.spec.workload_selector.is_some()
                     || match snap.select_sidecar(&pod.namespace, &pod.labels).source {
                         ScopeSource::Workload(id) => {
@@ -229,7 +232,10 @@ fn affected_pods(world: &World, r: &Recommendation, sc: &Sidecar) -> Vec<PodId> 
                         _ => true,
                     })
         })
-        .collect()
+        .collect();
+    pods.sort_unstable();
+    pods.dedup();
+    pods
 }
 
 pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
