@@ -21,7 +21,7 @@ use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{self, Scenario, DEFAULT_MESH, ROOT_NS};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
 use meshscope_e2e::run;
-use meshscope_e2e::world::World;
+use meshscope_e2e::world::{Pod, World};
 use meshscope_e2e::xds::{ProxySpec, Sim, SimOptions};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -159,122 +159,150 @@ fn check(c: &Cluster, istiod: &Istiod, sc: &Scenario, tally: &mut Tally) -> Resu
         .with_context(|| format!("{}: istiod log:\n{}", sc.name, istiod.log_tail(20)))?;
     for p in sc.world.pods.iter().filter(|p| !p.terminating) {
         tally.proxies += 1;
-        let key = format!("{}/{}", p.namespace, p.name);
-        let proxy = sim.get(&key).context("a proxy per pod")?;
-        let actual: BTreeSet<String> = proxy
-            .cluster_names()
-            .into_iter()
-            .filter(|n| n.starts_with("outbound|"))
-            .collect();
-        let e: serde_json::Value = serde_json::from_str(&meshscope(
-            &c.kubeconfig,
-            &[
-                "explain",
-                "pod",
-                &p.name,
-                "-n",
-                &p.namespace,
-                "-o",
-                "json",
-                "--istio-version",
-                ENGINE_VERSION,
-            ],
-        )?)?;
-        let predicted: BTreeSet<String> = e["outbound_clusters"]
-            .as_array()
-            .context("explain -o json has outbound_clusters")?
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect();
-        tally.clusters += actual.len();
-        let missing: Vec<&String> = actual.difference(&predicted).collect();
-        let extra: Vec<&String> = predicted.difference(&actual).collect();
-        if !missing.is_empty() || !extra.is_empty() {
-            tally.failures.push(format!(
-                "{}: proxy {key}: istiod sends but explain does not predict {missing:?}; explain predicts but istiod does not send {extra:?}",
-                sc.name
-            ));
-        }
-        // The outbound listeners by name (the virtual ones aside).
-        let snapshot = proxy.snapshot();
-        let actual: BTreeSet<String> = snapshot
-            .names("lds")
-            .into_iter()
-            .filter(|n| !n.starts_with("virtual"))
-            .collect();
-        let predicted: BTreeSet<String> = e["outbound_listeners"]
-            .as_array()
-            .context("explain -o json has outbound_listeners")?
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect();
-        tally.listeners += actual.len();
-        let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
-        let predicted_routes: BTreeSet<String> = e["outbound_routes"]
-            .as_array()
-            .context("explain -o json has outbound_routes")?
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect();
-        if routes != predicted_routes {
-            tally.failures.push(format!(
-                "{}: proxy {key}: istiod sends but explain does not predict routes {:?}; explain predicts but istiod does not send {:?}",
-                sc.name,
-                routes.difference(&predicted_routes).collect::<Vec<_>>(),
-                predicted_routes.difference(&routes).collect::<Vec<_>>()
-            ));
-        }
-        if actual != predicted {
-            tally.failures.push(format!(
-                "{}: proxy {key}: istiod sends but explain does not predict listeners {:?}; explain predicts but istiod does not send {:?}",
-                sc.name,
-                actual.difference(&predicted).collect::<Vec<_>>(),
-                predicted.difference(&actual).collect::<Vec<_>>()
-            ));
-        }
-        // Resource counts: the estimate's clusters and listeners are
-        // istiod's CDS and LDS.
-        for (what, ty, field) in [
-            ("clusters", "cds", "clusters"),
-            ("listeners", "lds", "listeners"),
-        ] {
-            let got = snapshot.total(ty).count as u64;
-            let want = e["estimate"][field].as_u64().unwrap_or(u64::MAX);
-            if got != want {
-                tally.failures.push(format!(
-                    "{}: proxy {key}: istiod sends {got} {what} ({:?}), explain predicts {want}",
-                    sc.name,
-                    snapshot.names(ty)
-                ));
-            }
-        }
-        let got = catch_all_cluster(istiod, &p.name, &p.namespace)?;
-        let want = e["fallthrough"]["catch_all_cluster"].as_str().unwrap_or("");
-        if got != want {
-            tally.failures.push(format!(
-                "{}: proxy {key}: istiod's catch-all goes to {got}, explain predicts {want} (policy {})",
-                sc.name, e["fallthrough"]["policy"]
-            ));
-        }
-        let z = istiod.sidecarz(&p.name, &p.namespace)?;
-        let got = applied_sidecar(&z);
-        // istiod shows the root namespace's default under the proxy's
-        // namespace (it is evaluated there).
-        let want = e["sidecar"]
-            .as_str()
-            .map(|s| match e["scope_source"].as_str() {
-                Some("root") => format!("{}/{}", p.namespace, s.split_once('/').map_or(s, |x| x.1)),
-                _ => s.to_string(),
-            });
-        if got != want {
-            tally.failures.push(format!(
-                "{}: proxy {key}: istiod applied Sidecar {got:?}, explain names {want:?}",
-                sc.name
-            ));
-        }
+        check_proxy(c, istiod, &sim, sc, p, tally)?;
     }
     sim.close();
     Ok(())
+}
+
+/// One proxy: explain's prediction against what istiod sent it, and
+/// against istiod's own views (its catch-all and the Sidecar it applied).
+fn check_proxy(
+    c: &Cluster,
+    istiod: &Istiod,
+    sim: &Sim,
+    sc: &Scenario,
+    p: &Pod,
+    tally: &mut Tally,
+) -> Result<()> {
+    let key = format!("{}/{}", p.namespace, p.name);
+    let proxy = sim.get(&key).context("a proxy per pod")?;
+    let e: serde_json::Value = serde_json::from_str(&meshscope(
+        &c.kubeconfig,
+        &[
+            "explain",
+            "pod",
+            &p.name,
+            "-n",
+            &p.namespace,
+            "-o",
+            "json",
+            "--istio-version",
+            ENGINE_VERSION,
+        ],
+    )?)?;
+    let at = format!("{}: proxy {key}", sc.name);
+    let snapshot = proxy.snapshot();
+    let clusters: BTreeSet<String> = proxy
+        .cluster_names()
+        .into_iter()
+        .filter(|n| n.starts_with("outbound|"))
+        .collect();
+    tally.clusters += clusters.len();
+    compare_sets(
+        tally,
+        &at,
+        "clusters",
+        &clusters,
+        &string_set(&e, "outbound_clusters")?,
+    );
+    // The outbound listeners (the virtual ones aside) and their routes,
+    // by name.
+    let listeners: BTreeSet<String> = snapshot
+        .names("lds")
+        .into_iter()
+        .filter(|n| !n.starts_with("virtual"))
+        .collect();
+    tally.listeners += listeners.len();
+    let predicted = string_set(&e, "outbound_listeners")?;
+    compare_sets(tally, &at, "listeners", &listeners, &predicted);
+    let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
+    compare_sets(
+        tally,
+        &at,
+        "routes",
+        &routes,
+        &string_set(&e, "outbound_routes")?,
+    );
+    // Resource counts: the estimate's clusters and listeners are
+    // istiod's CDS and LDS.
+    for (what, ty, field) in [
+        ("clusters", "cds", "clusters"),
+        ("listeners", "lds", "listeners"),
+    ] {
+        let got = snapshot.total(ty).count as u64;
+        let want = e["estimate"][field].as_u64().unwrap_or(u64::MAX);
+        if got != want {
+            tally.failures.push(format!(
+                "{at}: istiod sends {got} {what} ({:?}), explain predicts {want}",
+                snapshot.names(ty)
+            ));
+        }
+    }
+    check_istiod_views(istiod, p, &e, &at, tally)
+}
+
+/// istiod's catch-all cluster and the Sidecar it applied to `p`, against
+/// explain's.
+fn check_istiod_views(
+    istiod: &Istiod,
+    p: &Pod,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) -> Result<()> {
+    let got = catch_all_cluster(istiod, &p.name, &p.namespace)?;
+    let want = e["fallthrough"]["catch_all_cluster"].as_str().unwrap_or("");
+    if got != want {
+        tally.failures.push(format!(
+            "{at}: istiod's catch-all goes to {got}, explain predicts {want} (policy {})",
+            e["fallthrough"]["policy"]
+        ));
+    }
+    let z = istiod.sidecarz(&p.name, &p.namespace)?;
+    let got = applied_sidecar(&z);
+    // istiod shows the root namespace's default under the proxy's
+    // namespace (it is evaluated there).
+    let want = e["sidecar"]
+        .as_str()
+        .map(|s| match e["scope_source"].as_str() {
+            Some("root") => format!("{}/{}", p.namespace, s.split_once('/').map_or(s, |x| x.1)),
+            _ => s.to_string(),
+        });
+    if got != want {
+        tally.failures.push(format!(
+            "{at}: istiod applied Sidecar {got:?}, explain names {want:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The strings of the array `field` of explain's JSON.
+fn string_set(e: &serde_json::Value, field: &str) -> Result<BTreeSet<String>> {
+    Ok(e[field]
+        .as_array()
+        .with_context(|| format!("explain -o json has {field}"))?
+        .iter()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect())
+}
+
+/// Records a disagreement when what istiod sent and what explain predicts
+/// differ.
+fn compare_sets(
+    tally: &mut Tally,
+    at: &str,
+    what: &str,
+    istiod: &BTreeSet<String>,
+    explain: &BTreeSet<String>,
+) {
+    if istiod != explain {
+        tally.failures.push(format!(
+            "{at}: istiod sends but explain does not predict {what} {:?}; explain predicts but istiod does not send {:?}",
+            istiod.difference(explain).collect::<Vec<_>>(),
+            explain.difference(istiod).collect::<Vec<_>>()
+        ));
+    }
 }
 
 /// Waits until istiod has every Service, ServiceEntry host and Istio object
