@@ -20,7 +20,6 @@
 //! - a second service on a key shares the listener: HTTP and TCP together
 //!   make it sniffed. UDP ports, and `ExternalName` aliases, get none.
 
-use std::collections::btree_map::Entry as Slot;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
@@ -73,9 +72,6 @@ pub struct OutboundListeners {
     /// for HTTP ports and sniffed ones on 0.0.0.0, `<host>:<port>` for a
     /// sniffed port at an address (`buildSidecarOutboundHTTPListenerOpts`).
     routes: BTreeMap<String, u64>,
-    /// Sniffed service ports at an address, per port: each is also a
-    /// virtual host of the port's own route when there is one.
-    sniffed_at_address: BTreeMap<u32, u64>,
 }
 
 impl OutboundListeners {
@@ -138,12 +134,14 @@ impl OutboundListeners {
             .filter(|(n, _)| !n.contains(':'))
             .map(|(_, v)| v)
             .sum();
-        let shared: u64 = self
-            .sniffed_at_address
-            .iter()
-            .filter(|(port, _)| self.routes.contains_key(&port.to_string()))
-            .map(|(_, n)| n)
-            .sum();
+        // A sniffed service port with a route of its own is also a virtual
+        // host of its port's route, when there is one.
+        let shared = self
+            .routes
+            .keys()
+            .filter_map(|n| n.rsplit_once(':'))
+            .filter(|(_, port)| self.routes.contains_key(*port))
+            .count() as u64;
         own + shared
     }
 
@@ -180,11 +178,9 @@ impl OutboundListeners {
                 }
                 // One route per service port, whatever its listeners.
                 (Protocol::Auto, Bind::Addr(_)) => {
-                    let name = format!("{}:{port}", svc.hostname);
-                    if let Slot::Vacant(v) = self.routes.entry(name) {
-                        v.insert(1);
-                        *self.sniffed_at_address.entry(port).or_default() += 1;
-                    }
+                    self.routes
+                        .entry(format!("{}:{port}", svc.hostname))
+                        .or_insert(1);
                 }
                 _ => {}
             }
