@@ -56,6 +56,27 @@ impl ApplyResult {
     }
 }
 
+/// The summary line of a write (`apply: 2 created, 1 unchanged`), or
+/// `<what>: <nothing>` when there was nothing to write.
+pub(crate) fn summarize(
+    p: &mut Printer<'_>,
+    what: &str,
+    counts: &BTreeMap<ApplyResult, usize>,
+    nothing: &str,
+) -> Result<()> {
+    let counted: Vec<String> = counts
+        .iter()
+        .map(|(r, n)| format!("{n} {}", r.word()))
+        .collect();
+    let line = if counted.is_empty() {
+        nothing.to_string()
+    } else {
+        counted.join(", ")
+    };
+    p.summary(format_args!("{what}: {line}"))?;
+    Ok(())
+}
+
 /// The parts of a Sidecar that apply decides: spec, and our labels and
 /// annotations. Used to tell "unchanged" from "configured".
 fn comparable(v: &Value, keys_from: &Value) -> Value {
@@ -674,18 +695,7 @@ fn report_rows(results: &[Row], dry_run: DryRun, p: &mut Printer<'_>) -> Result<
             results[0].3
         );
     }
-    let summary: Vec<String> = counts
-        .iter()
-        .map(|(r, n)| format!("{n} {}", r.word()))
-        .collect();
-    p.summary(format_args!(
-        "apply{suffix}: {}",
-        if summary.is_empty() {
-            "nothing to apply".to_string()
-        } else {
-            summary.join(", ")
-        }
-    ))?;
+    summarize(p, &format!("apply{suffix}"), &counts, "nothing to apply")?;
     // A conflict leaves the scope different from the recommendation.
     let conflicts = results
         .iter()

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::{body, load};
 use crate::args::DryRun;
-use crate::cmd::apply::{diffable, unified, ApplyResult, FIELD_MANAGER};
+use crate::cmd::apply::{diffable, summarize, unified, ApplyResult, FIELD_MANAGER};
 use crate::live::{istio, resource_of, Patched};
 use crate::outcome::Outcome;
 use crate::output::Printer;
@@ -215,18 +215,12 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             x.namespace
         )?;
     }
-    let summary: Vec<String> = counts
-        .iter()
-        .map(|(r, n)| format!("{n} {}", r.word()))
-        .collect();
-    p.summary(format_args!(
-        "apply --exports{suffix}: {}",
-        if summary.is_empty() {
-            "nothing to narrow".to_string()
-        } else {
-            summary.join(", ")
-        }
-    ))?;
+    summarize(
+        p,
+        &format!("apply --exports{suffix}"),
+        &counts,
+        "nothing to narrow",
+    )?;
     report_owner_set(&recs, p)?;
     Ok(if counts.contains_key(&ApplyResult::Failed) {
         Outcome::Findings
