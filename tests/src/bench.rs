@@ -365,3 +365,19 @@ pub fn run_plugin(c: &crate::cluster::Cluster, args: &[&str]) -> anyhow::Result<
     }
     Ok((o, e))
 }
+
+/// The short commit the benchmark runs on, `+changes` when the work tree
+/// differs from it: the name of its committed raw run.
+pub fn commit() -> String {
+    let git = |args: &[&str]| std::process::Command::new("git").args(args).output().ok();
+    let head = git(&["rev-parse", "--short", "HEAD"])
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["diff", "--quiet", "HEAD", "--", "."]).is_some_and(|o| !o.status.success());
+    if dirty {
+        format!("{head}+changes")
+    } else {
+        head
+    }
+}

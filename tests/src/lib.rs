@@ -30,6 +30,7 @@ pub mod upstream_cases;
 pub mod watcher;
 pub mod world;
 pub mod xds;
+pub mod xdsbench;
 
 /// The forms an access log can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,8 +17,7 @@ use anyhow::{bail, Result};
 use crate::bench::{Rng, Zipf};
 use crate::cluster::Cluster;
 use crate::fidelity::{service_entry_doc, DEFAULT_MESH, ROOT_NS};
-use crate::livescale::kubectl_json;
-use crate::world::{labels, server_side_apply, Labels, Pod, Service, SvcPort, World};
+use crate::world::{labels, server_side_apply_parallel, Labels, Pod, Service, SvcPort, World};
 use crate::{inbound_text_line, outbound_text_line, routed_text_line};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -871,6 +870,56 @@ pub fn social_network(scale: usize, seed: u64) -> Topology {
     t
 }
 
+/// The realistic scenario with about `services` services (Kubernetes
+/// Services and ServiceEntry hosts: the smallest scale that has that many)
+/// and exactly `sidecars` injected pods: every injected workload's replicas
+/// are scaled by one factor, rounded so that the sum comes out exact (the
+/// largest remainders round up), and at least 1. Its calls, hosts and
+/// ServiceEntries are those of that scale.
+pub fn realistic_sized(services: usize, sidecars: usize, seed: u64) -> Topology {
+    let mut scale = 1;
+    let mut t = realistic(scale, seed);
+    while t.services().len() + t.externals.len() < services {
+        scale += 1;
+        t = realistic(scale, seed);
+    }
+    let injected: Vec<usize> = (0..t.workloads.len())
+        .filter(|w| t.workloads[*w].injected)
+        .collect();
+    let now: usize = injected.iter().map(|w| t.workloads[*w].replicas).sum();
+    let want = sidecars.max(injected.len());
+    let factor = want as f64 / now as f64;
+    let mut parts: Vec<(usize, usize, f64)> = injected
+        .iter()
+        .map(|&w| {
+            let x = t.workloads[w].replicas as f64 * factor;
+            (w, (x.floor() as usize).max(1), x - x.floor())
+        })
+        .collect();
+    parts.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    let mut i = 0;
+    loop {
+        let have: usize = parts.iter().map(|p| p.1).sum();
+        let n = parts.len();
+        let p = &mut parts[i % n];
+        if have < want {
+            p.1 += 1;
+        } else if have > want && p.1 > 1 {
+            // Rounding 0 up to 1 overshot: take back from the smallest
+            // remainders (the end of the list).
+            let j = n - 1 - i % n;
+            parts[j].1 = parts[j].1.saturating_sub(1).max(1);
+        } else if have == want || i > 4 * n {
+            break;
+        }
+        i += 1;
+    }
+    for (w, r, _) in parts {
+        t.workloads[w].replicas = r;
+    }
+    t
+}
+
 /// The scenario `name` at `scale`.
 pub fn by_name(name: &str, scale: usize, seed: u64) -> Option<Topology> {
     match name {
@@ -904,16 +953,24 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
     c.apply(&rest.join("---\n"));
     let want: usize = t.workloads.iter().map(|w| w.replicas).sum();
     let ours: BTreeSet<&str> = t.namespaces.iter().map(|(n, _)| n.as_str()).collect();
-    let deadline = Instant::now() + Duration::from_secs(600);
+    // Namespace, name and labels only: at 20k pods the whole objects as
+    // JSON would take kubectl gigabytes on every poll.
+    let columns = "jsonpath={range .items[?(@.metadata.labels.app)]}{.metadata.namespace}{\"\\t\"}{.metadata.name}{\"\\t\"}{.metadata.deletionTimestamp}{\"\\t\"}{.metadata.labels}{\"\\n\"}{end}";
+    let deadline = Instant::now() + Duration::from_secs(600 + want as u64 / 10);
     let items = loop {
-        let v = kubectl_json(c, &["get", "pods", "-A", "-l", "app"])?;
-        let items: Vec<serde_json::Value> = v["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|i| ours.contains(i["metadata"]["namespace"].as_str().unwrap_or("")))
-            .filter(|i| i["metadata"]["deletionTimestamp"].is_null())
+        let o = c.kubectl(&["get", "pods", "-A", "-o", columns], None);
+        if !o.status.success() {
+            bail!("kubectl get pods: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let items: Vec<(String, String, Labels)> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.splitn(4, '\t');
+                let (ns, name, deleted) = (f.next()?, f.next()?, f.next()?);
+                let labels = serde_json::from_str(f.next()?).ok()?;
+                (ours.contains(ns) && deleted.is_empty())
+                    .then(|| (ns.to_string(), name.to_string(), labels))
+            })
             .collect();
         if items.len() >= want {
             break items;
@@ -921,18 +978,11 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
         if Instant::now() > deadline {
             bail!("only {} of {want} pods were created", items.len());
         }
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_secs(if want > 2_000 { 5 } else { 1 }));
     };
     // (namespace, app) -> (pod name, labels)
     let mut by_app: BTreeMap<(String, String), Vec<(String, Labels)>> = BTreeMap::new();
-    for it in &items {
-        let name = it["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let ns = it["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        let l: Labels =
-            serde_json::from_value(it["metadata"]["labels"].clone()).unwrap_or_default();
+    for (ns, name, l) in items {
         let app = l.get("app").cloned().unwrap_or_default();
         by_app.entry((ns, app)).or_default().push((name, l));
     }
@@ -969,7 +1019,9 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
         }
     }
     world.services = t.services();
-    let ssa = |args: &[&str], yaml: &str| server_side_apply(c, "meshscope-bench", args, yaml);
+    // In parallel: one kubectl writes a few hundred objects a second.
+    let ssa =
+        |args: &[&str], yaml: &str| server_side_apply_parallel(c, "meshscope-bench", args, yaml, 8);
     ssa(&["--subresource=status"], &world.status_yaml())?;
     ssa(&[], &world.endpoint_slices_yaml())?;
     Ok(out)
@@ -1209,6 +1261,29 @@ mod tests {
             }
         }
         assert_eq!(slices, 26);
+    }
+
+    #[test]
+    fn realistic_sized_has_the_services_and_exactly_the_sidecars() {
+        let t = realistic_sized(300, 5_000, 22);
+        let services = t.services().len() + t.externals.len();
+        assert!(services >= 300, "{services} services");
+        assert!(realistic(t.scale - 1, 22).services().len() < 300);
+        let injected: usize = t
+            .workloads
+            .iter()
+            .filter(|w| w.injected)
+            .map(|w| w.replicas)
+            .sum();
+        assert_eq!(injected, 5_000);
+        assert!(t.workloads.iter().all(|w| w.replicas >= 1));
+        // Not injected (gateways, tracing) keep their replicas.
+        let base = realistic(t.scale, 22);
+        for (a, b) in t.workloads.iter().zip(&base.workloads) {
+            if !a.injected {
+                assert_eq!(a.replicas, b.replicas, "{}", a.name);
+            }
+        }
     }
 
     #[test]

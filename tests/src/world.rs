@@ -353,6 +353,38 @@ pub fn server_side_apply(
     Ok(())
 }
 
+/// [`server_side_apply`] of `yaml`'s documents split over `procs` kubectl
+/// processes run at once (in order within each): for thousands of objects.
+pub fn server_side_apply_parallel(
+    cluster: &Cluster,
+    manager: &str,
+    args: &[&str],
+    yaml: &str,
+    procs: usize,
+) -> Result<()> {
+    let docs: Vec<&str> = yaml
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .collect();
+    if docs.len() < 200 || procs < 2 {
+        return server_side_apply(cluster, manager, args, yaml);
+    }
+    let per = docs.len().div_ceil(procs);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = docs
+            .chunks(per)
+            .map(|chunk| {
+                let text = chunk.join("---\n");
+                s.spawn(move || server_side_apply(cluster, manager, args, &text))
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("kubectl apply thread panicked"))?
+        })
+    })
+}
+
 /// One Service as the API server takes it (`---` first).
 pub fn service_yaml(out: &mut String, s: &Service) {
     let _ = writeln!(

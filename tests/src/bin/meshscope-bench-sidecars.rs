@@ -1,0 +1,632 @@
+//! `meshscope-bench-sidecars`: istiod at the size users run, before and
+//! after meshscope's Sidecars (run by `tests/bench/run sidecars`).
+//!
+//! The mesh is the realistic scenario sized to `--services` services and
+//! `--sidecars` injected pods (`meshgen::realistic_sized`), deployed once
+//! through Deployments and StatefulSets on the test control plane. At each
+//! point it starts a fresh istiod, connects that many simulated sidecars
+//! (a seeded sample of the pods, the same sample growing), and measures:
+//! - istiod's RSS and peak RSS, and the CPU it spent connecting them;
+//! - the wall time until every proxy holds its config;
+//! - the simulator's own RSS for those ADS streams;
+//! - the xDS each proxy holds (p50, p95, max by role);
+//! - a VirtualService change on the hub Service and on a leaf Service:
+//!   to how many proxies istiod pushed it and when the last one ACKed.
+//!
+//! Unscoped points come first (no Sidecar), while they fit: a point whose
+//! projected istiod and simulator memory exceeds what the machine has
+//! left is skipped and said so. Then `kubectl meshscope apply -A` from the
+//! scenario's access log writes the Sidecars, and the scoped points follow,
+//! each checked for safety (every observed edge keeps its cluster). A line
+//! `a + b·n` fitted to each mode's points gives istiod's memory and CPU at
+//! `--sidecars`. Prints markdown tables and, last, one JSON line (also
+//! written to `--out-dir` as `istiod-scale-<commit>.json`); exits 1 when a
+//! target is missed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use meshscope_e2e::bench::{run_plugin as meshscope, Rng};
+use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::dist::Dist;
+use meshscope_e2e::istiod::{process_usage, Istiod, ENGINE_VERSION};
+use meshscope_e2e::meshgen::{self, Topology};
+use meshscope_e2e::world::Pod;
+use meshscope_e2e::xds::{ProxyConfig, Sim, SimOptions};
+use meshscope_e2e::xdsbench::{lost_edges, measured_push, probe_vs, settle_after, PushResult};
+use serde::Serialize;
+
+/// The AKS guidance's figure for 20,000 unscoped sidecars over 1,000
+/// services (quoted, not measured here).
+const AKS_QUOTE: &str = "40.4 GB and 15 CPUs for istiod at 20,000 sidecars over 1,000 services, unscoped (quoted: Azure AKS Istio add-on performance and scaling guidance, learn.microsoft.com/azure/aks/istio-scale)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Unscoped,
+    Scoped,
+}
+
+/// A VirtualService change on one Service at one point.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Probe {
+    host: String,
+    /// Connected proxies of the workloads that call it.
+    callers: usize,
+    push: PushResult,
+    /// Pushed although not a caller.
+    outside: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Point {
+    mode: Mode,
+    proxies: usize,
+    /// Proxies that never held a full config.
+    not_ready: usize,
+    connect_s: f64,
+    istiod_cpu_connect_s: f64,
+    istiod_rss_mb: f64,
+    istiod_hwm_mb: f64,
+    sim_rss_mb: f64,
+    xds: BTreeMap<String, Dist>,
+    hub: Probe,
+    leaf: Probe,
+    safety_edges: usize,
+    lost: Vec<String>,
+}
+
+/// A point left out, and why.
+#[derive(Clone, Debug, Serialize)]
+struct Skipped {
+    mode: Mode,
+    proxies: usize,
+    why: String,
+}
+
+/// `a + b·n` by least squares, and how well it fits.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+struct Fit {
+    a: f64,
+    b: f64,
+    r2: f64,
+    points: usize,
+}
+
+impl Fit {
+    fn of(xy: &[(f64, f64)]) -> Fit {
+        let n = xy.len() as f64;
+        if xy.len() < 2 {
+            return Fit::default();
+        }
+        let (mx, my) = (
+            xy.iter().map(|p| p.0).sum::<f64>() / n,
+            xy.iter().map(|p| p.1).sum::<f64>() / n,
+        );
+        let sxx: f64 = xy.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        let sxy: f64 = xy.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        let b = sxy / sxx.max(f64::MIN_POSITIVE);
+        let a = my - b * mx;
+        let ss_res: f64 = xy.iter().map(|p| (p.1 - a - b * p.0).powi(2)).sum();
+        let ss_tot: f64 = xy.iter().map(|p| (p.1 - my).powi(2)).sum();
+        Fit {
+            a,
+            b,
+            r2: if ss_tot > 0.0 {
+                1.0 - ss_res / ss_tot
+            } else {
+                1.0
+            },
+            points: xy.len(),
+        }
+    }
+
+    fn at(&self, n: f64) -> f64 {
+        self.a + self.b * n
+    }
+}
+
+/// The mesh, its pods and what each point needs to know about them.
+struct Mesh<'a> {
+    c: &'a Cluster,
+    t: Topology,
+    /// Injected pods in the seeded order points take them in.
+    order: Vec<(usize, Pod)>,
+    role: Vec<&'static str>,
+    hub: usize,
+    leaf: usize,
+}
+
+impl Mesh<'_> {
+    fn key(p: &Pod) -> String {
+        format!("{}/{}", p.namespace, p.name)
+    }
+
+    fn probe(&self, sim: &Sim, w: usize, sample: &[(usize, Pod)], timeout: u32) -> Result<Probe> {
+        let wl = &self.t.workloads[w];
+        let host = self.t.host(w);
+        let name = format!("meshscope-bench-{}", wl.name);
+        let yaml = probe_vs(&wl.namespace, &name, &host, wl.ports[0].number, timeout);
+        let from = self.t.fan_in(w);
+        let callers: BTreeSet<String> = sample
+            .iter()
+            .filter(|(x, _)| from.contains(x))
+            .map(|(_, p)| Mesh::key(p))
+            .collect();
+        let mut push = measured_push(self.c, sim, &yaml)?;
+        // Removing it is a change too: its pushes settle before the next
+        // probe starts counting.
+        let removed = Instant::now();
+        let _ = self.c.kubectl(
+            &[
+                "delete",
+                "virtualservice",
+                "-n",
+                &wl.namespace,
+                &name,
+                "--ignore-not-found",
+            ],
+            None,
+        );
+        settle_after(sim, removed, Duration::from_secs(3))?;
+        let outside = push.names.iter().filter(|n| !callers.contains(*n)).count();
+        // The names are thousands at this size; the JSON keeps the count.
+        push.names.clear();
+        Ok(Probe {
+            host,
+            callers: callers.len(),
+            outside,
+            push,
+        })
+    }
+
+    fn point(&self, mode: Mode, n: usize) -> Result<Point> {
+        let sample = &self.order[..n.min(self.order.len())];
+        let istiod = Istiod::start(self.c)?;
+        istiod.wait_for(
+            &self.t.registry_hosts(),
+            &self.t.configs(),
+            Duration::from_secs(900),
+        )?;
+        std::thread::sleep(Duration::from_secs(5));
+        let idle = istiod.usage()?;
+        let own0 = process_usage(std::process::id())?.rss_kb;
+        let t0 = Instant::now();
+        let options = SimOptions {
+            concurrency: 64,
+            proxies_per_channel: 200,
+            references: mode == Mode::Scoped,
+            ..SimOptions::default()
+        };
+        let specs = sample.iter().map(|(_, p)| p.proxy_spec()).collect();
+        let sim = Sim::connect_with(&istiod.grpc_url(), specs, options)?;
+        let stable = sim.wait_stable(Duration::from_secs(5), Duration::from_secs(3600))?;
+        let used = istiod.usage()?;
+        let own = process_usage(std::process::id())?.rss_kb;
+        let snaps: Vec<(String, ProxyConfig)> = sim
+            .proxies()
+            .iter()
+            .map(|p| (p.key().to_string(), p.snapshot()))
+            .collect();
+        let role: BTreeMap<String, &'static str> = sample
+            .iter()
+            .map(|(w, p)| (Mesh::key(p), self.role[*w]))
+            .collect();
+        let xds = Dist::by_role(&snaps, |k| role.get(k).copied().unwrap_or("other"));
+        drop(snaps);
+        let mut p = Point {
+            mode,
+            proxies: sample.len(),
+            not_ready: sim.proxies().iter().filter(|p| !p.ready()).count(),
+            connect_s: stable.duration_since(t0).as_secs_f64(),
+            istiod_cpu_connect_s: used.cpu_s - idle.cpu_s,
+            istiod_rss_mb: used.rss_kb as f64 / 1024.0,
+            istiod_hwm_mb: used.hwm_kb as f64 / 1024.0,
+            sim_rss_mb: own.saturating_sub(own0) as f64 / 1024.0,
+            xds,
+            hub: Probe::default(),
+            leaf: Probe::default(),
+            safety_edges: 0,
+            lost: Vec::new(),
+        };
+        eprintln!(
+            "[sidecars-bench] {mode:?} {n}: connected in {:.1} s, istiod {:.0} MB, {:.1} CPU s; sim {:.0} MB; p50 {} B",
+            p.connect_s, p.istiod_rss_mb, p.istiod_cpu_connect_s, p.sim_rss_mb, p.xds["all"].p50
+        );
+        let timeout = if mode == Mode::Scoped { 6 } else { 5 };
+        p.hub = self.probe(&sim, self.hub, sample, timeout)?;
+        p.leaf = self.probe(&sim, self.leaf, sample, timeout)?;
+        if mode == Mode::Scoped {
+            let (checked, lost) = lost_edges(&self.t, &sim, sample);
+            p.safety_edges = checked;
+            p.lost = lost.into_iter().take(20).collect();
+        }
+        eprintln!(
+            "[sidecars-bench] {mode:?} {n}: hub change to {} proxies in {:.2} s, leaf change to {} in {:.2} s",
+            p.hub.push.fanout, p.hub.push.seconds, p.leaf.push.fanout, p.leaf.push.seconds
+        );
+        sim.close();
+        drop(istiod);
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(p)
+    }
+}
+
+/// MemAvailable, in MB.
+fn mem_available_mb() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+struct Args {
+    services: usize,
+    sidecars: usize,
+    unscoped: Vec<usize>,
+    scoped: Vec<usize>,
+    seed: u64,
+    out_dir: Option<PathBuf>,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        services: 1_000,
+        sidecars: 20_000,
+        unscoped: Vec::new(),
+        scoped: Vec::new(),
+        seed: 22,
+        out_dir: None,
+    };
+    let list = |v: Option<String>| -> Result<Vec<usize>> {
+        v.context("a list of proxy counts")?
+            .split([',', ' '])
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().map_err(Into::into))
+            .collect()
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--services" => a.services = it.next().context("--services N")?.parse()?,
+            "--sidecars" => a.sidecars = it.next().context("--sidecars N")?.parse()?,
+            "--unscoped" => a.unscoped = list(it.next())?,
+            "--scoped" => a.scoped = list(it.next())?,
+            "--seed" => a.seed = it.next().context("--seed N")?.parse()?,
+            "--out-dir" => a.out_dir = Some(it.next().context("--out-dir DIR")?.into()),
+            "-h" | "--help" => {
+                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR]\n(defaults: 1000 services, 20000 sidecars, unscoped 1000,2000,4000,6000,8000, scoped 2500,5000,10000,20000, seed 22).\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} (see --help)"),
+        }
+    }
+    if a.unscoped.is_empty() {
+        a.unscoped = vec![1_000, 2_000, 4_000, 6_000, 8_000];
+    }
+    if a.scoped.is_empty() {
+        a.scoped = vec![2_500, 5_000, 10_000, 20_000];
+    }
+    for v in [&mut a.unscoped, &mut a.scoped] {
+        v.retain(|n| *n > 0);
+        v.sort_unstable();
+        v.dedup();
+        for n in v.iter_mut() {
+            *n = (*n).min(a.sidecars);
+        }
+    }
+    Ok(a)
+}
+
+fn mesh<'c>(c: &'c Cluster, a: &Args) -> Result<Mesh<'c>> {
+    let t = meshgen::realistic_sized(a.services, a.sidecars, a.seed);
+    eprintln!(
+        "[sidecars-bench] realistic {}x: {} services and ServiceEntry hosts, {} workloads, {} namespaces, {} calls",
+        t.scale,
+        t.services().len() + t.externals.len(),
+        t.workloads.len(),
+        t.namespaces.len(),
+        t.edges.len()
+    );
+    meshgen::cleanup(c, &t);
+    let t0 = Instant::now();
+    let pods = meshgen::deploy(c, &t)?;
+    eprintln!(
+        "[sidecars-bench] deployed {} pods in {:.0} s",
+        pods.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let mut order: Vec<(usize, Pod)> = pods
+        .into_iter()
+        .filter(|(w, _)| t.workloads[*w].injected)
+        .collect();
+    let mut rng = Rng::new(a.seed);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    let role = (0..t.workloads.len()).map(|w| t.role(w)).collect();
+    let hub = t.hub_probe().context("the scenario has no hub")?;
+    let leaf = t.leaf_probe().context("the scenario has no leaf")?;
+    Ok(Mesh {
+        c,
+        t,
+        order,
+        role,
+        hub,
+        leaf,
+    })
+}
+
+/// Runs the unscoped points while they fit, in ascending order.
+fn unscoped(m: &Mesh, points: &[usize], done: &mut Vec<Point>, skipped: &mut Vec<Skipped>) {
+    for &n in points {
+        if let Some(last) = done.last() {
+            let per = (last.istiod_rss_mb + last.sim_rss_mb) / last.proxies as f64;
+            let need = per * n as f64 * 1.2;
+            let have = mem_available_mb() - 2_048.0;
+            if need > have {
+                let why = format!(
+                    "does not fit: istiod and the simulator would need about {:.1} GB, {:.1} GB is available",
+                    need / 1024.0,
+                    have.max(0.0) / 1024.0
+                );
+                eprintln!("[sidecars-bench] unscoped {n}: {why}");
+                skipped.push(Skipped {
+                    mode: Mode::Unscoped,
+                    proxies: n,
+                    why,
+                });
+                continue;
+            }
+        }
+        match m.point(Mode::Unscoped, n) {
+            Ok(p) => done.push(p),
+            Err(e) => {
+                eprintln!("[sidecars-bench] unscoped {n}: {e:#}");
+                skipped.push(Skipped {
+                    mode: Mode::Unscoped,
+                    proxies: n,
+                    why: format!("failed: {e:#}"),
+                });
+            }
+        }
+    }
+}
+
+fn apply_sidecars(m: &Mesh) -> Result<usize> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, m.t.access_log())?;
+    let log = log.to_str().context("log path")?.to_string();
+    let t0 = Instant::now();
+    let (out, err) = meshscope(
+        m.c,
+        &[
+            "apply",
+            "-A",
+            "--access-log",
+            &log,
+            "--istio-version",
+            ENGINE_VERSION,
+            "--request-timeout",
+            "5m",
+        ],
+    )?;
+    let written = out
+        .lines()
+        .filter(|l| l.contains(" created") || l.contains(" configured"))
+        .count();
+    eprintln!(
+        "[sidecars-bench] apply -A: {written} Sidecars in {:.0} s; {}",
+        t0.elapsed().as_secs_f64(),
+        err.lines().last().unwrap_or("")
+    );
+    if written == 0 {
+        bail!("kubectl meshscope apply wrote no Sidecar:\n{out}\n{err}");
+    }
+    Ok(written)
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    commit: String,
+    seed: u64,
+    services: usize,
+    sidecars: usize,
+    workloads: usize,
+    sidecars_written: usize,
+    deploy_s: f64,
+    points: Vec<Point>,
+    skipped: Vec<Skipped>,
+    /// mode -> (istiod RSS MB, istiod connect CPU s) fits over proxies.
+    fits: BTreeMap<String, (Fit, Fit)>,
+    aks_quote: &'static str,
+    targets: Vec<[String; 4]>,
+    met: bool,
+}
+
+fn fits(points: &[Point]) -> BTreeMap<String, (Fit, Fit)> {
+    let mut out = BTreeMap::new();
+    for (mode, name) in [(Mode::Unscoped, "unscoped"), (Mode::Scoped, "scoped")] {
+        let of = |f: fn(&Point) -> f64| -> Fit {
+            let xy: Vec<(f64, f64)> = points
+                .iter()
+                .filter(|p| p.mode == mode)
+                .map(|p| (p.proxies as f64, f(p)))
+                .collect();
+            Fit::of(&xy)
+        };
+        out.insert(
+            name.to_string(),
+            (of(|p| p.istiod_rss_mb), of(|p| p.istiod_cpu_connect_s)),
+        );
+    }
+    out
+}
+
+/// (measure, value, target, met) rows.
+fn targets(r: &Report) -> Vec<[String; 4]> {
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let mut rows = Vec::new();
+    let scoped: Vec<&Point> = r.points.iter().filter(|p| p.mode == Mode::Scoped).collect();
+    let largest = scoped.iter().max_by_key(|p| p.proxies);
+    rows.push([
+        format!("scoped run at {} sidecars", r.sidecars),
+        largest.map_or("not run".into(), |p| {
+            format!("{} proxies, {} without config", p.proxies, p.not_ready)
+        }),
+        "every proxy holds its config".into(),
+        yes(largest.is_some_and(|p| p.proxies == r.sidecars && p.not_ready == 0)),
+    ]);
+    let sim_max = r.points.iter().map(|p| p.sim_rss_mb).fold(0.0, f64::max);
+    rows.push([
+        "simulator RSS".into(),
+        format!("{:.2} GB at most", sim_max / 1024.0),
+        "<= 4 GB".into(),
+        yes(sim_max <= 4_096.0),
+    ]);
+    let lost: usize = scoped.iter().map(|p| p.lost.len()).sum();
+    rows.push([
+        "safety: observed edges that lost their cluster".into(),
+        lost.to_string(),
+        "0".into(),
+        yes(lost == 0),
+    ]);
+    let outside: usize = scoped.iter().map(|p| p.hub.outside + p.leaf.outside).sum();
+    rows.push([
+        "scoped: proxies pushed a hub or leaf change they do not call".into(),
+        outside.to_string(),
+        "0".into(),
+        yes(outside == 0 && !scoped.is_empty()),
+    ]);
+    // Bytes: the largest point both modes ran.
+    let common = r
+        .points
+        .iter()
+        .filter(|p| p.mode == Mode::Unscoped)
+        .filter_map(|u| {
+            scoped
+                .iter()
+                .find(|s| s.proxies == u.proxies)
+                .map(|s| (u, s))
+        })
+        .max_by_key(|(u, _)| u.proxies);
+    let ratio = common.map(|(u, s)| s.xds["all"].p50 as f64 / u.xds["all"].p50.max(1) as f64);
+    rows.push([
+        format!(
+            "xDS p50 per proxy, scoped / unscoped{}",
+            common.map_or(String::new(), |(u, _)| format!(" at {}", u.proxies))
+        ),
+        ratio.map_or("no common point".into(), |x| format!("{x:.3}")),
+        "<= 0.25".into(),
+        yes(ratio.is_some_and(|x| x <= 0.25)),
+    ]);
+    let (u, s) = (&r.fits["unscoped"].0, &r.fits["scoped"].0);
+    let n = r.sidecars as f64;
+    let fitted = u.points >= 4 && s.points >= 2;
+    rows.push([
+        format!(
+            "istiod RSS at {} sidecars, scoped / unscoped (fits)",
+            r.sidecars
+        ),
+        if fitted {
+            format!("{:.0} MB / {:.0} MB", s.at(n), u.at(n))
+        } else {
+            format!("{} unscoped points (4 needed)", u.points)
+        },
+        "<= 0.5".into(),
+        yes(fitted && s.at(n) <= 0.5 * u.at(n)),
+    ]);
+    rows
+}
+
+fn print(r: &Report) {
+    println!(
+        "Mesh: realistic, seed {}: {} services and ServiceEntry hosts, {} workloads, {} injected pods ({} Sidecars written by apply -A); commit {}",
+        r.seed, r.services, r.workloads, r.sidecars, r.sidecars_written, r.commit
+    );
+    println!();
+    println!("| mode | proxies | connect (wall) | istiod CPU to connect | istiod RSS | istiod peak RSS | simulator RSS | xDS p50 / p95 / max per proxy | hub change: proxies, last ACK | leaf change: proxies, last ACK |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for p in &r.points {
+        let d = &p.xds["all"];
+        println!(
+            "| {:?} | {} | {:.1} s | {:.1} s | {:.0} MB | {:.0} MB | {:.0} MB | {:.1} / {:.1} / {:.1} KB | {} (of {} callers), {:.2} s | {} (of {} callers), {:.2} s |",
+            p.mode, p.proxies, p.connect_s, p.istiod_cpu_connect_s, p.istiod_rss_mb, p.istiod_hwm_mb, p.sim_rss_mb,
+            d.p50 as f64 / 1e3, d.p95 as f64 / 1e3, d.max as f64 / 1e3,
+            p.hub.push.fanout, p.hub.callers, p.hub.push.seconds,
+            p.leaf.push.fanout, p.leaf.callers, p.leaf.push.seconds,
+        );
+    }
+    for s in &r.skipped {
+        println!("| {:?} | {} | {} | | | | | | | |", s.mode, s.proxies, s.why);
+    }
+    println!();
+    println!("| fit over proxies n | istiod RSS (MB) = a + b·n | R² | at {} | istiod CPU to connect (s) = a + b·n | R² | at {} |", r.sidecars, r.sidecars);
+    println!("|---|---|---|---|---|---|---|");
+    let n = r.sidecars as f64;
+    for (mode, (m, c)) in &r.fits {
+        println!(
+            "| {mode} ({} points) | {:.0} + {:.3}·n | {:.3} | {:.1} GB | {:.1} + {:.4}·n | {:.3} | {:.0} CPU s |",
+            m.points, m.a, m.b, m.r2, m.at(n) / 1024.0, c.a, c.b, c.r2, c.at(n)
+        );
+    }
+    println!("| AKS guidance (quoted) | | | 40.4 GB | | | 15 CPUs |");
+    println!();
+    println!("| measure | value | target | met |");
+    println!("|---|---|---|---|");
+    for t in &r.targets {
+        println!("| {} | {} | {} | {} |", t[0], t[1], t[2], t[3]);
+    }
+}
+
+fn main() -> Result<()> {
+    let a = args()?;
+    let c = Cluster::shared();
+    let t0 = Instant::now();
+    let m = mesh(c, &a)?;
+    let deploy_s = t0.elapsed().as_secs_f64();
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    unscoped(&m, &a.unscoped, &mut points, &mut skipped);
+    let written = apply_sidecars(&m)?;
+    for &n in &a.scoped {
+        points.push(m.point(Mode::Scoped, n)?);
+    }
+    let mut r = Report {
+        commit: meshscope_e2e::bench::commit(),
+        seed: a.seed,
+        services: m.t.services().len() + m.t.externals.len(),
+        sidecars: m.order.len(),
+        workloads: m.t.workloads.len(),
+        sidecars_written: written,
+        deploy_s,
+        fits: fits(&points),
+        points,
+        skipped,
+        aks_quote: AKS_QUOTE,
+        targets: Vec::new(),
+        met: false,
+    };
+    r.targets = targets(&r);
+    r.met = r.targets.iter().all(|t| t[3] == "yes");
+    print(&r);
+    let json = serde_json::to_value(&r)?;
+    if let Some(dir) = &a.out_dir {
+        std::fs::create_dir_all(dir)?;
+        let f = dir.join(format!("istiod-scale-{}.json", r.commit));
+        std::fs::write(&f, serde_json::to_string_pretty(&json)? + "\n")?;
+        eprintln!("[sidecars-bench] wrote {}", f.display());
+    }
+    println!("{json}");
+    if !r.met {
+        std::process::exit(1);
+    }
+    Ok(())
+}
