@@ -138,7 +138,7 @@ pub struct Connection {
     /// List in pages of this many objects (as kubectl's --chunk-size)
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub chunk_size: u32,
-    /// How long to wait for each call to the API server, its retries and every page of one list included, as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
+    /// How long to wait for each request to the API server (one page of a list, or one call with its retries), as kubectl's (30s, 1m, 500ms, or seconds; 0 waits forever)
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = crate::duration::parse_request_timeout)]
     pub request_timeout: crate::duration::RequestTimeout,
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 /// `--request-timeout` when not given.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `--request-timeout`: the bound on one call to the API server, all its
-/// retries and every page of one list included. `None` waits forever
+/// `--request-timeout`: the bound on one request to the API server (one
+/// page of a list, or one call with all its retries). `None` waits forever
 /// (kubectl's `0`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestTimeout(pub Option<Duration>);

@@ -71,7 +71,7 @@ impl Live {
         let timeout = c.request_timeout.get();
         if let Some(t) = timeout {
             // Per connection and per read; `bounded` bounds each call as a
-            // whole (kube's retries and every page included).
+            // whole (kube's retries included; each page of a list is one).
             config.connect_timeout = Some(t);
             config.read_timeout = Some(t);
             // Count from the request, not from when a pooled connection
@@ -132,9 +132,9 @@ impl Live {
         }
     }
 
-    /// Runs one call (a list with all its pages, or a single request),
-    /// bounded by `--request-timeout` as a whole, with [`Live::noting`]'s
-    /// note.
+    /// Runs one call (one page of a list, or a single request with
+    /// kube's retries), bounded by `--request-timeout` as a whole, with
+    /// [`Live::noting`]'s note.
     pub(super) async fn bounded<T>(
         &self,
         verb: &'static str,
@@ -170,6 +170,15 @@ impl Live {
                 kind: FailureKind::Timeout(Some(t)),
             }),
         }
+    }
+
+    /// A failure of a call made inside [`Live::bounded`]: a timeout of the
+    /// connection's own is the same bound, and says so.
+    pub(super) fn limited(&self, mut f: ApiFailure) -> ApiFailure {
+        if let (FailureKind::Timeout(None), Some(t)) = (&f.kind, self.timeout) {
+            f.kind = FailureKind::Timeout(Some(t));
+        }
+        f
     }
 
     pub(super) fn fail(

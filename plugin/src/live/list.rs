@@ -1,5 +1,5 @@
-//! Listing: every list page by page (`--chunk-size` objects a page) and
-//! bounded by `--request-timeout` as a whole; a list whose continue token
+//! Listing: every list page by page (`--chunk-size` objects a page), each
+//! page bounded by `--request-timeout`; a list whose continue token
 //! expires mid-way (410 Gone) is listed again from the start, once. Typed
 //! lists, dynamic ones (Istio kinds, as JSON objects), and names only
 //! (metadata lists, for completion).
@@ -89,7 +89,9 @@ impl Live {
     }
 
     /// Lists `ar` in `ns` through `fetch` (one call per page), page by
-    /// page, within the timeout.
+    /// page, each page within the timeout (as kubectl bounds each request:
+    /// 20,000 pods are 40 pages, and a loaded API server may take longer
+    /// than one timeout for all of them while answering each in time).
     ///
     /// A continue token the API server has compacted away (410 Gone on a
     /// later page) restarts the list from the start, once, and leaves a
@@ -107,12 +109,17 @@ impl Live {
         F: Fn(ListParams) -> Fut,
         Fut: Future<Output = kube::Result<ObjectList<T>>>,
     {
+        let name = resource_name(ar);
         let all = async {
             let mut out = Vec::new();
             let mut token: Option<String> = None;
             let mut restarted = false;
             loop {
-                let page = match fetch(select.page(self.page_size, token.as_deref())).await {
+                let lp = select.page(self.page_size, token.as_deref());
+                let fetched = self
+                    .bounded("list", &name, ns, async { Ok(fetch(lp).await) })
+                    .await?;
+                let page = match fetched {
                     Ok(page) => page,
                     Err(kube::Error::Api(s)) if s.code == 410 && token.is_some() => {
                         if restarted {
@@ -129,7 +136,7 @@ impl Live {
                         token = None;
                         continue;
                     }
-                    Err(e) => return Err(self.fail(e, "list", ar, ns)),
+                    Err(e) => return Err(self.limited(self.fail(e, "list", ar, ns))),
                 };
                 out.extend(page.items);
                 match page.metadata.continue_ {
@@ -139,7 +146,7 @@ impl Live {
             }
             Ok(out)
         };
-        self.bounded("list", &resource_name(ar), ns, all).await
+        all.await
     }
 
     /// A list that expired mid-way a second time, after `read` objects.

@@ -1,6 +1,6 @@
 //! Live mode: the only module that talks to the API server. Every call
-//! goes through [`Live`], bounded by `--request-timeout` as a whole (a
-//! list with all its pages, kube's own retries included), with a note on
+//! goes through [`Live`], each request bounded by `--request-timeout` (one
+//! page of a list, or one call with kube's own retries), with a note on
 //! a terminal when the server is slow to answer, and every failure turned
 //! into one line naming the cause and the fix ([`ApiFailure`]).
 //!

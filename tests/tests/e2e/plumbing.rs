@@ -1,5 +1,5 @@
 //! Live-mode plumbing against the test control plane: `--request-timeout`
-//! bounding a whole call, KUBECONFIG lists, the kubeconfig and connection
+//! bounding each request (a whole call, one page of a list), KUBECONFIG lists, the kubeconfig and connection
 //! error texts, the one-pass RBAC check and reading with one namespace's
 //! permissions, and apply's exit codes.
 
@@ -157,6 +157,49 @@ fn a_hung_api_server_fails_within_the_request_timeout_with_one_line() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// As kubectl's, `--request-timeout` bounds each request, not a whole list:
+/// a list whose pages each come well within it succeeds however long all
+/// of them take together (20,000 pods are 40 pages).
+#[test]
+fn request_timeout_bounds_each_page_of_a_list_not_the_whole_list() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("pages", &[]);
+    let mut yaml = String::new();
+    for i in 0..1_500 {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s{i}\n  namespace: {ns}\nspec:\n  clusterIP: None\n  ports:\n  - port: 80\n"
+        ));
+    }
+    let o = c.kubectl(&["create", "-f", "-"], Some(&yaml));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kc = c.kubeconfig.to_str().unwrap();
+    let started = Instant::now();
+    // One Service a page: 1,500 pages of the Services alone.
+    let out = binary(
+        &[
+            "audit",
+            "-n",
+            &ns,
+            "--kubeconfig",
+            kc,
+            "--chunk-size",
+            "1",
+            "--request-timeout",
+            "1s",
+            "--fail-on",
+            "none",
+        ],
+        &[],
+    );
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "took {took:?}: {err}");
+    // The premise: together the pages took longer than one timeout.
+    assert!(took > Duration::from_secs(1), "took only {took:?}");
+    let _ = c.kubectl(&["delete", "namespace", &ns, "--wait=false"], None);
 }
 
 #[test]
