@@ -353,8 +353,10 @@ pub fn server_side_apply(
     Ok(())
 }
 
-/// [`server_side_apply`] of `yaml`'s documents split over `procs` kubectl
-/// processes run at once (in order within each): for thousands of objects.
+/// [`server_side_apply`] of `yaml`'s documents in batches of at most 100,
+/// `procs` kubectl processes at once: for thousands of objects (one
+/// kubectl given thousands of documents spends minutes before its first
+/// write).
 pub fn server_side_apply_parallel(
     cluster: &Cluster,
     manager: &str,
@@ -366,19 +368,24 @@ pub fn server_side_apply_parallel(
         .split("---\n")
         .filter(|d| !d.trim().is_empty())
         .collect();
-    if docs.len() < 200 || procs < 2 {
+    if docs.len() <= 100 || procs < 2 {
         return server_side_apply(cluster, manager, args, yaml);
     }
-    let per = docs.len().div_ceil(procs);
+    let batches: Vec<String> = docs.chunks(100).map(|c| c.join("---\n")).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
-        let handles: Vec<_> = docs
-            .chunks(per)
-            .map(|chunk| {
-                let text = chunk.join("---\n");
-                s.spawn(move || server_side_apply(cluster, manager, args, &text))
+        let workers: Vec<_> = (0..procs)
+            .map(|_| {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(batch) = batches.get(i) else {
+                        return Ok(());
+                    };
+                    server_side_apply(cluster, manager, args, batch)?;
+                })
             })
             .collect();
-        handles.into_iter().try_for_each(|h| {
+        workers.into_iter().try_for_each(|h| {
             h.join()
                 .map_err(|_| anyhow::anyhow!("kubectl apply thread panicked"))?
         })

@@ -273,6 +273,7 @@ struct Args {
     scoped: Vec<usize>,
     seed: u64,
     out_dir: Option<PathBuf>,
+    reuse_mesh: bool,
 }
 
 fn args() -> Result<Args> {
@@ -283,6 +284,7 @@ fn args() -> Result<Args> {
         scoped: Vec::new(),
         seed: 22,
         out_dir: None,
+        reuse_mesh: false,
     };
     let list = |v: Option<String>| -> Result<Vec<usize>> {
         v.context("a list of proxy counts")?
@@ -300,8 +302,9 @@ fn args() -> Result<Args> {
             "--scoped" => a.scoped = list(it.next())?,
             "--seed" => a.seed = it.next().context("--seed N")?.parse()?,
             "--out-dir" => a.out_dir = Some(it.next().context("--out-dir DIR")?.into()),
+            "--reuse-mesh" => a.reuse_mesh = true,
             "-h" | "--help" => {
-                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR]\n(defaults: 1000 services, 20000 sidecars, unscoped 1000,2000,4000,6000,8000, scoped 2500,5000,10000,20000, seed 22).\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
+                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR] [--reuse-mesh]\n(defaults: 1000 services, 20000 sidecars, unscoped 1000,2000,4000,6000,8000, scoped 2500,5000,10000,20000, seed 22).\n--reuse-mesh: the control plane holds this mesh from an earlier run with the same --services, --sidecars and --seed; keep it (its managed Sidecars are deleted) instead of deleting and deploying it again.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (see --help)"),
@@ -334,7 +337,25 @@ fn mesh<'c>(c: &'c Cluster, a: &Args) -> Result<Mesh<'c>> {
         t.namespaces.len(),
         t.edges.len()
     );
-    meshgen::cleanup(c, &t);
+    if a.reuse_mesh {
+        // Deploying again changes nothing; the Sidecars of an earlier run
+        // must go, or the unscoped points would be scoped.
+        let o = c.kubectl(
+            &[
+                "delete",
+                "sidecars.networking.istio.io",
+                "-A",
+                "-l",
+                "app.kubernetes.io/managed-by=kubectl-meshscope",
+            ],
+            None,
+        );
+        if !o.status.success() {
+            bail!("{}", String::from_utf8_lossy(&o.stderr));
+        }
+    } else {
+        meshgen::cleanup(c, &t);
+    }
     let t0 = Instant::now();
     let pods = meshgen::deploy(c, &t)?;
     eprintln!(
