@@ -897,22 +897,25 @@ pub fn realistic_sized(services: usize, sidecars: usize, seed: u64) -> Topology 
         })
         .collect();
     parts.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
-    let mut i = 0;
-    loop {
-        let have: usize = parts.iter().map(|p| p.1).sum();
-        let n = parts.len();
-        let p = &mut parts[i % n];
-        if have < want {
-            p.1 += 1;
-        } else if have > want && p.1 > 1 {
-            // Rounding 0 up to 1 overshot: take back from the smallest
-            // remainders (the end of the list).
-            let j = n - 1 - i % n;
-            parts[j].1 = parts[j].1.saturating_sub(1).max(1);
-        } else if have == want || i > 4 * n {
+    let mut have: usize = parts.iter().map(|p| p.1).sum();
+    // The largest remainders take the pods still missing (fewer than
+    // there are workloads); when rounding up to 1 overshot, the smallest
+    // give some back.
+    for p in parts.iter_mut() {
+        if have >= want {
             break;
         }
-        i += 1;
+        p.1 += 1;
+        have += 1;
+    }
+    for p in parts.iter_mut().rev() {
+        if have <= want {
+            break;
+        }
+        if p.1 > 1 {
+            p.1 -= 1;
+            have -= 1;
+        }
     }
     for (w, r, _) in parts {
         t.workloads[w].replicas = r;
