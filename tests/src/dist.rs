@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::xds::ProxyConfig;
 
@@ -11,7 +11,7 @@ use crate::xds::ProxyConfig;
 pub const TYPES: [&str; 4] = ["cds", "lds", "rds", "eds"];
 
 /// The distribution of per-proxy xDS bytes over a group of proxies.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Dist {
     pub proxies: usize,
     pub p50: u64,

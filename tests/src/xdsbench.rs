@@ -5,14 +5,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
 use crate::meshgen::Topology;
 use crate::world::Pod;
 use crate::xds::Sim;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PushResult {
     pub fanout: usize,
     pub names: Vec<String>,

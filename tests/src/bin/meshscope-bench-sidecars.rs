@@ -36,13 +36,13 @@ use meshscope_e2e::meshgen::{self, Topology};
 use meshscope_e2e::world::Pod;
 use meshscope_e2e::xds::{ProxyConfig, Sim, SimOptions};
 use meshscope_e2e::xdsbench::{lost_edges, measured_push, probe_vs, settle_after, PushResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The AKS guidance's figure for 20,000 unscoped sidecars over 1,000
 /// services (quoted, not measured here).
 const AKS_QUOTE: &str = "40.4 GB and 15 CPUs for istiod at 20,000 sidecars over 1,000 services, unscoped (quoted: Azure AKS Istio add-on performance and scaling guidance, learn.microsoft.com/azure/aks/istio-scale)";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Mode {
     Unscoped,
@@ -50,7 +50,7 @@ enum Mode {
 }
 
 /// A VirtualService change on one Service at one point.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Probe {
     host: String,
     /// Connected proxies of the workloads that call it.
@@ -60,7 +60,7 @@ struct Probe {
     outside: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Point {
     mode: Mode,
     proxies: usize,
@@ -70,7 +70,17 @@ struct Point {
     istiod_cpu_connect_s: f64,
     istiod_rss_mb: f64,
     istiod_hwm_mb: f64,
+    /// The growth of this process's RSS over the connect (the simulator
+    /// runs in it); after a larger earlier point it may reuse pages that
+    /// point freed, so see `sim_heap_mb` too.
     sim_rss_mb: f64,
+    /// The growth of the heap in use over the connect: the simulator's
+    /// streams and state (absent from runs before it was measured).
+    #[serde(default)]
+    sim_heap_mb: f64,
+    /// The raw run this point was read back from (`--unscoped-from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<String>,
     xds: BTreeMap<String, Dist>,
     hub: Probe,
     leaf: Probe,
@@ -79,7 +89,7 @@ struct Point {
 }
 
 /// A point left out, and why.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Skipped {
     mode: Mode,
     proxies: usize,
@@ -193,6 +203,7 @@ impl Mesh<'_> {
         std::thread::sleep(Duration::from_secs(5));
         let idle = istiod.usage()?;
         let own0 = process_usage(std::process::id())?.rss_kb;
+        let heap0 = heap_in_use_mb();
         let t0 = Instant::now();
         let options = SimOptions {
             concurrency: 64,
@@ -205,6 +216,7 @@ impl Mesh<'_> {
         let stable = sim.wait_stable(Duration::from_secs(5), Duration::from_secs(3600))?;
         let used = istiod.usage()?;
         let own = process_usage(std::process::id())?.rss_kb;
+        let heap = heap_in_use_mb() - heap0;
         let snaps: Vec<(String, ProxyConfig)> = sim
             .proxies()
             .iter()
@@ -225,6 +237,8 @@ impl Mesh<'_> {
             istiod_rss_mb: used.rss_kb as f64 / 1024.0,
             istiod_hwm_mb: used.hwm_kb as f64 / 1024.0,
             sim_rss_mb: own.saturating_sub(own0) as f64 / 1024.0,
+            sim_heap_mb: heap,
+            from: None,
             xds,
             hub: Probe::default(),
             leaf: Probe::default(),
@@ -232,8 +246,8 @@ impl Mesh<'_> {
             lost: Vec::new(),
         };
         eprintln!(
-            "[sidecars-bench] {mode:?} {n}: connected in {:.1} s, istiod {:.0} MB, {:.1} CPU s; sim {:.0} MB; p50 {} B",
-            p.connect_s, p.istiod_rss_mb, p.istiod_cpu_connect_s, p.sim_rss_mb, p.xds["all"].p50
+            "[sidecars-bench] {mode:?} {n}: connected in {:.1} s, istiod {:.0} MB, {:.1} CPU s; sim RSS +{:.0} MB, heap +{:.0} MB; p50 {} B",
+            p.connect_s, p.istiod_rss_mb, p.istiod_cpu_connect_s, p.sim_rss_mb, p.sim_heap_mb, p.xds["all"].p50
         );
         let timeout = if mode == Mode::Scoped { 6 } else { 5 };
         p.hub = self.probe(&sim, self.hub, sample, timeout)?;
@@ -252,6 +266,17 @@ impl Mesh<'_> {
         std::thread::sleep(Duration::from_secs(3));
         Ok(p)
     }
+}
+
+/// Bytes the allocator has handed out and not taken back (glibc's
+/// `mallinfo2`: small blocks in use plus mmapped ones). Unlike RSS, it does
+/// not keep what an earlier point freed, so its growth over a connect is
+/// the simulator's own.
+fn heap_in_use_mb() -> f64 {
+    // SAFETY: mallinfo2 takes no arguments and only reads the allocator's
+    // counters.
+    let m = unsafe { libc::mallinfo2() };
+    (m.uordblks + m.hblkhd) as f64 / (1024.0 * 1024.0)
 }
 
 /// MemAvailable, in MB.
@@ -274,6 +299,7 @@ struct Args {
     seed: u64,
     out_dir: Option<PathBuf>,
     reuse_mesh: bool,
+    unscoped_from: Option<PathBuf>,
 }
 
 fn args() -> Result<Args> {
@@ -285,10 +311,14 @@ fn args() -> Result<Args> {
         seed: 22,
         out_dir: None,
         reuse_mesh: false,
+        unscoped_from: None,
     };
     let list = |v: Option<String>| -> Result<Vec<usize>> {
-        v.context("a list of proxy counts")?
-            .split([',', ' '])
+        let v = v.context("a list of proxy counts")?;
+        if v.trim() == "none" {
+            return Ok(vec![0]);
+        }
+        v.split([',', ' '])
             .filter(|s| !s.is_empty())
             .map(|s| s.parse().map_err(Into::into))
             .collect()
@@ -303,15 +333,20 @@ fn args() -> Result<Args> {
             "--seed" => a.seed = it.next().context("--seed N")?.parse()?,
             "--out-dir" => a.out_dir = Some(it.next().context("--out-dir DIR")?.into()),
             "--reuse-mesh" => a.reuse_mesh = true,
+            "--unscoped-from" => {
+                a.unscoped_from = Some(it.next().context("--unscoped-from FILE")?.into());
+                a.unscoped = vec![0];
+            }
             "-h" | "--help" => {
-                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR] [--reuse-mesh]\n(defaults: 1000 services, 20000 sidecars, unscoped 1000,2000,4000,6000,8000, scoped 2500,5000,10000,20000, seed 22).\n--reuse-mesh: the control plane holds this mesh from an earlier run with the same --services, --sidecars and --seed; keep it (its managed Sidecars are deleted) instead of deleting and deploying it again.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
+                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR] [--reuse-mesh] [--unscoped-from RUN.json]\n(defaults: 1000 services, 20000 sidecars, unscoped 500,1000,..,4000 (steps of 500, while they fit), scoped 2500,5000,10000,20000, seed 22; `none` runs no point of that mode).\n--reuse-mesh: the control plane holds this mesh from an earlier run with the same --services, --sidecars and --seed; keep it (its managed Sidecars are deleted) instead of deleting and deploying it again.\n--unscoped-from RUN.json: take the unscoped points from that raw run of the same mesh (same --services, --sidecars and --seed) instead of measuring them again; the tables say so.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (see --help)"),
         }
     }
+    // `none` (a lone 0) runs no point of that mode.
     if a.unscoped.is_empty() {
-        a.unscoped = vec![1_000, 2_000, 4_000, 6_000, 8_000];
+        a.unscoped = vec![500, 1_000, 1_500, 2_000, 2_500, 3_000, 3_500, 4_000];
     }
     if a.scoped.is_empty() {
         a.scoped = vec![2_500, 5_000, 10_000, 20_000];
@@ -420,6 +455,38 @@ fn unscoped(m: &Mesh, points: &[usize], done: &mut Vec<Point>, skipped: &mut Vec
     }
 }
 
+/// The unscoped points (and those skipped) of an earlier raw run of the
+/// same mesh, marked with where they come from.
+fn unscoped_from(f: &std::path::Path, a: &Args) -> Result<(Vec<Point>, Vec<Skipped>)> {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f)?)
+        .with_context(|| format!("{} is not a raw run", f.display()))?;
+    let same =
+        v["sidecars"] == a.sidecars && v["seed"] == a.seed && v["services"].as_u64().is_some();
+    if !same {
+        bail!(
+            "{} is a run of another mesh (--sidecars, --seed)",
+            f.display()
+        );
+    }
+    let from = format!(
+        "{} (commit {})",
+        f.file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+        v["commit"].as_str().unwrap_or("?")
+    );
+    let mut points: Vec<Point> = serde_json::from_value(v["points"].clone())?;
+    points.retain(|p| p.mode == Mode::Unscoped);
+    for p in &mut points {
+        p.from = Some(from.clone());
+    }
+    let mut skipped: Vec<Skipped> = serde_json::from_value(v["skipped"].clone())?;
+    skipped.retain(|s| s.mode == Mode::Unscoped);
+    for s in &mut skipped {
+        s.why = format!("{} ({from})", s.why);
+    }
+    Ok((points, skipped))
+}
+
 fn apply_sidecars(m: &Mesh) -> Result<usize> {
     let dir = tempfile::tempdir()?;
     let log = dir.path().join("access.log");
@@ -433,6 +500,9 @@ fn apply_sidecars(m: &Mesh) -> Result<usize> {
             "-A",
             "--access-log",
             &log,
+            // The log holds every call the mesh makes: a workload with no
+            // line in it is idle, and gets a closed scope too.
+            "--allow-idle",
             "--istio-version",
             ENGINE_VERSION,
             "--request-timeout",
@@ -505,12 +575,17 @@ fn targets(r: &Report) -> Vec<[String; 4]> {
         "every proxy holds its config".into(),
         yes(largest.is_some_and(|p| p.proxies == r.sidecars && p.not_ready == 0)),
     ]);
-    let sim_max = r.points.iter().map(|p| p.sim_rss_mb).fold(0.0, f64::max);
+    // The streams of the largest scoped point; unscoped proxies hold 3 MB
+    // of config each here, and their points are reported, not held to it.
+    let sim = largest.map(|p| p.sim_rss_mb.max(p.sim_heap_mb));
     rows.push([
-        "simulator RSS".into(),
-        format!("{:.2} GB at most", sim_max / 1024.0),
+        format!(
+            "simulator memory for {} scoped ADS streams (RSS or heap growth, the larger)",
+            largest.map_or(0, |p| p.proxies)
+        ),
+        sim.map_or("not run".into(), |m| format!("{:.2} GB", m / 1024.0)),
         "<= 4 GB".into(),
-        yes(sim_max <= 4_096.0),
+        yes(sim.is_some_and(|m| m <= 4_096.0)),
     ]);
     let lost: usize = scoped.iter().map(|p| p.lost.len()).sum();
     rows.push([
@@ -573,13 +648,17 @@ fn print(r: &Report) {
         r.seed, r.services, r.workloads, r.sidecars, r.sidecars_written, r.commit
     );
     println!();
-    println!("| mode | proxies | connect (wall) | istiod CPU to connect | istiod RSS | istiod peak RSS | simulator RSS | xDS p50 / p95 / max per proxy | hub change: proxies, last ACK | leaf change: proxies, last ACK |");
+    println!("| mode | proxies | connect (wall) | istiod CPU to connect | istiod RSS | istiod peak RSS | simulator RSS / heap growth | xDS p50 / p95 / max per proxy | hub change: proxies, last ACK | leaf change: proxies, last ACK |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for p in &r.points {
         let d = &p.xds["all"];
+        let mode = match &p.from {
+            Some(f) => format!("{:?} (from {f})", p.mode),
+            None => format!("{:?}", p.mode),
+        };
         println!(
-            "| {:?} | {} | {:.1} s | {:.1} s | {:.0} MB | {:.0} MB | {:.0} MB | {:.1} / {:.1} / {:.1} KB | {} (of {} callers), {:.2} s | {} (of {} callers), {:.2} s |",
-            p.mode, p.proxies, p.connect_s, p.istiod_cpu_connect_s, p.istiod_rss_mb, p.istiod_hwm_mb, p.sim_rss_mb,
+            "| {} | {} | {:.1} s | {:.1} s | {:.0} MB | {:.0} MB | {:.0} / {:.0} MB | {:.1} / {:.1} / {:.1} KB | {} (of {} callers), {:.2} s | {} (of {} callers), {:.2} s |",
+            mode, p.proxies, p.connect_s, p.istiod_cpu_connect_s, p.istiod_rss_mb, p.istiod_hwm_mb, p.sim_rss_mb, p.sim_heap_mb,
             d.p50 as f64 / 1e3, d.p95 as f64 / 1e3, d.max as f64 / 1e3,
             p.hub.push.fanout, p.hub.callers, p.hub.push.seconds,
             p.leaf.push.fanout, p.leaf.callers, p.leaf.push.seconds,
@@ -615,6 +694,11 @@ fn main() -> Result<()> {
     let deploy_s = t0.elapsed().as_secs_f64();
     let mut points = Vec::new();
     let mut skipped = Vec::new();
+    if let Some(f) = &a.unscoped_from {
+        let (p, s) = unscoped_from(f, &a)?;
+        points.extend(p);
+        skipped.extend(s);
+    }
     unscoped(&m, &a.unscoped, &mut points, &mut skipped);
     let written = apply_sidecars(&m)?;
     for &n in &a.scoped {
