@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 /// The AKS guidance's figure for 20,000 unscoped sidecars over 1,000
 /// services (quoted, not measured here).
-const AKS_QUOTE: &str = "40.4 GB and 15 CPUs for istiod at 20,000 sidecars over 1,000 services, unscoped (quoted: Azure AKS Istio add-on performance and scaling guidance, learn.microsoft.com/azure/aks/istio-scale)";
+const AKS_QUOTE: &str = "40.4 GB and 15 CPUs for istiod at 20,000 sidecars over 1,000 services, unscoped (quoted: \"Istio service mesh add-on performance and scaling\", learn.microsoft.com/azure/aks/istio-scale, 2024-03-19: istiod asm-1-19, real Envoys, a Standard D16 v3 node, Azure CNI Overlay)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
