@@ -183,6 +183,32 @@ impl Cluster {
             ],
             None,
         );
+        self.await_grant(user, &["list", "configmaps", "--all-namespaces"]);
+    }
+
+    /// Waits until the API server's authorizer grants `user` the access
+    /// `can_i` names (`kubectl auth can-i` words): RBAC reads roles and
+    /// bindings from a watch cache, so a binding just created may not be
+    /// honoured yet, and a test using it at once fails now and then on a
+    /// busy server.
+    pub fn await_grant(&self, user: &str, can_i: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let as_user = format!("--as={user}");
+        let mut args = vec!["auth", "can-i"];
+        args.extend_from_slice(can_i);
+        args.push(&as_user);
+        loop {
+            let o = self.kubectl(&args, None);
+            if String::from_utf8_lossy(&o.stdout).trim() == "yes" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{user} was not granted {can_i:?} within 30 s: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Deletes pod `ns/name` at once (no kubelet will ever confirm a

@@ -45,6 +45,7 @@ pub fn namespace_reader(
     c.apply(&format!(
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {user}\n  namespace: {ns}\n{READER_RULES}{extra}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {user}\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {user}\nsubjects:\n- kind: User\n  name: {user}\n  apiGroup: rbac.authorization.k8s.io\n"
     ));
+    c.await_grant(user, &["list", "pods", "-n", ns]);
     c.impersonating(user, dir).unwrap()
 }
 

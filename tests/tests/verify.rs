@@ -702,6 +702,7 @@ fn verify_reaches_istiod_through_a_port_forward() {
             ],
             None,
         );
+        c.await_grant(&user, &["create", "pods/portforward", "-n", "istio-system"]);
         let r = meshscope(&kc, &["verify", "pod/client-0", "-n", &s.ns]);
         assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
     }));

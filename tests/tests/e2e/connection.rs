@@ -238,6 +238,10 @@ fn kubectls_connection_flags_reach_the_cluster_as_kubectl_does() {
         ],
         None,
     );
+    c.await_grant(
+        &format!("system:serviceaccount:{ns}:auditor"),
+        &["list", "pods", "--all-namespaces"],
+    );
     let token = c.kubectl_ok(&["create", "token", "auditor", "-n", &ns], None);
     let token = token.trim();
     let ca = ca.to_str().unwrap();

@@ -499,6 +499,7 @@ fn a_user_without_permissions_gets_one_role_for_everything_missing() {
         ],
         None,
     );
+    c.await_grant("meshscope-nobody-plumbing", &["list", "pods", "-n", &ns]);
     let r = meshscope(&nobody, &["audit", "-n", &ns]);
     let ok = r.outcome.is_ok();
     c.kubectl_ok(
