@@ -702,7 +702,16 @@ fn verify_reaches_istiod_through_a_port_forward() {
             ],
             None,
         );
-        c.await_grant(&user, &["create", "pods/portforward", "-n", "istio-system"]);
+        c.await_grant(
+            &user,
+            &[
+                "create",
+                "pods",
+                "--subresource=portforward",
+                "-n",
+                "istio-system",
+            ],
+        );
         let r = meshscope(&kc, &["verify", "pod/client-0", "-n", &s.ns]);
         assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
     }));
