@@ -150,6 +150,11 @@ struct Mesh<'a> {
 }
 
 impl Mesh<'_> {
+    /// Its Services and ServiceEntry hosts, as a raw run records them.
+    fn services(&self) -> usize {
+        self.t.services().len() + self.t.externals.len()
+    }
+
     fn key(p: &Pod) -> String {
         format!("{}/{}", p.namespace, p.name)
     }
@@ -306,8 +311,8 @@ fn args() -> Result<Args> {
     let mut a = Args {
         services: 1_000,
         sidecars: 20_000,
-        unscoped: Vec::new(),
-        scoped: Vec::new(),
+        unscoped: vec![500, 1_000, 1_500, 2_000, 2_500, 3_000, 3_500, 4_000],
+        scoped: vec![2_500, 5_000, 10_000, 20_000],
         seed: 22,
         out_dir: None,
         reuse_mesh: false,
@@ -316,7 +321,7 @@ fn args() -> Result<Args> {
     let list = |v: Option<String>| -> Result<Vec<usize>> {
         let v = v.context("a list of proxy counts")?;
         if v.trim() == "none" {
-            return Ok(vec![0]);
+            return Ok(Vec::new());
         }
         v.split([',', ' '])
             .filter(|s| !s.is_empty())
@@ -335,7 +340,7 @@ fn args() -> Result<Args> {
             "--reuse-mesh" => a.reuse_mesh = true,
             "--unscoped-from" => {
                 a.unscoped_from = Some(it.next().context("--unscoped-from FILE")?.into());
-                a.unscoped = vec![0];
+                a.unscoped = Vec::new();
             }
             "-h" | "--help" => {
                 println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR] [--reuse-mesh] [--unscoped-from RUN.json]\n(defaults: 1000 services, 20000 sidecars, unscoped 500,1000,..,4000 (steps of 500, while they fit), scoped 2500,5000,10000,20000, seed 22; `none` runs no point of that mode).\n--reuse-mesh: the control plane holds this mesh from an earlier run with the same --services, --sidecars and --seed; keep it (its managed Sidecars are deleted) instead of deleting and deploying it again.\n--unscoped-from RUN.json: take the unscoped points from that raw run of the same mesh (same --services, --sidecars and --seed) instead of measuring them again; the tables say so.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
@@ -343,13 +348,6 @@ fn args() -> Result<Args> {
             }
             other => bail!("unknown argument {other:?} (see --help)"),
         }
-    }
-    // `none` (a lone 0) runs no point of that mode.
-    if a.unscoped.is_empty() {
-        a.unscoped = vec![500, 1_000, 1_500, 2_000, 2_500, 3_000, 3_500, 4_000];
-    }
-    if a.scoped.is_empty() {
-        a.scoped = vec![2_500, 5_000, 10_000, 20_000];
     }
     for v in [&mut a.unscoped, &mut a.scoped] {
         v.retain(|n| *n > 0);
@@ -457,14 +455,13 @@ fn unscoped(m: &Mesh, points: &[usize], done: &mut Vec<Point>, skipped: &mut Vec
 
 /// The unscoped points (and those skipped) of an earlier raw run of the
 /// same mesh, marked with where they come from.
-fn unscoped_from(f: &std::path::Path, a: &Args) -> Result<(Vec<Point>, Vec<Skipped>)> {
+fn unscoped_from(f: &std::path::Path, m: &Mesh, a: &Args) -> Result<(Vec<Point>, Vec<Skipped>)> {
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(f)?)
         .with_context(|| format!("{} is not a raw run", f.display()))?;
-    let same =
-        v["sidecars"] == a.sidecars && v["seed"] == a.seed && v["services"].as_u64().is_some();
+    let same = v["sidecars"] == a.sidecars && v["seed"] == a.seed && v["services"] == m.services();
     if !same {
         bail!(
-            "{} is a run of another mesh (--sidecars, --seed)",
+            "{} is a run of another mesh (--services, --sidecars, --seed)",
             f.display()
         );
     }
@@ -695,7 +692,7 @@ fn main() -> Result<()> {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     if let Some(f) = &a.unscoped_from {
-        let (p, s) = unscoped_from(f, &a)?;
+        let (p, s) = unscoped_from(f, &m, &a)?;
         points.extend(p);
         skipped.extend(s);
     }
@@ -707,7 +704,7 @@ fn main() -> Result<()> {
     let mut r = Report {
         commit: meshscope_e2e::bench::commit(),
         seed: a.seed,
-        services: m.t.services().len() + m.t.externals.len(),
+        services: m.services(),
         sidecars: m.order.len(),
         workloads: m.t.workloads.len(),
         sidecars_written: written,
