@@ -229,6 +229,27 @@ impl Cluster {
         );
     }
 
+    /// Deletes Deployment `ns/name` and returns once its ReplicaSets and
+    /// pods are gone too. `kubectl delete --wait` alone waits only for the
+    /// Deployment: the garbage collector removes the rest afterwards, and
+    /// until it has, the pods still run that workload (so `--prune` rightly
+    /// keeps its Sidecar). Foreground deletion keeps the Deployment until
+    /// its dependents are deleted, so the wait covers them.
+    pub fn delete_deployment(&self, ns: &str, name: &str) {
+        self.kubectl_ok(
+            &[
+                "delete",
+                "deployment",
+                name,
+                "-n",
+                ns,
+                "--cascade=foreground",
+                "--wait=true",
+            ],
+            None,
+        );
+    }
+
     pub fn apply(&self, yaml: &str) {
         self.kubectl_ok(&["apply", "-f", "-"], Some(yaml));
     }

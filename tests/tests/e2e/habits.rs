@@ -723,17 +723,7 @@ fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
     );
 
     // --prune shows the deletion of a Sidecar whose workload is gone.
-    c.kubectl_ok(
-        &[
-            "delete",
-            "deployment",
-            "httpbin-3",
-            "-n",
-            &ns,
-            "--wait=true",
-        ],
-        None,
-    );
+    c.delete_deployment(&ns, "httpbin-3");
     let r = live(
         &c.kubeconfig,
         &["diff", "-n", &ns, "--access-log", log, "--prune"],

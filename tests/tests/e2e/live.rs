@@ -247,18 +247,7 @@ fn recommend_apply_reapply_audit_and_explain_against_the_api_server() {
     assert_eq!(e["sidecar"], format!("{ns}/mine"));
 
     // --prune deletes the managed Sidecar of a deleted workload, and only it.
-    c.kubectl_ok(
-        &[
-            "delete",
-            "deployment",
-            "httpbin-3",
-            "-n",
-            &ns,
-            "--cascade=foreground",
-            "--wait=true",
-        ],
-        None,
-    );
+    c.delete_deployment(&ns, "httpbin-3");
     let r = meshscope(
         &c.kubeconfig,
         &["apply", "-n", &ns, "--access-log", log, "--prune"],

@@ -323,10 +323,7 @@ fn a_workload_name_longer_than_a_label_value_is_labelled_cut_and_pruned_by_its_f
         "{err}"
     );
     // Gone: pruned.
-    c.kubectl_ok(
-        &["delete", "deployment", &name, "-n", &ns, "--wait=true"],
-        None,
-    );
+    c.delete_deployment(&ns, &name);
     let (code, out, err) = binary(
         &c.kubeconfig,
         &["apply", "-n", &ns, "--allow-idle", "--prune"],
