@@ -473,7 +473,7 @@ pub struct DiffArgs {
     /// Diff as if with --force-conflicts: take over fields another field manager owns on meshscope's Sidecars
     #[arg(long)]
     pub force_conflicts: bool,
-    /// Also show the deletion of managed Sidecars whose workload no longer exists
+    /// Also show the deletion of managed Sidecars whose workload no longer exists (neither its controller nor any pod of it)
     #[arg(long)]
     pub prune: bool,
     /// Drop hosts of managed Sidecars that were not seen in the observed window
@@ -505,7 +505,7 @@ pub struct ApplyArgs {
     /// Take over fields another field manager owns on meshscope's Sidecars
     #[arg(long)]
     pub force_conflicts: bool,
-    /// Delete managed Sidecars whose workload no longer exists (and only those)
+    /// Delete managed Sidecars whose workload no longer exists, neither its controller nor any pod of it (and only those)
     #[arg(long)]
     pub prune: bool,
     /// Drop hosts of managed Sidecars that were not seen in the observed window

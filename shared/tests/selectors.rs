@@ -559,3 +559,30 @@ fn sidecar_names_are_valid_subdomains_and_distinct() {
     let odd = sidecar_name(&WorkloadKind::Other("Argo.Rollout".into()), "web");
     assert!(is_dns_subdomain(&odd), "{odd}");
 }
+
+#[test]
+fn a_deleted_deployment_whose_pods_still_run_is_not_gone_until_they_are() {
+    let l = [("app", "cart")];
+    let y = NS.to_string() + &deploy("cart", &l, &l, "10.0.0.2");
+    let s = snap(&y);
+    let r = recommend::recommend(&s, &Observations::default(), &[dep(&s, "cart")], &idle());
+    let meta = r[0].sidecar().unwrap().metadata.clone();
+    // The Deployment is deleted; its ReplicaSet and pod wait for the
+    // garbage collector (or the pod for its grace period). The Sidecar
+    // still scopes that pod's proxy, so --prune keeps it.
+    let mut hash = l.to_vec();
+    hash.push(("pod-template-hash", "5d8f7c9b4f"));
+    let pod_only = NS.to_string()
+        + &pod(
+            "cart-5d8f7c9b4f-x7k2p",
+            ("ReplicaSet", "cart-5d8f7c9b4f"),
+            &hash,
+            "10.0.0.2",
+        );
+    assert!(!orphaned(&snap(&pod_only), "shop", &meta));
+    let with_rs = pod_only
+        + "---\napiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: cart-5d8f7c9b4f\n  namespace: shop\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: Deployment, name: cart, uid: u, controller: true}\nspec:\n  selector:\n    matchLabels: {app: cart, pod-template-hash: 5d8f7c9b4f}\n";
+    assert!(!orphaned(&snap(&with_rs), "shop", &meta));
+    // Once they are gone, so is the workload.
+    assert!(orphaned(&snap(NS), "shop", &meta));
+}
