@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use base64::Engine as _;
-use meshscope_e2e::cluster::{plugin_binary, Cluster};
+use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::rbac::{
     deployment, edited, kubeconfig_yaml, namespace_reader, namespace_reader_at_home,
 };
@@ -19,12 +19,10 @@ use meshscope_e2e::run::meshscope_at as meshscope;
 /// The plugin binary with `args`, no KUBECONFIG, and `home` as HOME (so
 /// no ~/.kube/config either).
 fn binary(args: &[&str], home: &Path) -> Output {
-    Command::new(plugin_binary())
-        .args(args)
+    meshscope_e2e::run::binary(args)
         .env_remove("KUBECONFIG")
         .env("HOME", home)
         .output()
-        .unwrap()
 }
 
 fn text(b: &[u8]) -> String {

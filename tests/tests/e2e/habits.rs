@@ -4,12 +4,10 @@
 //! Offline on examples/bookinfo, and live against the test control plane.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use kubectl_meshscope::Outcome;
-use meshscope_e2e::cluster::{plugin_binary, repo_root, Cluster};
+use meshscope_e2e::cluster::{repo_root, Cluster};
 use meshscope_e2e::{LogForm, Scenario};
 
 use meshscope_e2e::run::{meshscope, meshscope_at as live, Run};
@@ -44,27 +42,12 @@ fn lines(text: &str) -> Vec<&str> {
 
 /// The binary, with `stdin` piped in: (exit code, stdout, stderr).
 fn binary(args: &[&str], stdin: &str, kubeconfig: Option<&Path>) -> (i32, String, String) {
-    let mut cmd = Command::new(plugin_binary());
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(k) = kubeconfig {
-        cmd.env("KUBECONFIG", k);
+    let b = meshscope_e2e::run::binary(args).stdin(stdin);
+    match kubeconfig {
+        Some(k) => b.env("KUBECONFIG", k),
+        None => b,
     }
-    let mut child = cmd.spawn().expect("the plugin starts");
-    // A command that refuses its arguments exits without reading stdin;
-    // the pipe is then closed under the write, which is not a failure.
-    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    if let Err(e) = written {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().expect("exited"),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    .run()
 }
 
 // === -o name ===

@@ -3,10 +3,8 @@
 //! name, and the fix MS0001 prints for a workload not running yet, run as
 //! printed, scopes it.
 
-use std::process::Command;
-
 use kubectl_meshscope::Outcome;
-use meshscope_e2e::cluster::{plugin_binary, Cluster};
+use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::run::meshscope_at as meshscope;
 
 fn service(ns: &str, name: &str) -> String {
@@ -140,11 +138,9 @@ pub(crate) fn run_printed(c: &Cluster, cmd: &str) -> (bool, String) {
     let args = cmd
         .strip_prefix("kubectl meshscope ")
         .unwrap_or_else(|| panic!("not a kubectl meshscope command: {cmd}"));
-    let o = Command::new(plugin_binary())
-        .args(args.split_whitespace())
+    let o = meshscope_e2e::run::binary(args.split_whitespace())
         .env("KUBECONFIG", &c.kubeconfig)
-        .output()
-        .unwrap();
+        .output();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     (o.status.success(), err)
 }

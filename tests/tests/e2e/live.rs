@@ -369,16 +369,14 @@ fn an_unreachable_api_server_is_one_line_naming_the_url() {
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("dead.kubeconfig");
     std::fs::write(&kc, serde_yaml::to_string(&v).unwrap()).unwrap();
-    let out = Command::new(plugin_binary())
-        .args([
-            "audit",
-            "-n",
-            "default",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = meshscope_e2e::run::binary([
+        "audit",
+        "-n",
+        "default",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+    ])
+    .output();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

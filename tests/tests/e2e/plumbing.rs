@@ -16,12 +16,12 @@ use meshscope_e2e::rbac::{deployment, edited, kubeconfig_yaml, namespace_reader}
 use meshscope_e2e::run::meshscope_at as meshscope;
 
 fn binary(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(plugin_binary());
-    cmd.args(args).env_remove("KUBECONFIG");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+    env.iter()
+        .fold(
+            meshscope_e2e::run::binary(args).env_remove("KUBECONFIG"),
+            |b, (k, v)| b.env(k, v),
+        )
+        .output()
 }
 
 fn set_server(v: &mut serde_yaml::Value, url: &str) {

@@ -9,25 +9,17 @@
 //! pruned through its full-name annotation.
 
 use std::path::Path;
-use std::process::Command;
 
-use meshscope_e2e::cluster::{plugin_binary, Cluster};
+use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::world::server_side_apply;
 use meshscope_test_support::audit_json;
 use serde_json::Value;
 
 /// `kubectl-meshscope ARGS` with KUBECONFIG set: exit code, stdout, stderr.
 fn binary(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(plugin_binary())
-        .args(args)
+    meshscope_e2e::run::binary(args)
         .env("KUBECONFIG", kubeconfig)
-        .output()
-        .expect("the plugin runs");
-    (
-        out.status.code().expect("exited"),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+        .run()
 }
 
 fn deployment(ns: &str, name: &str, sel: &str, labels: &str) -> String {

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kubectl_meshscope::install::{render, Pki};
-use meshscope_e2e::cluster::{bin_dir, plugin_binary, Cluster};
+use meshscope_e2e::cluster::{bin_dir, Cluster};
 use meshscope_e2e::setup::{
     install_webhook_rbac, webhook_files, webhook_manifests_args, WebhookFiles,
 };
@@ -378,12 +378,18 @@ fn admitted_after(c: &Cluster, yaml: &str, fix: &str) {
 fn recommend(ns: &str, name: &str, manifests: &str, dir: &Path) -> String {
     let file = dir.join("manifests.yaml");
     std::fs::write(&file, manifests).unwrap();
-    let o = Command::new(plugin_binary())
-        .args(["recommend", "--manifests"])
-        .arg(&file)
-        .args(["-n", ns, "--workload", name, "--allow-idle"])
-        .output()
-        .unwrap();
+    let file = file.to_str().unwrap();
+    let o = meshscope_e2e::run::binary([
+        "recommend",
+        "--manifests",
+        file,
+        "-n",
+        ns,
+        "--workload",
+        name,
+        "--allow-idle",
+    ])
+    .output();
     let (out, err) = text(&o);
     assert!(o.status.success(), "recommend failed: {err}");
     assert!(out.contains("kind: Sidecar"), "{out}");
@@ -727,10 +733,7 @@ fn the_generated_install_is_accepted_by_the_api_server() {
     meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     install_webhook_rbac(c);
-    let o = Command::new(plugin_binary())
-        .args(["webhook", "manifests"])
-        .output()
-        .unwrap();
+    let o = meshscope_e2e::run::binary(["webhook", "manifests"]).output();
     let (yaml, err) = text(&o);
     assert!(o.status.success(), "{err}");
     let o = c.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
