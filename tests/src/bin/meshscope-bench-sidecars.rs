@@ -307,13 +307,21 @@ struct Args {
     unscoped_from: Option<PathBuf>,
 }
 
+/// The points run when none are given: unscoped while they fit, scoped
+/// up to the full size.
+const UNSCOPED: [usize; 8] = [500, 1_000, 1_500, 2_000, 2_500, 3_000, 3_500, 4_000];
+const SCOPED: [usize; 4] = [2_500, 5_000, 10_000, 20_000];
+const SERVICES: usize = 1_000;
+const SIDECARS: usize = 20_000;
+const SEED: u64 = 22;
+
 fn args() -> Result<Args> {
     let mut a = Args {
-        services: 1_000,
-        sidecars: 20_000,
-        unscoped: vec![500, 1_000, 1_500, 2_000, 2_500, 3_000, 3_500, 4_000],
-        scoped: vec![2_500, 5_000, 10_000, 20_000],
-        seed: 22,
+        services: SERVICES,
+        sidecars: SIDECARS,
+        unscoped: UNSCOPED.to_vec(),
+        scoped: SCOPED.to_vec(),
+        seed: SEED,
         out_dir: None,
         reuse_mesh: false,
         unscoped_from: None,
@@ -343,7 +351,13 @@ fn args() -> Result<Args> {
                 a.unscoped = Vec::new();
             }
             "-h" | "--help" => {
-                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR] [--reuse-mesh] [--unscoped-from RUN.json]\n(defaults: 1000 services, 20000 sidecars, unscoped 500,1000,..,4000 (steps of 500, while they fit), scoped 2500,5000,10000,20000, seed 22; `none` runs no point of that mode).\n--reuse-mesh: the control plane holds this mesh from an earlier run with the same --services, --sidecars and --seed; keep it (its managed Sidecars are deleted) instead of deleting and deploying it again.\n--unscoped-from RUN.json: take the unscoped points from that raw run of the same mesh (same --services, --sidecars and --seed) instead of measuring them again; the tables say so.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).");
+                let join = |v: &[usize]| {
+                    v.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                println!("usage: meshscope-bench-sidecars [--services N] [--sidecars N] [--unscoped N,N,..] [--scoped N,N,..] [--seed N] [--out-dir DIR] [--reuse-mesh] [--unscoped-from RUN.json]\n(defaults: {SERVICES} services, {SIDECARS} sidecars, unscoped {} (while they fit), scoped {}, seed {SEED}; `none` runs no point of that mode).\n--reuse-mesh: the control plane holds this mesh from an earlier run with the same --services, --sidecars and --seed; keep it (its managed Sidecars are deleted) instead of deleting and deploying it again.\n--unscoped-from RUN.json: take the unscoped points from that raw run of the same mesh (same --services, --sidecars and --seed) instead of measuring them again; the tables say so.\nNeeds the test control plane (tests/cluster/up) and istiod (tests/istiod/build).", join(&UNSCOPED), join(&SCOPED));
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (see --help)"),
