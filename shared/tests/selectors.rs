@@ -34,13 +34,19 @@ fn pod(name: &str, owner: (&str, &str), labels: &[(&str, &str)], ip: &str) -> St
 
 /// A Deployment with one running pod (which also carries pod-template-hash).
 fn deploy(name: &str, sel: &[(&str, &str)], tpl: &[(&str, &str)], ip: &str) -> String {
-    let mut pod_labels = tpl.to_vec();
-    pod_labels.push(("pod-template-hash", "5d8f7c9b4f"));
     format!(
         "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {}\n  template:\n    metadata:\n      labels: {}\n    spec:\n      containers: [{{name: c, image: x}}]\n",
         flow(sel),
         flow(tpl)
-    ) + &pod(
+    ) + &deployment_pod(name, tpl, ip)
+}
+
+/// The pod of Deployment `name`, owned by its ReplicaSet
+/// `<name>-<pod-template-hash>`.
+fn deployment_pod(name: &str, tpl: &[(&str, &str)], ip: &str) -> String {
+    let mut pod_labels = tpl.to_vec();
+    pod_labels.push(("pod-template-hash", "5d8f7c9b4f"));
+    pod(
         &format!("{name}-5d8f7c9b4f-x7k2p"),
         ("ReplicaSet", &format!("{name}-5d8f7c9b4f")),
         &pod_labels,
@@ -570,15 +576,7 @@ fn a_deleted_deployment_whose_pods_still_run_is_not_gone_until_they_are() {
     // The Deployment is deleted; its ReplicaSet and pod wait for the
     // garbage collector (or the pod for its grace period). The Sidecar
     // still scopes that pod's proxy, so --prune keeps it.
-    let mut hash = l.to_vec();
-    hash.push(("pod-template-hash", "5d8f7c9b4f"));
-    let pod_only = NS.to_string()
-        + &pod(
-            "cart-5d8f7c9b4f-x7k2p",
-            ("ReplicaSet", "cart-5d8f7c9b4f"),
-            &hash,
-            "10.0.0.2",
-        );
+    let pod_only = NS.to_string() + &deployment_pod("cart", &l, "10.0.0.2");
     assert!(!orphaned(&snap(&pod_only), "shop", &meta));
     let with_rs = pod_only
         + "---\napiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: cart-5d8f7c9b4f\n  namespace: shop\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: Deployment, name: cart, uid: u, controller: true}\nspec:\n  selector:\n    matchLabels: {app: cart, pod-template-hash: 5d8f7c9b4f}\n";
