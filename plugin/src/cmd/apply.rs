@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use futures::StreamExt;
-use kube::api::{DeleteParams, PatchParams};
+use kube::api::PatchParams;
 use meshscope_shared::istio::Sidecar;
 use meshscope_shared::recommend::Recommendation;
 use meshscope_shared::scope::ScopeSource;
@@ -29,13 +29,25 @@ use crate::request::{ApplyRequest, PodLogScope};
 use crate::world::{LiveCtx, World};
 
 mod compare;
+/// Deleting managed Sidecars whose workload is gone (`--prune`).
+mod prune;
 /// Waiting for istiod to push a written Sidecar and its proxies to ACK.
 mod waiting;
 
 use compare::comparable;
 pub(crate) use compare::{diffable, unified};
+pub(crate) use prune::{orphans, prune};
 
 pub const FIELD_MANAGER: &str = "kubectl-meshscope";
+
+/// Whether a live Sidecar carries meshscope's managed-by label: without
+/// it, the Sidecar belongs to its owner and apply never writes it.
+pub(crate) fn managed(v: &Value) -> bool {
+    v.pointer("/metadata/labels")
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .and_then(Value::as_str)
+        == Some(MANAGED_BY_VALUE)
+}
 
 /// How the reason of a write skipped on a field-manager conflict starts.
 const CONFLICT: &str = "conflict: ";
@@ -348,12 +360,7 @@ fn read_plan(
             }
         };
         if let Some(ex) = &existing {
-            let managed = ex
-                .pointer("/metadata/labels")
-                .and_then(|l| l.get(MANAGED_BY_LABEL))
-                .and_then(Value::as_str)
-                == Some(MANAGED_BY_VALUE);
-            if !managed {
+            if !managed(ex) {
                 results.push((
                     ApplyResult::Skipped,
                     ns,
@@ -803,51 +810,4 @@ impl Waits {
         self.timed_out
             .extend(w.timed_out.into_iter().map(|(_, why)| why));
     }
-}
-
-/// Deletes managed Sidecars whose workload no longer exists, and only those.
-pub(crate) fn prune(world: &World, a: &ApplyRequest, results: &mut Vec<Row>) -> Result<()> {
-    let ctx = world.live.as_ref().expect("live mode has a connection");
-    let live = &ctx.live;
-    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
-    let namespaces: Vec<Option<String>> = match &world.namespaces {
-        None => vec![None],
-        Some(set) => set.iter().cloned().map(Some).collect(),
-    };
-    for ns in namespaces {
-        let list = match ctx.rt.block_on(live.sidecars(ns.as_deref(), &selector)) {
-            Ok(l) => l,
-            Err(f) => {
-                results.push((
-                    ApplyResult::Failed,
-                    ns.unwrap_or_default(),
-                    "(prune)".into(),
-                    f.to_string(),
-                ));
-                continue;
-            }
-        };
-        for sc in list {
-            let sns = sc.metadata.namespace.clone().unwrap_or_default();
-            if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &sc.metadata) {
-                continue;
-            }
-            let name = sc.metadata.name.clone().unwrap_or_default();
-            let dp = DeleteParams {
-                dry_run: a.dry_run == DryRun::Server,
-                ..DeleteParams::default()
-            };
-            if a.dry_run == DryRun::Client {
-                results.push((ApplyResult::Pruned, sns, name, String::new()));
-                continue;
-            }
-            match ctx.rt.block_on(live.delete_sidecar(&sns, &name, &dp)) {
-                Ok(()) => results.push((ApplyResult::Pruned, sns, name, String::new())),
-                Err(f) => {
-                    results.push((ApplyResult::Failed, sns, name, f.to_string()));
-                }
-            }
-        }
-    }
-    Ok(())
 }

@@ -11,7 +11,7 @@ use meshscope_shared::recommend::Recommendation;
 use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use serde_json::Value;
 
-use crate::cmd::apply::{diffable, unified, FIELD_MANAGER};
+use crate::cmd::apply::{diffable, managed, orphans, unified, FIELD_MANAGER};
 use crate::cmd::recommend::{self, summarize_recommendations};
 use crate::live::{ApiFailure, Patched};
 use crate::outcome::Outcome;
@@ -199,13 +199,6 @@ fn summarize(tally: &Tally, pruning: bool, p: &mut Printer<'_>) -> Result<Outcom
     })
 }
 
-fn managed(v: &Value) -> bool {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .and_then(Value::as_str)
-        == Some(MANAGED_BY_VALUE)
-}
-
 /// A user-owned Sidecar as it would be with meshscope's spec, labels and
 /// annotations: what the recommendation would change, were it applied.
 fn user_owned_view(live: &Value, desired: &Value) -> Value {
@@ -237,24 +230,10 @@ fn user_owned_view(live: &Value, desired: &Value) -> Value {
 /// Managed Sidecars whose workload no longer exists (what `apply --prune`
 /// deletes): `ns/name` and the live object.
 fn prunable(world: &World) -> Result<Vec<(String, Value)>> {
-    let ctx = world.live.as_ref().expect("live mode has a connection");
-    let live = &ctx.live;
-    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
-    let namespaces: Vec<Option<String>> = match &world.namespaces {
-        None => vec![None],
-        Some(set) => set.iter().cloned().map(Some).collect(),
-    };
     let mut out = Vec::new();
-    for ns in namespaces {
-        let list = ctx
-            .rt
-            .block_on(live.sidecars(ns.as_deref(), &selector))
-            .map_err(|f| anyhow!(f.to_string()))?;
-        for sc in list {
+    for (_, list) in orphans(world) {
+        for sc in list.map_err(|f| anyhow!(f.to_string()))? {
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
-            if !meshscope_shared::recommend::orphaned(&world.snap, &sns, &sc.metadata) {
-                continue;
-            }
             let label = format!("{sns}/{}", sc.metadata.name.clone().unwrap_or_default());
             out.push((label, serde_json::to_value(sc)?));
         }
