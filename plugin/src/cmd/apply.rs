@@ -31,12 +31,16 @@ use crate::world::{LiveCtx, World};
 mod compare;
 /// Deleting managed Sidecars whose workload is gone (`--prune`).
 mod prune;
+/// What became of each Sidecar written.
+mod result;
 /// Waiting for istiod to push a written Sidecar and its proxies to ACK.
 mod waiting;
 
 use compare::comparable;
 pub(crate) use compare::{diffable, unified};
 pub(crate) use prune::{orphans, prune};
+pub use result::ApplyResult;
+pub(crate) use result::Row;
 
 pub const FIELD_MANAGER: &str = "kubectl-meshscope";
 
@@ -51,29 +55,6 @@ pub(crate) fn managed(v: &Value) -> bool {
 
 /// How the reason of a write skipped on a field-manager conflict starts.
 const CONFLICT: &str = "conflict: ";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ApplyResult {
-    Created,
-    Configured,
-    Unchanged,
-    Skipped,
-    Pruned,
-    Failed,
-}
-
-impl ApplyResult {
-    pub(crate) fn word(self) -> &'static str {
-        match self {
-            ApplyResult::Created => "created",
-            ApplyResult::Configured => "configured",
-            ApplyResult::Unchanged => "unchanged",
-            ApplyResult::Skipped => "skipped",
-            ApplyResult::Pruned => "pruned",
-            ApplyResult::Failed => "failed",
-        }
-    }
-}
 
 /// The summary line of a write (`apply: 2 created, 1 unchanged`), or
 /// `<what>: <nothing>` when there was nothing to write.
@@ -109,9 +90,6 @@ struct Planned {
     /// Injected pods whose scope this Sidecar decides.
     pods: Vec<PodId>,
 }
-
-/// A Sidecar's outcome: the result, namespace, name and why.
-pub(crate) type Row = (ApplyResult, String, String, String);
 
 /// Sidecars read or written at once: enough to hide the round trips, few
 /// enough that the API server's in-flight limits (400 reads, 200 writes by

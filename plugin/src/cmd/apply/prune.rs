@@ -8,7 +8,7 @@ use kube::api::{DeleteParams, DynamicObject};
 use meshscope_shared::recommend::orphaned;
 use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-use super::{ApplyResult, Row};
+use super::result::{ApplyResult, Row};
 use crate::args::DryRun;
 use crate::live::ApiFailure;
 use crate::request::ApplyRequest;
