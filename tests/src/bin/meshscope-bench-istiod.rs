@@ -18,7 +18,9 @@
 //!   sends them): p50, p95 and max by role (hub, caller, leaf), the worst
 //!   proxy named;
 //! - which proxies a VirtualService change on a hub Service and on a leaf
-//!   Service is pushed to, and the bytes pushed;
+//!   Service is pushed to, and the bytes pushed; after the apply that must
+//!   be exactly its callers' proxies (a caller missed fails as a proxy
+//!   pushed outside them does);
 //! - istiod's own RSS and CPU.
 //!
 //! It checks safety (every observed edge keeps its cluster, a call through
@@ -496,6 +498,8 @@ struct Probe {
     after: PushResult,
     /// Pushed after the apply although not a caller.
     after_outside: Vec<String>,
+    /// Callers the change did not reach after the apply.
+    after_missed: Vec<String>,
 }
 
 impl Probe {
@@ -508,15 +512,49 @@ impl Probe {
         }
     }
 
+    /// Compares the proxies pushed after the apply with the callers' (both
+    /// are keys of connected proxies: every injected pod is simulated).
     fn finish(&mut self) {
         let callers: BTreeSet<&String> = self.callers.iter().collect();
-        self.after_outside = self
-            .after
-            .names
-            .iter()
-            .filter(|n| !callers.contains(n))
-            .cloned()
-            .collect();
+        let pushed: BTreeSet<&String> = self.after.names.iter().collect();
+        self.after_outside = pushed.difference(&callers).map(|n| (*n).clone()).collect();
+        self.after_missed = callers.difference(&pushed).map(|n| (*n).clone()).collect();
+    }
+
+    /// The target: after the apply the change reaches exactly its callers'
+    /// proxies (every one, and no other), fewer than before.
+    fn row(&self, k: &str) -> [String; 5] {
+        let ok = self.after_missed.is_empty()
+            && self.after_outside.is_empty()
+            && self.after.fanout < self.before.fanout;
+        [
+            k.to_string(),
+            format!(
+                "{} change ({}) pushed to, before / after",
+                self.role, self.host
+            ),
+            format!(
+                "{} / {}; callers missed: {}; pushed outside: {}",
+                self.before.fanout,
+                self.after.fanout,
+                some(&self.after_missed),
+                some(&self.after_outside)
+            ),
+            format!(
+                "after = its callers' {} proxies (each reached, no other), fewer than before",
+                self.callers.len()
+            ),
+            if ok { "yes" } else { "no" }.to_string(),
+        ]
+    }
+}
+
+/// `none`, the names, or how many and the first five.
+fn some(names: &[String]) -> String {
+    match names.len() {
+        0 => "none".to_string(),
+        n if n <= 5 => names.join(", "),
+        n => format!("{n}: {}, ...", names[..5].join(", ")),
     }
 }
 
@@ -764,17 +802,7 @@ fn targets(s: &Summary) -> Vec<[String; 5]> {
         ]);
     }
     for p in &s.probes {
-        let ok = p.after_outside.is_empty() && p.after.fanout < p.before.fanout;
-        rows.push([
-            k.clone(),
-            format!("{} change ({}) pushed to, before / after", p.role, p.host),
-            format!("{} / {}", p.before.fanout, p.after.fanout),
-            format!(
-                "after: only its callers' {} proxies, fewer than before",
-                p.callers.len()
-            ),
-            yes(ok),
-        ]);
+        rows.push(p.row(&k));
     }
     rows.push([
         k.clone(),
@@ -857,12 +885,12 @@ fn print_tables(scenario: &str, sums: &[Summary], rows: &[[String; 5]]) {
         }
     }
     println!();
-    println!("| scale | VirtualService change on | its callers' proxies | before: pushed to | bytes | after: pushed to | bytes | after, pushed outside its callers |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| scale | VirtualService change on | its callers' proxies | before: pushed to | bytes | after: pushed to | bytes | after, callers missed | after, pushed outside its callers |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for s in sums {
         for p in &s.probes {
             println!(
-                "| {}x | {} ({}) | {} | {} of {} | {} | {} | {} | {} |",
+                "| {}x | {} ({}) | {} | {} of {} | {} | {} | {} | {} | {} |",
                 s.scale,
                 p.host,
                 p.role,
@@ -872,11 +900,8 @@ fn print_tables(scenario: &str, sums: &[Summary], rows: &[[String; 5]]) {
                 kb(p.before.bytes as f64),
                 p.after.fanout,
                 kb(p.after.bytes as f64),
-                match p.after_outside.len() {
-                    0 => "none".to_string(),
-                    n if n <= 5 => p.after_outside.join(", "),
-                    n => format!("{n}: {}, ...", p.after_outside[..5].join(", ")),
-                }
+                some(&p.after_missed),
+                some(&p.after_outside)
             );
         }
     }
@@ -994,6 +1019,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
             "fanout_before": p.before.fanout, "fanout_after": p.after.fanout,
             "push_bytes_before": p.before.bytes, "push_bytes_after": p.after.bytes,
             "after_names": p.after.names, "after_outside": p.after_outside,
+            "after_missed": p.after_missed,
         })).collect::<Vec<_>>(),
         "safety_edges": s.safety_edges, "lost": s.lost,
         "calibration_before": cal(&s.calibration_before),
@@ -1121,4 +1147,77 @@ fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pushed(names: &[&str]) -> PushResult {
+        PushResult {
+            fanout: names.len(),
+            names: names.iter().map(|n| n.to_string()).collect(),
+            ..PushResult::default()
+        }
+    }
+
+    /// A leaf probe with callers `a` and `b` among four proxies, pushed to
+    /// all four before the apply and to `after` after it.
+    fn probe(after: &[&str]) -> Probe {
+        let mut p = Probe::new("leaf", "leaf.ns".into(), vec!["ns/a".into(), "ns/b".into()]);
+        p.before = pushed(&["ns/a", "ns/b", "ns/c", "ns/d"]);
+        p.after = pushed(after);
+        p.finish();
+        p
+    }
+
+    #[test]
+    fn a_change_reaching_none_of_its_callers_misses_the_target() {
+        let p = probe(&[]);
+        assert_eq!(p.after_missed, ["ns/a", "ns/b"]);
+        let row = p.row("1x");
+        assert_eq!(row[4], "no");
+        assert!(row[2].contains("callers missed: ns/a, ns/b"), "{}", row[2]);
+    }
+
+    #[test]
+    fn a_change_missing_one_caller_misses_the_target_and_names_it() {
+        let p = probe(&["ns/a"]);
+        assert_eq!(p.after_missed, ["ns/b"]);
+        assert!(p.after_outside.is_empty());
+        let row = p.row("1x");
+        assert_eq!(row[4], "no");
+        assert!(row[2].contains("callers missed: ns/b;"), "{}", row[2]);
+    }
+
+    #[test]
+    fn a_change_pushed_outside_its_callers_misses_the_target() {
+        let p = probe(&["ns/a", "ns/b", "ns/c"]);
+        assert!(p.after_missed.is_empty());
+        assert_eq!(p.after_outside, ["ns/c"]);
+        let row = p.row("1x");
+        assert_eq!(row[4], "no");
+        assert!(row[2].contains("pushed outside: ns/c"), "{}", row[2]);
+    }
+
+    #[test]
+    fn a_change_reaching_exactly_its_callers_meets_the_target() {
+        let p = probe(&["ns/a", "ns/b"]);
+        let row = p.row("1x");
+        assert_eq!(row[4], "yes", "{row:?}");
+        assert_eq!(row[2], "4 / 2; callers missed: none; pushed outside: none");
+    }
+
+    #[test]
+    fn a_change_pushed_to_as_many_as_before_misses_the_target() {
+        let mut p = probe(&["ns/a", "ns/b"]);
+        p.before = pushed(&["ns/a", "ns/b"]);
+        assert_eq!(p.row("1x")[4], "no");
+    }
+
+    #[test]
+    fn many_names_are_counted_and_the_first_five_named() {
+        let names: Vec<String> = (0..7).map(|i| format!("ns/p{i}")).collect();
+        assert_eq!(some(&names), "7: ns/p0, ns/p1, ns/p2, ns/p3, ns/p4, ...");
+    }
 }
