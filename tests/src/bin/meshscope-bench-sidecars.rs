@@ -15,11 +15,13 @@
 //!
 //! Unscoped points come first (no Sidecar), while they fit: a point whose
 //! projected istiod and simulator memory exceeds what the machine has
-//! left is skipped and said so. Then `kubectl meshscope apply -A` from the
+//! left is skipped, not tried, and said so. Then `kubectl meshscope apply -A` from the
 //! scenario's access log writes the Sidecars, and the scoped points follow,
 //! each checked for safety (every observed edge keeps its cluster). A line
 //! `a + b·n` fitted to each mode's points gives istiod's memory and CPU at
-//! `--sidecars`. Prints markdown tables and, last, one JSON line (also
+//! `--sidecars`; the tables say which points were measured and how far
+//! beyond them a value is extrapolated. The hub and leaf changes at each
+//! scoped point must reach exactly their callers' connected proxies. Prints markdown tables and, last, one JSON line (also
 //! written to `--out-dir` as `istiod-scale-<commit>.json`); exits 1 when a
 //! target is missed.
 
@@ -58,6 +60,73 @@ struct Probe {
     push: PushResult,
     /// Pushed although not a caller.
     outside: usize,
+    /// Callers it did not reach (absent from runs before it was counted).
+    #[serde(default)]
+    missed: usize,
+    /// The first of those pushed outside and of those missed, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    outside_names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    missed_names: Vec<String>,
+}
+
+/// Names kept in a probe's JSON of those pushed outside or missed.
+const NAMED: usize = 10;
+
+impl Probe {
+    /// `push` held to `callers` (keys of connected proxies): who it
+    /// reached outside them, and which of them it missed.
+    fn new(host: String, callers: &BTreeSet<String>, mut push: PushResult) -> Probe {
+        let pushed: BTreeSet<&String> = push.names.iter().collect();
+        let outside: Vec<&String> = pushed
+            .iter()
+            .copied()
+            .filter(|n| !callers.contains(*n))
+            .collect();
+        let missed: Vec<&String> = callers.iter().filter(|n| !pushed.contains(n)).collect();
+        let first = |v: &[&String]| v.iter().take(NAMED).map(|n| (*n).clone()).collect();
+        let p = Probe {
+            host,
+            callers: callers.len(),
+            outside: outside.len(),
+            missed: missed.len(),
+            outside_names: first(&outside),
+            missed_names: first(&missed),
+            push: PushResult::default(),
+        };
+        // The names are thousands at this size; the JSON keeps the counts.
+        push.names.clear();
+        Probe { push, ..p }
+    }
+
+    /// The target at a scoped point: the change reaches exactly its
+    /// callers' proxies, every one and no other.
+    fn row(&self, which: &str, n: usize) -> [String; 4] {
+        let names = |count: usize, v: &[String]| match count {
+            0 => "none".to_string(),
+            c if c == v.len() => v.join(", "),
+            c => format!("{c}: {}, ...", v.join(", ")),
+        };
+        [
+            format!("scoped {n}: {which} change ({}) pushed to", self.host),
+            format!(
+                "{} proxies; callers missed: {}; pushed outside: {}",
+                self.push.fanout,
+                names(self.missed, &self.missed_names),
+                names(self.outside, &self.outside_names)
+            ),
+            format!(
+                "= its callers' {} proxies (each reached, no other)",
+                self.callers
+            ),
+            if self.missed == 0 && self.outside == 0 {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+        ]
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -170,7 +239,7 @@ impl Mesh<'_> {
             .filter(|(x, _)| from.contains(x))
             .map(|(_, p)| Mesh::key(p))
             .collect();
-        let mut push = measured_push(self.c, sim, &yaml)?;
+        let push = measured_push(self.c, sim, &yaml)?;
         // Removing it is a change too: its pushes settle before the next
         // probe starts counting.
         let removed = Instant::now();
@@ -186,15 +255,7 @@ impl Mesh<'_> {
             None,
         );
         settle_after(sim, removed, Duration::from_secs(3))?;
-        let outside = push.names.iter().filter(|n| !callers.contains(*n)).count();
-        // The names are thousands at this size; the JSON keeps the count.
-        push.names.clear();
-        Ok(Probe {
-            host,
-            callers: callers.len(),
-            outside,
-            push,
-        })
+        Ok(Probe::new(host, &callers, push))
     }
 
     fn point(&self, mode: Mode, n: usize) -> Result<Point> {
@@ -440,7 +501,7 @@ fn unscoped(m: &Mesh, points: &[usize], done: &mut Vec<Point>, skipped: &mut Vec
             let have = mem_available_mb() - 2_048.0;
             if need > have {
                 let why = format!(
-                    "does not fit: istiod and the simulator would need about {:.1} GB, {:.1} GB is available",
+                    "skipped: projected to need {:.1} GB for istiod and the simulator (the last point's MB per proxy, +20%), {:.1} GB free (not tried)",
                     need / 1024.0,
                     have.max(0.0) / 1024.0
                 );
@@ -493,9 +554,18 @@ fn unscoped_from(f: &std::path::Path, m: &Mesh, a: &Args) -> Result<(Vec<Point>,
     let mut skipped: Vec<Skipped> = serde_json::from_value(v["skipped"].clone())?;
     skipped.retain(|s| s.mode == Mode::Unscoped);
     for s in &mut skipped {
-        s.why = format!("{} ({from})", s.why);
+        s.why = format!("{} ({from})", projected(&s.why));
     }
     Ok((points, skipped))
+}
+
+/// A skip as earlier raw runs worded it ("does not fit: ... would need"),
+/// said as what it was: a projection, not a point tried.
+fn projected(why: &str) -> String {
+    match why.strip_prefix("does not fit: ") {
+        Some(rest) => format!("skipped, projected not to fit (not tried): {rest}"),
+        None => why.to_string(),
+    }
 }
 
 fn apply_sidecars(m: &Mesh) -> Result<usize> {
@@ -605,13 +675,10 @@ fn targets(r: &Report) -> Vec<[String; 4]> {
         "0".into(),
         yes(lost == 0),
     ]);
-    let outside: usize = scoped.iter().map(|p| p.hub.outside + p.leaf.outside).sum();
-    rows.push([
-        "scoped: proxies pushed a hub or leaf change they do not call".into(),
-        outside.to_string(),
-        "0".into(),
-        yes(outside == 0 && !scoped.is_empty()),
-    ]);
+    for p in &scoped {
+        rows.push(p.hub.row("hub", p.proxies));
+        rows.push(p.leaf.row("leaf", p.proxies));
+    }
     // Bytes: the largest point both modes ran.
     let common = r
         .points
@@ -637,13 +704,33 @@ fn targets(r: &Report) -> Vec<[String; 4]> {
     let (u, s) = (&r.fits["unscoped"].0, &r.fits["scoped"].0);
     let n = r.sidecars as f64;
     let fitted = u.points >= 4 && s.points >= 2;
+    let unscoped = measured(&r.points, Mode::Unscoped);
+    let not_run: Vec<usize> = r
+        .skipped
+        .iter()
+        .filter(|s| s.mode == Mode::Unscoped)
+        .map(|s| s.proxies)
+        .collect();
     rows.push([
         format!(
-            "istiod RSS at {} sidecars, scoped / unscoped (fits)",
+            "istiod RSS at {} sidecars, scoped / unscoped (lines fitted to each mode's measured points)",
             r.sidecars
         ),
         if fitted {
-            format!("{:.0} MB / {:.0} MB", s.at(n), u.at(n))
+            format!(
+                "{:.0} MB / {:.0} MB; scoped {}; unscoped measured at {} (R² {:.3}){}, so {}",
+                s.at(n),
+                u.at(n),
+                reach(&measured(&r.points, Mode::Scoped), r.sidecars),
+                listed(&unscoped),
+                u.r2,
+                if not_run.is_empty() {
+                    String::new()
+                } else {
+                    format!(", not at {} (skipped)", listed(&not_run))
+                },
+                reach(&unscoped, r.sidecars)
+            )
         } else {
             format!("{} unscoped points (4 needed)", u.points)
         },
@@ -651,6 +738,45 @@ fn targets(r: &Report) -> Vec<[String; 4]> {
         yes(fitted && s.at(n) <= 0.5 * u.at(n)),
     ]);
     rows
+}
+
+/// The proxy counts a mode's points were measured at, ascending.
+fn measured(points: &[Point], mode: Mode) -> Vec<usize> {
+    let mut v: Vec<usize> = points
+        .iter()
+        .filter(|p| p.mode == mode)
+        .map(|p| p.proxies)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn listed(v: &[usize]) -> String {
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a line fitted to points measured at `xs` says at `n`: a measured
+/// point, between measured points, or an extrapolation and how far.
+fn reach(xs: &[usize], n: usize) -> String {
+    let (Some(&lo), Some(&hi)) = (xs.iter().min(), xs.iter().max()) else {
+        return format!("at {n}: no measured point");
+    };
+    if xs.contains(&n) {
+        format!("at {n}: the fit at a measured point")
+    } else if (lo..=hi).contains(&n) {
+        format!("at {n}: interpolated between measured points")
+    } else if n > hi {
+        format!(
+            "at {n}: extrapolated, {:.1}× beyond the largest measured point ({hi})",
+            n as f64 / hi as f64
+        )
+    } else {
+        format!("at {n}: extrapolated below the smallest measured point ({lo})")
+    }
 }
 
 fn print(r: &Report) {
@@ -668,27 +794,35 @@ fn print(r: &Report) {
             None => format!("{:?}", p.mode),
         };
         println!(
-            "| {} | {} | {:.1} s | {:.1} s | {:.0} MB | {:.0} MB | {:.0} / {:.0} MB | {:.1} / {:.1} / {:.1} KB | {} (of {} callers), {:.2} s | {} (of {} callers), {:.2} s |",
+            "| {} | {} | {:.1} s | {:.1} s | {:.0} MB | {:.0} MB | {:.0} / {:.0} MB | {:.1} / {:.1} / {:.1} KB | {} (of {} callers, {} missed), {:.2} s | {} (of {} callers, {} missed), {:.2} s |",
             mode, p.proxies, p.connect_s, p.istiod_cpu_connect_s, p.istiod_rss_mb, p.istiod_hwm_mb, p.sim_rss_mb, p.sim_heap_mb,
             d.p50 as f64 / 1e3, d.p95 as f64 / 1e3, d.max as f64 / 1e3,
-            p.hub.push.fanout, p.hub.callers, p.hub.push.seconds,
-            p.leaf.push.fanout, p.leaf.callers, p.leaf.push.seconds,
+            p.hub.push.fanout, p.hub.callers, p.hub.missed, p.hub.push.seconds,
+            p.leaf.push.fanout, p.leaf.callers, p.leaf.missed, p.leaf.push.seconds,
         );
     }
     for s in &r.skipped {
         println!("| {:?} | {} | {} | | | | | | | |", s.mode, s.proxies, s.why);
     }
     println!();
-    println!("| fit over proxies n | istiod RSS (MB) = a + b·n | R² | at {} | istiod CPU to connect (s) = a + b·n | R² | at {} |", r.sidecars, r.sidecars);
-    println!("|---|---|---|---|---|---|---|");
+    println!("| fit over proxies n | measured at n = | istiod RSS (MB) = a + b·n | R² | at {} | istiod CPU to connect (s) = a + b·n | R² | at {} | the value at {} is |", r.sidecars, r.sidecars, r.sidecars);
+    println!("|---|---|---|---|---|---|---|---|---|");
     let n = r.sidecars as f64;
     for (mode, (m, c)) in &r.fits {
+        let xs = measured(
+            &r.points,
+            if mode == "unscoped" {
+                Mode::Unscoped
+            } else {
+                Mode::Scoped
+            },
+        );
         println!(
-            "| {mode} ({} points) | {:.0} + {:.3}·n | {:.3} | {:.1} GB | {:.1} + {:.4}·n | {:.3} | {:.0} CPU s |",
-            m.points, m.a, m.b, m.r2, m.at(n) / 1024.0, c.a, c.b, c.r2, c.at(n)
+            "| {mode} ({} points) | {} | {:.0} + {:.3}·n | {:.3} | {:.1} GB | {:.1} + {:.4}·n | {:.3} | {:.0} CPU s | {} |",
+            m.points, listed(&xs), m.a, m.b, m.r2, m.at(n) / 1024.0, c.a, c.b, c.r2, c.at(n), reach(&xs, r.sidecars)
         );
     }
-    println!("| AKS guidance (quoted) | | | 40.4 GB | | | 15 CPUs |");
+    println!("| AKS guidance (quoted) | | | | 40.4 GB | | | 15 CPUs | quoted, not measured here |");
     println!();
     println!("| measure | value | target | met |");
     println!("|---|---|---|---|");
@@ -745,4 +879,208 @@ fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// A change on a Service called from `ns/a` and `ns/b`, pushed to `to`.
+    fn probe(to: &[&str]) -> Probe {
+        let push = PushResult {
+            fanout: to.len(),
+            names: to.iter().map(|n| n.to_string()).collect(),
+            ..PushResult::default()
+        };
+        Probe::new("leaf.ns".into(), &set(&["ns/a", "ns/b"]), push)
+    }
+
+    /// A point of `mode` at `n` proxies, with istiod at `rss` MB and its
+    /// probes reaching exactly their callers.
+    fn point(mode: Mode, n: usize, rss: f64) -> Point {
+        let all = Dist {
+            proxies: n,
+            p50: 1_000,
+            ..Dist::default()
+        };
+        Point {
+            mode,
+            proxies: n,
+            not_ready: 0,
+            connect_s: 1.0,
+            istiod_cpu_connect_s: 1.0,
+            istiod_rss_mb: rss,
+            istiod_hwm_mb: rss,
+            sim_rss_mb: 100.0,
+            sim_heap_mb: 100.0,
+            from: None,
+            xds: BTreeMap::from([("all".to_string(), all)]),
+            hub: probe(&["ns/a", "ns/b"]),
+            leaf: probe(&["ns/a", "ns/b"]),
+            safety_edges: 1,
+            lost: Vec::new(),
+        }
+    }
+
+    /// Unscoped points at 500..2000 growing by `per` MB a proxy, scoped
+    /// points at 2000 and 4000 (istiod at 500 and 600 MB), 4000 sidecars.
+    fn report(per: f64, scoped: Vec<Point>) -> Report {
+        let mut points: Vec<Point> = [500, 1_000, 1_500, 2_000]
+            .into_iter()
+            .map(|n| point(Mode::Unscoped, n, 1_000.0 + per * n as f64))
+            .collect();
+        points.extend(scoped);
+        let mut r = Report {
+            commit: "test".into(),
+            seed: 1,
+            services: 10,
+            sidecars: 4_000,
+            workloads: 10,
+            sidecars_written: 10,
+            deploy_s: 0.0,
+            fits: fits(&points),
+            points,
+            skipped: vec![Skipped {
+                mode: Mode::Unscoped,
+                proxies: 3_000,
+                why: "skipped: projected ...".into(),
+            }],
+            aks_quote: AKS_QUOTE,
+            targets: Vec::new(),
+            met: false,
+        };
+        r.targets = targets(&r);
+        r
+    }
+
+    fn scoped() -> Vec<Point> {
+        vec![
+            point(Mode::Scoped, 2_000, 500.0),
+            point(Mode::Scoped, 4_000, 600.0),
+        ]
+    }
+
+    fn row<'a>(r: &'a Report, measure: &str) -> &'a [String; 4] {
+        r.targets
+            .iter()
+            .find(|t| t[0].starts_with(measure))
+            .unwrap_or_else(|| panic!("no target {measure:?} in {:?}", r.targets))
+    }
+
+    #[test]
+    fn a_change_reaching_none_of_its_callers_misses_the_target() {
+        let p = probe(&[]);
+        assert_eq!((p.missed, p.outside), (2, 0));
+        let row = p.row("leaf", 4_000);
+        assert_eq!(row[3], "no");
+        assert!(row[1].contains("callers missed: ns/a, ns/b;"), "{}", row[1]);
+    }
+
+    #[test]
+    fn a_change_missing_one_caller_misses_the_target_and_names_it() {
+        let p = probe(&["ns/a"]);
+        assert_eq!(p.missed_names, ["ns/b"]);
+        let row = p.row("leaf", 4_000);
+        assert_eq!(row[3], "no");
+        assert!(row[1].contains("callers missed: ns/b;"), "{}", row[1]);
+    }
+
+    #[test]
+    fn a_change_pushed_outside_its_callers_misses_the_target() {
+        let p = probe(&["ns/a", "ns/b", "ns/c"]);
+        assert_eq!((p.missed, p.outside), (0, 1));
+        let row = p.row("hub", 4_000);
+        assert_eq!(row[3], "no");
+        assert!(row[1].contains("pushed outside: ns/c"), "{}", row[1]);
+    }
+
+    #[test]
+    fn a_change_reaching_exactly_its_callers_meets_the_target() {
+        let p = probe(&["ns/b", "ns/a"]);
+        let row = p.row("hub", 4_000);
+        assert_eq!(row[3], "yes", "{row:?}");
+        assert!(p.push.names.is_empty(), "the JSON keeps counts");
+    }
+
+    #[test]
+    fn many_misses_are_counted_and_the_first_named() {
+        let callers: BTreeSet<String> = (0..25).map(|i| format!("ns/p{i:02}")).collect();
+        let p = Probe::new("hub.ns".into(), &callers, PushResult::default());
+        assert_eq!((p.missed, p.missed_names.len()), (25, NAMED));
+        assert!(p.row("hub", 25)[1].contains("callers missed: 25: ns/p00, "));
+    }
+
+    #[test]
+    fn a_scoped_point_whose_leaf_change_misses_a_caller_fails_the_run() {
+        let mut s = scoped();
+        s[1].leaf = probe(&["ns/a"]);
+        let r = report(1.0, s);
+        assert_eq!(row(&r, "scoped 4000: leaf change")[3], "no");
+        assert_eq!(row(&r, "scoped 2000: leaf change")[3], "yes");
+        assert_eq!(row(&r, "scoped 4000: hub change")[3], "yes");
+    }
+
+    #[test]
+    fn the_unscoped_comparison_says_what_was_measured_and_what_extrapolated() {
+        let r = report(1.0, scoped());
+        let t = row(&r, "istiod RSS at 4000 sidecars");
+        // Unscoped: 1000 + 4000 = 5000 MB, scoped 600 MB.
+        assert_eq!(t[3], "yes", "{t:?}");
+        assert!(t[1].starts_with("600 MB / 5000 MB;"), "{}", t[1]);
+        assert!(t[1].contains("scoped at 4000: the fit at a measured point"));
+        assert!(t[1].contains("unscoped measured at 500, 1000, 1500, 2000 (R² 1.000)"));
+        assert!(t[1].contains("not at 3000 (skipped)"));
+        assert!(
+            t[1].contains("at 4000: extrapolated, 2.0× beyond the largest measured point (2000)"),
+            "{}",
+            t[1]
+        );
+    }
+
+    #[test]
+    fn the_unscoped_comparison_fails_when_scoping_saves_too_little() {
+        // Unscoped: 1000 + 0.02·4000 = 1080 MB; scoped 600 MB > 540 MB.
+        let r = report(0.02, scoped());
+        assert_eq!(row(&r, "istiod RSS at 4000 sidecars")[3], "no");
+    }
+
+    #[test]
+    fn the_unscoped_comparison_fails_with_too_few_unscoped_points() {
+        let mut r = report(1.0, scoped());
+        r.points
+            .retain(|p| p.mode == Mode::Scoped || p.proxies > 1_000);
+        r.fits = fits(&r.points);
+        let t = targets(&r);
+        let t = t.iter().find(|t| t[0].starts_with("istiod RSS")).unwrap();
+        assert_eq!(t[1], "2 unscoped points (4 needed)");
+        assert_eq!(t[3], "no");
+    }
+
+    #[test]
+    fn reach_names_measured_interpolated_and_extrapolated_values() {
+        let xs = [500, 1_000, 3_500];
+        assert_eq!(reach(&xs, 1_000), "at 1000: the fit at a measured point");
+        assert_eq!(
+            reach(&xs, 2_000),
+            "at 2000: interpolated between measured points"
+        );
+        assert_eq!(
+            reach(&xs, 20_000),
+            "at 20000: extrapolated, 5.7× beyond the largest measured point (3500)"
+        );
+        assert_eq!(reach(&[], 20_000), "at 20000: no measured point");
+    }
+
+    #[test]
+    fn an_earlier_runs_does_not_fit_is_read_as_a_projection() {
+        assert_eq!(
+            projected("does not fit: istiod and the simulator would need about 14.9 GB, 13.4 GB is available"),
+            "skipped, projected not to fit (not tried): istiod and the simulator would need about 14.9 GB, 13.4 GB is available"
+        );
+        assert_eq!(projected("failed: boom"), "failed: boom");
+    }
 }
