@@ -60,6 +60,10 @@ fn commit_seeds() -> Vec<u64> {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     let Some(head) = head else {
+        assert!(
+            !meshscope_test_support::outside::in_ci(),
+            "fidelity: not a git checkout, so no commit seeds; under CI=true the commit seeds must run (run from a git clone)"
+        );
         eprintln!("fidelity: not a git checkout, so no commit seeds");
         return Vec::new();
     };

@@ -2,14 +2,17 @@
 //! (`shared/tests`, `webhook/tests`, `tests/tests` and meshscope-e2e's
 //! library): build a snapshot from YAML, write access-log lines, find a
 //! free port, and reach the Istio inputs that live outside the repository
-//! (skipping visibly when they are absent). The cluster, istiod and CLI
-//! machinery, which needs kube and the plugin, is in meshscope-e2e.
+//! (skipping visibly when they are absent, failing under `CI=true`), and
+//! record which tests ran against a real component ([`ledger`]). The
+//! cluster, istiod and CLI machinery, which needs kube and the plugin, is
+//! in meshscope-e2e.
 //!
 //! Nothing here is used by a product crate.
 
 pub mod access_log;
 pub mod audit_json;
 pub mod fixtures;
+pub mod ledger;
 pub mod net;
 pub mod outside;
 pub mod shape;

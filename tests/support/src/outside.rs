@@ -3,7 +3,9 @@
 //! (`crds/istio-crds.yaml`, which the test control plane installs) and
 //! Istio's own test inputs (`istio-testdata/`, copied from istio/istio
 //! 1.31). A plain clone has neither; the tests that need them say on stderr
-//! that they were skipped and why, and pass.
+//! that they were skipped and why, and pass, except under `CI=true`, where
+//! a missing input fails the test with its path and what provides it: a CI
+//! run never counts a test that did not run as passed (issue #32).
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +38,7 @@ pub fn istio_testdata(test: &str, rel: &str) -> Option<PathBuf> {
         skipped(test, &dir);
         return None;
     }
+    crate::ledger::record(crate::ledger::Component::IstioTestdata);
     Some(dir.join(rel))
 }
 
@@ -49,14 +52,26 @@ pub fn istio_crds(test: &str) -> Option<PathBuf> {
     Some(file)
 }
 
-/// Says on stderr that `test` was skipped. Written to the stderr handle,
-/// not with `eprintln!`, which the test harness captures and shows only for
-/// failing tests: a skip must show in a passing run.
+/// Whether this is a CI run (`CI=true`, as CI sets it, or `CI=1`): there a
+/// test never skips for a missing input or component, it fails.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// Says on stderr that `test` was skipped, or, under CI, fails it. Written
+/// to the stderr handle, not with `eprintln!`, which the test harness
+/// captures and shows only for failing tests: a skip must show in a passing
+/// run.
 fn skipped(test: &str, missing: &Path) {
     use std::io::Write as _;
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped {test}: {} is missing (Istio's inputs live outside the repository; set MESHSCOPE_SHARED_DIR to the directory holding them)",
+    let why = format!(
+        "{} is missing (Istio's inputs live outside the repository, in ../shared beside it as CI lays it out; or set MESHSCOPE_SHARED_DIR to the directory holding crds/ and istio-testdata/)",
         missing.display()
     );
+    if in_ci() {
+        panic!(
+            "{test}: {why}; under CI=true a test whose input is missing fails instead of skipping"
+        );
+    }
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
 }
