@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use meshscope_test_support::ledger;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -57,14 +58,25 @@ pub fn istio_crds_present(test: &str) -> bool {
 
 /// The first line of every test that uses the test control plane: returns
 /// from the test, saying so on stderr, when Istio's CRDs are not next to
-/// the repository (a plain clone), so that `cargo test` still passes.
+/// the repository (a plain clone), so that `cargo test` still passes; under
+/// `CI=true` it fails the test instead
+/// ([`meshscope_test_support::outside::in_ci`]). A test that gets past it
+/// is counted in the run's ledger as needing the control plane
+/// ([`meshscope_test_support::ledger`]).
 #[macro_export]
 macro_rules! needs_cluster {
     () => {
         if !$crate::cluster::istio_crds_present(module_path!()) {
             return;
         }
+        $crate::cluster::declare_need();
     };
+}
+
+/// Records that the current test needs the control plane (the ledger's
+/// `needs-control-plane`), so that one that never reached it shows.
+pub fn declare_need() {
+    ledger::record(ledger::Component::NeedsControlPlane);
 }
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -72,6 +84,7 @@ impl Cluster {
     /// Starts (or reuses) the test control plane, with this process's
     /// stand-in sidecar injector ([`crate::injector`]) registered.
     pub fn shared() -> &'static Cluster {
+        ledger::record(ledger::Component::ApiServer);
         SHARED.get_or_init(|| {
             let up = repo_root().join("tests/cluster/up");
             let out = Command::new(&up)
@@ -459,6 +472,7 @@ impl Prometheus {
             .trim()
             .to_string();
         let dir = PathBuf::from(lines.next().context("up prints the state dir")?.trim());
+        ledger::record(ledger::Component::Prometheus);
         Ok(Prometheus { url, dir })
     }
 }

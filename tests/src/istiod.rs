@@ -71,6 +71,7 @@ impl Istiod {
                 .cloned()
                 .with_context(|| format!("tests/istiod/up printed no {k}"))
         };
+        meshscope_test_support::ledger::record(meshscope_test_support::ledger::Component::Istiod);
         Ok(Istiod {
             http: get("MESHSCOPE_ISTIOD_HTTP")?,
             grpc: get("MESHSCOPE_ISTIOD_GRPC")?,
