@@ -373,6 +373,21 @@ pub struct Push {
     pub acked_at: Option<Instant>,
 }
 
+/// What one CDS push changed in a proxy's clusters (recorded with
+/// [`XdsState::track_references`]), with the push's receipt and ACK: the
+/// push-level view of a scope change that write-order checks read
+/// ([`crate::watcher::check_order`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterChange {
+    /// When the push was received (and applied).
+    pub at: Instant,
+    /// When it was ACKed; `None` until then.
+    pub acked_at: Option<Instant>,
+    pub nonce: String,
+    pub added: BTreeSet<String>,
+    pub removed: BTreeSet<String>,
+}
+
 /// Per-type state of one proxy.
 #[derive(Clone, Debug, Default)]
 struct TypeState {
@@ -417,6 +432,9 @@ pub struct XdsState {
     /// [`XdsState::track_references`] (it decodes every RDS resource).
     track_refs: bool,
     refs: RefState,
+    /// With `track_refs`: per CDS push that changed the cluster set, the
+    /// index of its [`Push`] and the clusters it added and removed.
+    cds_changes: Vec<(usize, BTreeSet<String>, BTreeSet<String>)>,
 }
 
 impl XdsState {
@@ -432,6 +450,7 @@ impl XdsState {
             decode_errors: Vec::new(),
             track_refs: false,
             refs: RefState::default(),
+            cds_changes: Vec::new(),
         }
     }
 
@@ -553,6 +572,24 @@ impl XdsState {
             st.nonce = resp.nonce.clone();
             st.responses += 1;
             st.last_response = Some(now);
+            if ty == "cds" && self.track_refs {
+                let new: BTreeSet<&String> = sized.iter().map(|(n, _)| n).collect();
+                let added: BTreeSet<String> = new
+                    .iter()
+                    .filter(|n| !st.resources.contains_key(n.as_str()))
+                    .map(|n| n.to_string())
+                    .collect();
+                let removed: BTreeSet<String> = st
+                    .resources
+                    .keys()
+                    .filter(|n| !new.contains(n))
+                    .cloned()
+                    .collect();
+                if !added.is_empty() || !removed.is_empty() {
+                    self.cds_changes
+                        .push((self.pushes.len() - 1, added, removed));
+                }
+            }
             match ty {
                 "cds" | "lds" => replace_all(&mut st.resources, sized),
                 _ => {
@@ -681,6 +718,24 @@ impl XdsState {
 
     pub fn pushes(&self) -> &[Push] {
         &self.pushes
+    }
+
+    /// The CDS pushes that added or removed clusters, oldest first (with
+    /// [`XdsState::track_references`]; empty otherwise).
+    pub fn cluster_changes(&self) -> Vec<ClusterChange> {
+        self.cds_changes
+            .iter()
+            .map(|(i, added, removed)| {
+                let p = &self.pushes[*i];
+                ClusterChange {
+                    at: p.at,
+                    acked_at: p.acked_at,
+                    nonce: p.nonce.clone(),
+                    added: added.clone(),
+                    removed: removed.clone(),
+                }
+            })
+            .collect()
     }
 
     pub fn cluster_types(&self) -> &BTreeMap<String, ClusterType> {
@@ -948,6 +1003,13 @@ impl Proxy {
     /// not read as references (a field [`refs`] does not know).
     pub fn undecoded_mentions(&self) -> BTreeMap<String, BTreeSet<String>> {
         lock(&self.inner.state).references().undecoded().clone()
+    }
+
+    /// The CDS pushes that added or removed clusters, oldest first, with
+    /// their ACKs; empty unless the [`Sim`] was made with
+    /// [`SimOptions::references`].
+    pub fn cluster_changes(&self) -> Vec<ClusterChange> {
+        lock(&self.inner.state).cluster_changes()
     }
 
     /// How many pushes were checked for dangling references.
