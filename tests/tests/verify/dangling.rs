@@ -15,6 +15,15 @@
 //!   cluster the proxy does not get in the same push cycle, or one that
 //!   outlives it: caused by what was written; asserted to be zero.
 //!
+//! The order of writes is checked there too, at the level a user feels
+//! it: in every pass of the watcher that both widened and narrowed (a pass
+//! begins when it reads the access log), no proxy received the push that
+//! dropped a narrowed host's cluster before every widened proxy of that
+//! pass had ACKed the push that gave it its new cluster
+//! (`meshscope_e2e::watcher::check_order`). At least one such pass must
+//! be checked, and the same checker must catch the test itself playing a
+//! watcher that narrows first.
+//!
 //! Knobs: `MESHSCOPE_DANGLING_TRANSITIONS` (default 1000: Sidecar writes,
 //! counted from the watcher's `created`/`widened`/`narrowed` events),
 //! `MESHSCOPE_DANGLING_SEED` (the traffic's random choices; printed).
@@ -27,9 +36,12 @@ use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
 use meshscope_e2e::outbound_text_line;
-use meshscope_e2e::watcher::Watcher;
+use meshscope_e2e::watcher::{
+    check_order, passes, selected_changes, FileReads, OrderReport, Pass, Watcher,
+};
 use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::refs::{Cause, Episode};
+use meshscope_e2e::xds::{ClusterChange, Proxy};
 use meshscope_e2e::xds::{Sim, SimOptions};
 use serde_json::Value;
 
@@ -184,6 +196,7 @@ fn random_widen_and_narrow_through_apply_watch_leave_no_dangling_reference() {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         decoder_reads_a_real_push(&w);
         transitions(&w);
+        narrowing_first_is_caught(&w);
         a_route_to_a_host_outside_the_scope_dangles(&w);
     }));
     w.sim.close();
@@ -335,6 +348,8 @@ fn transitions(w: &World) {
         .open(&log_path)
         .unwrap();
 
+    // Each read of the log begins one of the watcher's passes.
+    let reads = FileReads::watch(&log_path).expect("inotify watches the access log");
     let t0 = Instant::now();
     let checked0: u64 = w.sim.proxies().iter().map(|p| p.pushes_checked()).sum();
     let mut watcher = watch(w, log_path.to_str().unwrap());
@@ -375,7 +390,195 @@ fn transitions(w: &World) {
     w.sim
         .wait_stable(Duration::from_millis(1500), Duration::from_secs(60))
         .expect("config settles after the watcher stops");
+    let starts = reads.times();
+    let ran = watcher
+        .seen
+        .iter()
+        .find(|e| e["event"] == "stopped")
+        .and_then(|e| e["message"].as_str())
+        .and_then(|m| m.strip_prefix("after "))
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok());
+    // One read a pass: the marks are the passes (the last pass may have
+    // been stopped before it read).
+    assert!(
+        ran.is_some_and(|n| starts.len() == n || starts.len() + 1 == n),
+        "{} reads of the access log, {ran:?} passes",
+        starts.len()
+    );
+    let grouped = passes(&watcher.seen, &watcher.arrived, &starts);
+    let order = check_order(&grouped, sidecar_changes(w), t0);
     report_and_check(w, &tally, driven, checked0, seed);
+    check_write_order(&order, grouped.len(), seed);
+}
+
+/// For [`check_order`]: each managed Sidecar's proxies (its
+/// workloadSelector's), with their CDS changes.
+fn sidecar_changes(w: &World) -> impl Fn(&str, &str) -> Vec<(String, Vec<ClusterChange>)> {
+    let list: Value = serde_json::from_str(
+        &w.c.kubectl_ok(&["get", "sidecars", "-n", &w.ns, "-o", "json"], None),
+    )
+    .expect("kubectl prints JSON");
+    let mut by_name: BTreeMap<String, Vec<(String, Vec<ClusterChange>)>> = BTreeMap::new();
+    for sc in list["items"].as_array().into_iter().flatten() {
+        let name = sc["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let empty = serde_json::Map::new();
+        let sel = sc["spec"]["workloadSelector"]["labels"]
+            .as_object()
+            .unwrap_or(&empty);
+        by_name.insert(name, selected_changes(w.sim.proxies(), &w.ns, sel));
+    }
+    move |_, name| by_name.get(name).cloned().unwrap_or_default()
+}
+
+/// meshscope's own order, on the pushes the sidecars received: in every
+/// pass that widened and narrowed, the narrowings' cluster drops came
+/// after the widenings' ACKs; and there were such passes to check.
+fn check_write_order(order: &OrderReport, passes: usize, seed: u64) {
+    eprintln!(
+        "write order: {passes} passes, {} both widened and narrowed, {} compared on the sidecars' pushes; {} writes with nothing to compare ({:?}...); {} violations",
+        order.both,
+        order.checked,
+        order.unresolved.len(),
+        order.unresolved.iter().take(3).collect::<Vec<_>>(),
+        order.violations.len()
+    );
+    assert!(
+        order.violations.is_empty(),
+        "narrowed before the widening of the same pass was confirmed (seed {seed}):\n{}",
+        order.violations.join("\n")
+    );
+    assert!(
+        order.checked > 0,
+        "no pass both widened and narrowed with pushes to compare (seed {seed}): {order:?}"
+    );
+}
+
+/// A managed Sidecar of `client-i`: its name and its hosts.
+fn managed_sidecar(w: &World, i: usize) -> (String, Vec<String>) {
+    let v: Value = serde_json::from_str(&w.c.kubectl_ok(
+        &[
+            "get",
+            "sidecars",
+            "-n",
+            &w.ns,
+            "-l",
+            &format!("meshscope.io/workload-name=client-{i}"),
+            "-o",
+            "json",
+        ],
+        None,
+    ))
+    .expect("kubectl prints JSON");
+    let sc = &v["items"][0];
+    let name = sc["metadata"]["name"]
+        .as_str()
+        .expect("client has a Sidecar");
+    let hosts = sc["spec"]["egress"][0]["hosts"]
+        .as_array()
+        .expect("egress hosts")
+        .iter()
+        .filter_map(|h| h.as_str().map(str::to_string))
+        .collect();
+    (name.to_string(), hosts)
+}
+
+/// Sets the Sidecar's egress hosts to `hosts`.
+fn set_hosts(w: &World, name: &str, hosts: &[String]) {
+    let patch =
+        serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
+    w.c.kubectl_ok(
+        &[
+            "patch",
+            "sidecar",
+            name,
+            "-n",
+            &w.ns,
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+}
+
+/// Waits until `p` holds (or lacks) `cluster` and has ACKed the push that
+/// made it so.
+fn await_cluster(p: &Proxy, cluster: &str, held: bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let has = p.cluster_names().iter().any(|c| c == cluster);
+        let acked = p
+            .cluster_changes()
+            .iter()
+            .rfind(|c| c.added.contains(cluster) || c.removed.contains(cluster))
+            .is_some_and(|c| c.acked_at.is_some());
+        if has == held && acked {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {cluster} {} within 60 s",
+            p.key(),
+            if held { "not received" } else { "not dropped" }
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The negative control of the order check, on the same istiod and
+/// sidecars: the test plays a watcher that narrows first. It narrows
+/// client-1's Sidecar (dst-3 goes), waits until client-1's proxy has the
+/// push, then widens client-2's (dst-5 comes) and waits for its ACK; the
+/// events it would print, grouped into one pass as the watcher's are, must
+/// fail [`check_order`].
+fn narrowing_first_is_caught(w: &World) {
+    let (a, b) = (1, 2);
+    let pa = w.sim.get(&format!("{}/client-{a}", w.ns)).unwrap();
+    let pb = w.sim.get(&format!("{}/client-{b}", w.ns)).unwrap();
+    let dst = |d: usize| format!("{}/{}", w.ns, w.host(d));
+    let others = |hosts: &[String]| -> Vec<String> {
+        hosts
+            .iter()
+            .filter(|h| !h.contains("/dst-"))
+            .cloned()
+            .collect()
+    };
+    // Start from known scopes: client-1 has dst-2 and dst-3, client-2 has
+    // dst-4 (no VirtualService imports any of them, nor dst-5).
+    let (sa, ha) = managed_sidecar(w, a);
+    let (sb, hb) = managed_sidecar(w, b);
+    let base_a = others(&ha);
+    let base_b = others(&hb);
+    set_hosts(w, &sa, &[base_a.clone(), vec![dst(2), dst(3)]].concat());
+    set_hosts(w, &sb, &[base_b.clone(), vec![dst(4)]].concat());
+    await_cluster(pa, &w.cluster(3), true);
+    await_cluster(pb, &w.cluster(5), false);
+    w.sim
+        .wait_stable(Duration::from_millis(1500), Duration::from_secs(60))
+        .expect("config settles");
+
+    let began = Instant::now();
+    let event = |ev: &str, sc: &str, host: String| serde_json::json!({"event": ev, "namespace": w.ns, "sidecar": sc, "hosts": [host]});
+    set_hosts(w, &sa, &[base_a, vec![dst(2)]].concat());
+    await_cluster(pa, &w.cluster(3), false);
+    let narrowed = (Instant::now(), event("narrowed", &sa, dst(3)));
+    set_hosts(w, &sb, &[base_b, vec![dst(4), dst(5)]].concat());
+    await_cluster(pb, &w.cluster(5), true);
+    let widened = (Instant::now(), event("widened", &sb, dst(5)));
+
+    let grouped: Vec<Pass> = passes(&[narrowed.1, widened.1], &[narrowed.0, widened.0], &[began]);
+    let order = check_order(&grouped, sidecar_changes(w), began);
+    eprintln!("control: a watcher that narrows first: {order:#?}");
+    assert_eq!((order.both, order.checked), (1, 1), "{order:#?}");
+    assert!(
+        order.violations.len() == 1
+            && order.violations[0].contains(&format!(
+                "client-{a} received the push dropping {}",
+                w.host(3)
+            )),
+        "narrowing before widening must be caught: {order:#?}"
+    );
 }
 
 fn report_and_check(w: &World, tally: &Tally, driven: Duration, checked0: u64, seed: u64) {
