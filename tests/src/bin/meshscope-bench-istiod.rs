@@ -1215,6 +1215,96 @@ mod tests {
         assert_eq!(p.row("1x")[4], "no");
     }
 
+    fn dist(proxies: usize, mean: f64, p95: u64) -> Dist {
+        Dist {
+            proxies,
+            mean,
+            p95,
+            ..Dist::default()
+        }
+    }
+
+    /// Four proxies, 100 KB each before and 10 KB after, the exact probe,
+    /// no edge lost, every proxy predicted.
+    fn summary() -> Summary {
+        let cal = Calibration {
+            proxies: 4,
+            clusters_equal: 4,
+            listeners_equal: 4,
+            routes_equal: 4,
+            total_predicted: 1_000,
+            total_actual: 1_000,
+            ..Calibration::default()
+        };
+        let roles = |bytes: f64| {
+            BTreeMap::from([
+                ("all".to_string(), dist(4, bytes, bytes as u64)),
+                ("caller".to_string(), dist(2, bytes, bytes as u64)),
+            ])
+        };
+        Summary {
+            scale: 1,
+            proxies: 4,
+            before: roles(100_000.0),
+            after: roles(10_000.0),
+            probes: vec![probe(&["ns/a", "ns/b"])],
+            safety_edges: 2,
+            calibration_before: cal.clone(),
+            calibration_after: cal,
+            ..Summary::default()
+        }
+    }
+
+    fn met(s: &Summary, measure: &str) -> String {
+        let rows = targets(s);
+        let row = rows
+            .iter()
+            .find(|r| r[1].starts_with(measure))
+            .unwrap_or_else(|| panic!("no target {measure:?} in {rows:?}"));
+        row[4].clone()
+    }
+
+    #[test]
+    fn every_target_is_met_by_a_good_run_and_each_fails_on_its_own_miss() {
+        let good = summary();
+        assert!(
+            targets(&good).iter().all(|r| r[4] == "yes"),
+            "{:?}",
+            targets(&good)
+        );
+        let missed = |f: &dyn Fn(&mut Summary), measure: &str| {
+            let mut s = summary();
+            f(&mut s);
+            assert_eq!(met(&s, measure), "no", "{measure}");
+        };
+        missed(
+            &|s| s.after.get_mut("all").unwrap().mean = 60_000.0,
+            "mean xDS per proxy",
+        );
+        missed(
+            &|s| s.after.get_mut("caller").unwrap().p95 = 100_000,
+            "p95 xDS per caller proxy",
+        );
+        missed(&|s| s.probes = vec![probe(&["ns/a"])], "leaf change");
+        missed(&|s| s.lost = vec!["ns/a -> ns/b".into()], "observed edges");
+        missed(
+            &|s| s.calibration_after.listeners_equal = 3,
+            "after: proxies with clusters and listeners",
+        );
+        missed(
+            &|s| s.calibration_before.proxies = 3,
+            "before: proxies with clusters and listeners",
+        );
+        missed(
+            &|s| s.calibration_after.beyond_15 = 1,
+            "after: predicted bytes per proxy",
+        );
+        missed(
+            &|s| s.calibration_before.total_predicted = 1_051,
+            "before: predicted / actual bytes",
+        );
+    }
+
     #[test]
     fn many_names_are_counted_and_the_first_five_named() {
         let names: Vec<String> = (0..7).map(|i| format!("ns/p{i}")).collect();
