@@ -899,12 +899,13 @@ mod tests {
         Probe::new("leaf.ns".into(), &set(&["ns/a", "ns/b"]), push)
     }
 
-    /// A point of `mode` at `n` proxies, with istiod at `rss` MB and its
-    /// probes reaching exactly their callers.
+    /// A point of `mode` at `n` proxies, with istiod at `rss` MB, a p50 of
+    /// 1 KB unscoped and 20 B scoped, and its probes reaching exactly their
+    /// callers.
     fn point(mode: Mode, n: usize, rss: f64) -> Point {
         let all = Dist {
             proxies: n,
-            p50: 1_000,
+            p50: if mode == Mode::Scoped { 20 } else { 1_000 },
             ..Dist::default()
         };
         Point {
@@ -1058,6 +1059,48 @@ mod tests {
         let t = t.iter().find(|t| t[0].starts_with("istiod RSS")).unwrap();
         assert_eq!(t[1], "2 unscoped points (4 needed)");
         assert_eq!(t[3], "no");
+    }
+
+    #[test]
+    fn every_target_is_met_by_a_good_run_and_each_fails_on_its_own_miss() {
+        let good = report(1.0, scoped());
+        assert!(
+            good.targets.iter().all(|t| t[3] == "yes"),
+            "{:?}",
+            good.targets
+        );
+        let retarget = |f: &dyn Fn(&mut Report)| {
+            let mut r = report(1.0, scoped());
+            f(&mut r);
+            r.fits = fits(&r.points);
+            r.targets = targets(&r);
+            r
+        };
+        // The largest scoped point short of --sidecars, or a proxy without config.
+        let r = retarget(&|r| r.sidecars = 5_000);
+        assert_eq!(row(&r, "scoped run at 5000")[3], "no");
+        let r = retarget(&|r| r.points[5].not_ready = 1);
+        assert_eq!(row(&r, "scoped run at 4000")[3], "no");
+        // The simulator over 4 GB at the largest scoped point.
+        let r = retarget(&|r| r.points[5].sim_heap_mb = 4_097.0);
+        assert_eq!(row(&r, "simulator memory")[3], "no");
+        // One lost edge.
+        let r = retarget(&|r| r.points[4].lost = vec!["ns/a -> ns/b".into()]);
+        assert_eq!(row(&r, "safety")[3], "no");
+        // Scoped xDS more than a quarter of unscoped at the common point.
+        let r = retarget(&|r| r.points[4].xds.get_mut("all").unwrap().p50 = 251);
+        assert_eq!(
+            row(&r, "xDS p50 per proxy, scoped / unscoped at 2000")[3],
+            "no"
+        );
+        // No scoped point beside an unscoped one.
+        let r = retarget(&|r| r.points[4].proxies = 2_500);
+        let t = row(&r, "xDS p50 per proxy");
+        assert_eq!((t[1].as_str(), t[3].as_str()), ("no common point", "no"));
+        // No scoped point at all.
+        let r = retarget(&|r| r.points.retain(|p| p.mode == Mode::Unscoped));
+        assert_eq!(row(&r, "scoped run at")[3], "no");
+        assert_eq!(row(&r, "istiod RSS at")[3], "no");
     }
 
     #[test]
