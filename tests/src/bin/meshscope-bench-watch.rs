@@ -15,17 +15,33 @@
 //!    when it writes the first log line or bumps the counter) to the ACK
 //!    of the CDS push that gave the caller's sidecar the cluster, and the
 //!    requests that left through PassthroughCluster before that;
+//!    Meanwhile as many known edges stop being called, at random times
+//!    over the same spread: the watcher runs with `--prune-after` (30 s by
+//!    default, three intervals), so it narrows those scopes while it
+//!    widens others, and the benchmark waits until the callers' sidecars
+//!    have dropped those clusters;
 //! 4. then a steady mesh for `--steady` seconds (the same traffic, known
 //!    edges only): Sidecar writes (resourceVersions), pushes the sidecars
 //!    received, and the watcher's events; extrapolated to an hour;
 //! 5. the watcher's CPU (utime + stime) and peak RSS (VmHWM);
-//! 6. the ACKed pushes since the watcher started after which a simulated
+//! 6. dangling references from the watcher's start to its stop, a phase
+//!    that both widens and narrows: episodes in which a simulated
 //!    sidecar's listener or route named a cluster its CDS did not hold
-//!    (`tests/src/xds/refs.rs`).
+//!    (`tests/src/xds/refs.rs`), by cause. `named-before-cluster` and
+//!    `persistent` are what a write order can cause; `cds-before-lds-rds`
+//!    is istiod's push order within one push cycle (istio/istio#39837),
+//!    reported, not a target;
+//! 7. the write order on the sidecars' pushes
+//!    (`meshscope_e2e::watcher::check_order`): a narrowing reported right
+//!    after widenings (the same pass, or a later one) must not have
+//!    reached a proxy before those widenings' pushes were ACKed.
 //!
 //! Exits 1 when a target is missed: latency p95 > interval + 5 s (or an
-//! edge never widened), any Sidecar write or push at the steady mesh, any
-//! dangling reference.
+//! edge never widened), no narrowing (a count of 0 dangling references
+//! would then say nothing), any write-caused dangling reference, any
+//! write-order violation, any Sidecar write or push at the steady mesh,
+//! or any of these not measured. `cargo test --bin meshscope-bench-watch`
+//! holds a report missing each target to [`misses`].
 //! Prints markdown tables, then one JSON object as the last line.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,7 +58,9 @@ use meshscope_e2e::istiod::{process_usage, Istiod, ProcessUsage, ENGINE_VERSION}
 use meshscope_e2e::kubelet::{Logs, StandInKubelet};
 use meshscope_e2e::livescale::{cleanup, deploy_with, kubectl_json, NS};
 use meshscope_e2e::traffic::{Counters, Sink, Traffic};
+use meshscope_e2e::watcher::{check_order, selected_changes, Pass, WriteEvent, WriteKind};
 use meshscope_e2e::world::Pod;
+use meshscope_e2e::xds::refs::Cause;
 use meshscope_e2e::xds::{Proxy, Sim, SimOptions};
 use meshscope_e2e::{LogForm, Scenario};
 use meshscope_test_support::net::{admin_get, free_port};
@@ -57,6 +75,7 @@ const SCRAPE: &str = "5s";
 struct Opts {
     scales: Vec<f64>,
     interval_s: u64,
+    prune_after_s: u64,
     new_edges: usize,
     spread_s: u64,
     steady_s: u64,
@@ -94,10 +113,24 @@ struct NewEdge {
     through_cluster: u64,
 }
 
-/// What the generator thread sends: known edges, and the new ones.
+/// A known edge that stops being called (so the watcher narrows it away).
+#[derive(Clone, Debug)]
+struct Retired {
+    sleep: usize,
+    httpbin: usize,
+    /// When its calls stop.
+    due: Instant,
+    stopped: Option<Instant>,
+    /// When its caller's sidecar was first seen without the cluster.
+    dropped: Option<Instant>,
+}
+
+/// What the generator thread sends: known edges, the new ones, and the
+/// known ones to stop.
 struct Load {
     known: Vec<(usize, usize)>,
     new: Vec<NewEdge>,
+    retired: Vec<Retired>,
 }
 
 fn cluster_name(s: &Scenario, j: usize) -> String {
@@ -119,6 +152,16 @@ fn generate(
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         let mut l = load.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stop_now = Vec::new();
+        for r in l.retired.iter_mut() {
+            if r.stopped.is_none() && now >= r.due {
+                r.stopped = Some(now);
+                stop_now.push((r.sleep, r.httpbin));
+            }
+        }
+        if !stop_now.is_empty() {
+            l.known.retain(|e| !stop_now.contains(e));
+        }
         let slot = k % ticks_per_period;
         for (n, (i, j)) in l.known.iter().enumerate() {
             if n as u64 % ticks_per_period == slot {
@@ -166,6 +209,7 @@ impl Watcher {
         istiod: &Istiod,
         source: &[String],
         interval_s: u64,
+        prune_after_s: u64,
         work: &Path,
     ) -> Result<Watcher> {
         let plugin = meshscope_e2e::bench::plugin_beside_exe()?;
@@ -177,6 +221,8 @@ impl Watcher {
             .args([
                 "--interval",
                 &format!("{interval_s}s"),
+                "--prune-after",
+                &format!("{prune_after_s}s"),
                 "--istiod-url",
                 &format!("http://{}", istiod.monitoring),
                 "--istio-version",
@@ -321,17 +367,97 @@ fn sidecar_versions(c: &Cluster) -> Result<BTreeMap<String, String>> {
         .collect())
 }
 
-/// Item 3 of issue #18: every ACKed push since `t` after which a proxy's
-/// listener or route named a cluster its CDS did not hold
-/// (`tests/src/xds/refs.rs`), over all proxies. Counted from the
+/// Item 3 of issue #18, by cause: the dangling-reference episodes over
+/// all proxies (`tests/src/xds/refs.rs`) that opened between `from` (the
 /// watcher's start: the initial `apply` narrows every proxy from the whole
 /// mesh, where istiod 1.31's CDS-first push order opens such windows
-/// itself (BENCHMARKS.md, "Dangling references").
-fn dangling_since(sim: &Sim, t: Instant) -> usize {
-    sim.proxies()
-        .iter()
-        .map(|p| p.dangling().iter().filter(|d| d.at >= t).count())
-        .sum()
+/// itself, BENCHMARKS.md, "Dangling references") and `to` (its stop).
+fn dangling_by_cause(sim: &Sim, from: Instant, to: Instant) -> BTreeMap<&'static str, usize> {
+    let mut out = BTreeMap::new();
+    for c in [
+        Cause::CdsBeforeListenerOrRoute,
+        Cause::NamedBeforeCluster,
+        Cause::Persistent,
+    ] {
+        out.insert(c.as_str(), 0);
+    }
+    for p in sim.proxies() {
+        for e in p.dangling_episodes() {
+            if e.opened_at >= from && e.opened_at <= to {
+                *out.entry(e.cause().as_str()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The watcher's writes grouped for [`check_order`]: the narrowings
+/// reported right after widenings go with them (they are of the same pass,
+/// or of a later one: either way, written after those widenings were
+/// confirmed); a `not-confirmed` or `pass-error` event ends a group (the
+/// next pass may narrow without those widenings).
+fn reported_passes(events: &[(Instant, Value)]) -> Vec<Pass> {
+    let mut out: Vec<Pass> = Vec::new();
+    let mut last_widened: Option<bool> = None;
+    for (at, e) in events {
+        if matches!(e["event"].as_str(), Some("not-confirmed" | "pass-error")) {
+            last_widened = None;
+            continue;
+        }
+        let Some(w) = WriteEvent::from_event(*at, e) else {
+            continue;
+        };
+        let widens = w.kind != WriteKind::Narrow;
+        if last_widened.is_none_or(|prev| widens && !prev) {
+            out.push(Pass {
+                began: *at,
+                writes: Vec::new(),
+            });
+        }
+        last_widened = Some(widens);
+        if let Some(p) = out.last_mut() {
+            p.writes.push(w);
+        }
+    }
+    out
+}
+
+/// Item 7: the write order on the sidecars' pushes.
+fn write_order(x: &ScaleCtx<'_>, events: &[(Instant, Value)], t0: Instant) -> Result<Value> {
+    let list = kubectl_json(x.c, &["get", "sidecars.networking.istio.io", "-n", NS])?;
+    let selectors: BTreeMap<String, serde_json::Map<String, Value>> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            (
+                i["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                i["spec"]["workloadSelector"]["labels"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    let passes = reported_passes(events);
+    let r = check_order(
+        &passes,
+        |ns, name| {
+            selectors
+                .get(name)
+                .map(|sel| selected_changes(x.sim.proxies(), ns, sel))
+                .unwrap_or_default()
+        },
+        t0,
+    );
+    Ok(json!({
+        "groups": passes.len(),
+        "widened_and_narrowed": r.both,
+        "compared": r.checked,
+        "unresolved": r.unresolved.len(),
+        "violation_count": r.violations.len(),
+        "violations": r.violations.iter().take(10).collect::<Vec<_>>(),
+    }))
 }
 
 fn pushes_since(sim: &Sim, t: Instant) -> usize {
@@ -519,6 +645,41 @@ fn pick_new(
     out
 }
 
+/// Picks `n` known edges to stop calling at random times within `spread`
+/// from `at`: callers differ while they can, and each keeps two known
+/// edges at least (a workload with no traffic keeps its scope as it is).
+fn pick_retired(
+    x: &ScaleCtx<'_>,
+    rng: &mut Rng,
+    n: usize,
+    at: Instant,
+    spread: Duration,
+) -> Vec<Retired> {
+    let mut out: Vec<Retired> = Vec::new();
+    let mut tries = 0;
+    while out.len() < n && tries < 100_000 {
+        tries += 1;
+        let (i, j) = x.known[rng.below(x.known.len())];
+        let mine = out.iter().filter(|r| r.sleep == i).count();
+        let left = x.known.iter().filter(|e| e.0 == i).count() - mine;
+        if out.iter().any(|r| (r.sleep, r.httpbin) == (i, j))
+            || left <= 2
+            || (mine > 0 && tries < 10_000)
+        {
+            continue;
+        }
+        let due = at + Duration::from_millis(rng.below(spread.as_millis().max(1) as usize) as u64);
+        out.push(Retired {
+            sleep: i,
+            httpbin: j,
+            due,
+            stopped: None,
+            dropped: None,
+        });
+    }
+    out
+}
+
 /// The ACK time of the last CDS push `p` received at or before `seen`
 /// (the push that brought the cluster `seen` found).
 fn ack_of_push(p: &Proxy, since: Instant, seen: Instant) -> Option<Instant> {
@@ -565,6 +726,7 @@ fn run_source(
     let load = Arc::new(Mutex::new(Load {
         known: x.known.clone(),
         new: Vec::new(),
+        retired: Vec::new(),
     }));
     let proxies: BTreeMap<usize, Proxy> = x
         .sim
@@ -598,17 +760,24 @@ fn run_source(
         o.interval_s
     );
     let watch_start = Instant::now();
-    let mut w = Watcher::start(x.c, &x.istiod, &args, o.interval_s, work)?;
+    let mut w = Watcher::start(x.c, &x.istiod, &args, o.interval_s, o.prune_after_s, work)?;
     let result = measure(x, source, o, rng, &mut w, &load, &proxies);
     let usage = w.usage();
     let passes = w.metric("meshscope_watch_passes_total").unwrap_or(0.0);
     let latency_sum = w.metric("meshscope_watch_scope_latency_seconds_sum");
     let latency_count = w.metric("meshscope_watch_scope_latency_seconds_count");
+    let events = w.events.clone();
     let exited_ok = w.stop()?;
+    let watch_end = Instant::now();
     stop_gen.store(true, Ordering::SeqCst);
     let _ = gen.join();
     let mut r = result?;
-    r["dangling_references"] = json!(dangling_since(&x.sim, watch_start));
+    let by_cause = dangling_by_cause(&x.sim, watch_start, watch_end);
+    r["dangling_write_caused"] =
+        json!(by_cause[Cause::NamedBeforeCluster.as_str()] + by_cause[Cause::Persistent.as_str()]);
+    r["dangling_cds_before_lds_rds"] = json!(by_cause[Cause::CdsBeforeListenerOrRoute.as_str()]);
+    let events = events.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    r["write_order"] = write_order(x, &events, watch_start)?;
     r["watcher"]["cpu_s_total"] = json!((usage.cpu_s * 100.0).round() / 100.0);
     r["watcher"]["rss_mb"] = json!(usage.rss_kb / 1024);
     r["watcher"]["peak_rss_mb"] = json!(usage.hwm_kb / 1024);
@@ -625,6 +794,14 @@ fn run_source(
         .iter()
         .map(|e| (e.sleep, e.httpbin))
         .collect();
+    let retired: Vec<(usize, usize)> = load
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retired
+        .iter()
+        .map(|e| (e.sleep, e.httpbin))
+        .collect();
+    x.known.retain(|e| !retired.contains(e));
     x.known.extend(new);
     Ok(r)
 }
@@ -645,16 +822,22 @@ fn measure(
     let spread = Duration::from_secs(o.spread_s);
     let t_new = Instant::now();
     let new = pick_new(x, rng, o.new_edges, t_new + Duration::from_secs(1), spread);
+    let retired = pick_retired(x, rng, o.new_edges, t_new, spread);
     eprintln!(
-        "[watch-bench] {} proxies, {source}: {} new edges over {}s (first passes took {first_passes_s:.1}s)",
+        "[watch-bench] {} proxies, {source}: {} new edges and {} known ones stopping over {}s (first passes took {first_passes_s:.1}s)",
         x.proxies,
         new.len(),
+        retired.len(),
         o.spread_s
     );
-    load.lock().unwrap_or_else(|e| e.into_inner()).new = new;
+    {
+        let mut l = load.lock().unwrap_or_else(|e| e.into_inner());
+        l.new = new;
+        l.retired = retired;
+    }
     // The monitor: the caller's sidecar has the cluster -> the ACK of
-    // the push that brought it.
-    let limit = spread + Duration::from_secs(4 * o.interval_s + 120);
+    // the push that brought it; a stopped edge's caller has dropped it.
+    let limit = spread + Duration::from_secs(o.prune_after_s + 4 * o.interval_s + 120);
     let deadline = t_new + limit;
     loop {
         let now = Instant::now();
@@ -668,13 +851,35 @@ fn measure(
                 e.acked = Some(ack_of_push(p, first, now).unwrap_or(now));
             }
         }
+        for r in l.retired.iter_mut().filter(|r| r.dropped.is_none()) {
+            pending += 1;
+            if r.stopped.is_none() {
+                continue;
+            }
+            let p = &proxies[&r.sleep];
+            if !p.cluster_names().contains(&cluster_name(&x.s, r.httpbin)) {
+                r.dropped = Some(now);
+            }
+        }
         drop(l);
         if pending == 0 || now > deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let edges = load.lock().unwrap_or_else(|e| e.into_inner()).new.clone();
+    let (edges, retired) = {
+        let l = load.lock().unwrap_or_else(|e| e.into_inner());
+        (l.new.clone(), l.retired.clone())
+    };
+    let mut narrowing = Vec::new();
+    let mut never_narrowed = Vec::new();
+    for r in &retired {
+        match (r.stopped, r.dropped) {
+            (Some(s), Some(d)) => narrowing.push(d.saturating_duration_since(s).as_secs_f64()),
+            _ => never_narrowed.push(format!("sleep-{} -> httpbin-{}", r.sleep, r.httpbin)),
+        }
+    }
+    let narrowed = w.events_of(&["narrowed"]).len();
     let mut latencies = Vec::new();
     let mut missed = Vec::new();
     for e in &edges {
@@ -751,6 +956,11 @@ fn measure(
         "passthrough_requests_per_edge": dist(&passthrough),
         "passthrough_requests_total": passthrough.iter().sum::<f64>(),
         "watcher_confirmed_in_s": dist(&confirmed),
+        "prune_after_s": o.prune_after_s,
+        "stopped_edges": retired.len(),
+        "narrowed": narrowed,
+        "stopped_edges_never_narrowed": never_narrowed,
+        "stop_to_drop_s": dist(&narrowing),
         "writes_events_new_phase": writes_during_new,
         "steady": {
             "seconds": (steady_s * 10.0).round() / 10.0,
@@ -765,7 +975,9 @@ fn measure(
         },
         "watcher": {},
         // Filled in once the watcher has stopped.
-        "dangling_references": Value::Null,
+        "dangling_write_caused": Value::Null,
+        "dangling_cds_before_lds_rds": Value::Null,
+        "write_order": Value::Null,
     }))
 }
 
@@ -773,6 +985,7 @@ fn parse_opts() -> Result<Opts> {
     let mut o = Opts {
         scales: Vec::new(),
         interval_s: 10,
+        prune_after_s: 30,
         new_edges: 20,
         spread_s: 40,
         steady_s: 60,
@@ -785,13 +998,14 @@ fn parse_opts() -> Result<Opts> {
         match a.as_str() {
             "--scale" => o.scales.push(val("a factor (1 = 420 proxies)")?.parse()?),
             "--interval" => o.interval_s = val("seconds")?.parse()?,
+            "--prune-after" => o.prune_after_s = val("seconds")?.parse()?,
             "--new-edges" => o.new_edges = val("a count")?.parse()?,
             "--spread" => o.spread_s = val("seconds")?.parse()?,
             "--steady" => o.steady_s = val("seconds")?.parse()?,
             "--source" => o.sources.push(val("pod-logs or prometheus")?),
             "--seed" => o.seed = val("a number")?.parse()?,
             "-h" | "--help" => {
-                println!("usage: meshscope-bench-watch [--scale K]... [--source pod-logs|prometheus]... [--interval S] [--new-edges N] [--spread S] [--steady S] [--seed N]\n(defaults: --scale 1, both sources, --interval 10, --new-edges 20, --spread 40, --steady 60, --seed 18)\nNeeds the test control plane (tests/cluster/up), istiod (tests/istiod/build) and Prometheus (tests/prometheus/install).");
+                println!("usage: meshscope-bench-watch [--scale K]... [--source pod-logs|prometheus]... [--interval S] [--prune-after S] [--new-edges N] [--spread S] [--steady S] [--seed N]\n(defaults: --scale 1, both sources, --interval {}, --prune-after {} (the watcher's; as many known edges as new ones stop being called over the spread, so it narrows while it widens), --new-edges {}, --spread {}, --steady {}, --seed {})\nNeeds the test control plane (tests/cluster/up), istiod (tests/istiod/build) and Prometheus (tests/prometheus/install).", o.interval_s, o.prune_after_s, o.new_edges, o.spread_s, o.steady_s, o.seed);
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (see --help)"),
@@ -803,8 +1017,8 @@ fn parse_opts() -> Result<Opts> {
     if o.sources.is_empty() {
         o.sources = vec!["pod-logs".into(), "prometheus".into()];
     }
-    if o.interval_s == 0 || o.new_edges == 0 {
-        bail!("--interval and --new-edges must be at least 1");
+    if o.interval_s == 0 || o.new_edges == 0 || o.prune_after_s == 0 {
+        bail!("--interval, --prune-after and --new-edges must be at least 1");
     }
     Ok(o)
 }
@@ -829,20 +1043,37 @@ fn misses(r: &Value) -> Vec<String> {
             "{tag}: {never} new edges never reached the caller's sidecar"
         ));
     }
-    match r["dangling_references"].as_u64() {
+    // Narrowing while widening: without a narrowing, 0 dangling
+    // references would say nothing (widening alone cannot open a window).
+    match r["narrowed"].as_u64() {
+        Some(0) => m.push(format!(
+            "{tag}: no narrowing, so the dangling-reference count says nothing"
+        )),
+        Some(_) => {}
+        None => m.push(format!("{tag}: narrowings not counted")),
+    }
+    match r["dangling_write_caused"].as_u64() {
         Some(0) => {}
         Some(n) => m.push(format!(
-            "{tag}: {n} pushes left a listener or route naming a cluster the proxy did not hold"
+            "{tag}: {n} listeners or routes named a cluster the proxy did not get in the same push cycle, or kept naming it (named-before-cluster, persistent)"
         )),
         None => m.push(format!("{tag}: dangling references not counted")),
+    }
+    match r["write_order"]["violation_count"].as_u64() {
+        Some(0) => {}
+        Some(n) => m.push(format!(
+            "{tag}: {n} narrowings reached a proxy before the widenings reported before them were ACKed"
+        )),
+        None => m.push(format!("{tag}: write order not checked")),
     }
     for (k, what) in [
         ("sidecar_writes", "Sidecar writes"),
         ("pushes_received", "pushes"),
     ] {
-        let n = r["steady"][k].as_u64().unwrap_or(0);
-        if n > 0 {
-            m.push(format!("{tag}: {n} {what} at a steady mesh"));
+        match r["steady"][k].as_u64() {
+            Some(0) => {}
+            Some(n) => m.push(format!("{tag}: {n} {what} at a steady mesh")),
+            None => m.push(format!("{tag}: {what} at a steady mesh not counted")),
         }
     }
     m
@@ -872,12 +1103,12 @@ fn print_tables(results: &[Value]) {
         );
     }
     println!();
-    println!("| proxies | source | steady window | Sidecar writes (per hour, extrapolated) | pushes received (per hour, extrapolated) | watcher events | passes | watcher CPU in the window | watcher CPU, whole run | watcher RSS / peak | dangling references |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| proxies | source | steady window | Sidecar writes (per hour, extrapolated) | pushes received (per hour, extrapolated) | watcher events | passes | watcher CPU in the window | watcher CPU, whole run | watcher RSS / peak |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in results {
         let st = &r["steady"];
         println!(
-            "| {} | {} | {} s | {} ({}) | {} ({}) | {} | {} | {} s ({}% of a core) | {} s over {} passes | {} MB / {} MB | {} |",
+            "| {} | {} | {} s | {} ({}) | {} ({}) | {} | {} | {} s ({}% of a core) | {} s over {} passes | {} MB / {} MB |",
             r["proxies"],
             r["source"].as_str().unwrap_or(""),
             st["seconds"],
@@ -893,7 +1124,29 @@ fn print_tables(results: &[Value]) {
             r["watcher"]["passes"],
             r["watcher"]["rss_mb"],
             r["watcher"]["peak_rss_mb"],
-            r["dangling_references"],
+        );
+    }
+    println!();
+    println!("| proxies | source | --prune-after | known edges stopped | narrowings | stopped edges never narrowed | stop → caller's drop, s (p50 / p95 / worst) | dangling: write-caused (target 0) | dangling: istiod's cds-before-lds-rds | write order: groups widening and narrowing (compared) | write-order violations |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in results {
+        let o = &r["write_order"];
+        println!(
+            "| {} | {} | {} s | {} | {} | {} | {} | {} | {} | {} ({}) | {} |",
+            r["proxies"],
+            r["source"].as_str().unwrap_or(""),
+            r["prune_after_s"],
+            r["stopped_edges"],
+            r["narrowed"],
+            r["stopped_edges_never_narrowed"]
+                .as_array()
+                .map_or(0, Vec::len),
+            d(&r["stop_to_drop_s"]),
+            r["dangling_write_caused"],
+            r["dangling_cds_before_lds_rds"],
+            o["widened_and_narrowed"],
+            o["compared"],
+            o["violation_count"],
         );
     }
 }
@@ -950,4 +1203,127 @@ fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report that meets every target.
+    fn met() -> Value {
+        json!({
+            "proxies": 420,
+            "source": "pod-logs",
+            "latency_s": {"n": 20, "p50": 5.0, "p95": 9.0, "worst": 10.0},
+            "latency_target_s": 15,
+            "never_widened": [],
+            "narrowed": 12,
+            "dangling_write_caused": 0,
+            "dangling_cds_before_lds_rds": 7,
+            "write_order": {"widened_and_narrowed": 3, "compared": 3, "violation_count": 0},
+            "steady": {"sidecar_writes": 0, "pushes_received": 0},
+        })
+    }
+
+    /// `misses` of `met()` changed by `f`: exactly one, naming `what`.
+    fn missed(f: impl FnOnce(&mut Value), what: &str) {
+        let mut r = met();
+        f(&mut r);
+        let m = misses(&r);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].contains(what), "{m:?} does not say {what:?}");
+    }
+
+    #[test]
+    fn a_report_meeting_every_target_misses_none() {
+        assert_eq!(misses(&met()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_target_can_be_missed() {
+        missed(
+            |r| r["latency_s"]["p95"] = json!(15.5),
+            "latency p95 15.5 s > 15 s",
+        );
+        missed(|r| r["latency_s"] = json!({"n": 0}), "no latency measured");
+        missed(
+            |r| r["never_widened"] = json!(["sleep-1 -> httpbin-9"]),
+            "1 new edges never reached",
+        );
+        missed(|r| r["narrowed"] = json!(0), "no narrowing");
+        missed(|r| r["narrowed"] = Value::Null, "narrowings not counted");
+        missed(
+            |r| r["dangling_write_caused"] = json!(2),
+            "2 listeners or routes",
+        );
+        missed(
+            |r| r["dangling_write_caused"] = Value::Null,
+            "dangling references not counted",
+        );
+        missed(
+            |r| r["write_order"]["violation_count"] = json!(1),
+            "1 narrowings reached a proxy before",
+        );
+        missed(
+            |r| r["write_order"] = Value::Null,
+            "write order not checked",
+        );
+        missed(
+            |r| r["steady"]["sidecar_writes"] = json!(3),
+            "3 Sidecar writes at a steady mesh",
+        );
+        missed(
+            |r| r["steady"]["pushes_received"] = json!(40),
+            "40 pushes at a steady mesh",
+        );
+        missed(
+            |r| r["steady"] = json!({"pushes_received": 0}),
+            "Sidecar writes at a steady mesh not counted",
+        );
+        missed(
+            |r| r["steady"] = json!({"sidecar_writes": 0}),
+            "pushes at a steady mesh not counted",
+        );
+    }
+
+    /// istiod's own CDS-before-LDS/RDS windows are reported, not a target.
+    #[test]
+    fn istiods_push_order_windows_are_not_a_miss() {
+        let mut r = met();
+        r["dangling_cds_before_lds_rds"] = json!(500);
+        assert!(misses(&r).is_empty());
+    }
+
+    #[test]
+    fn narrowings_go_with_the_widenings_reported_before_them() {
+        let t = Instant::now();
+        let ev = |e: &str| json!({"event": e, "namespace": "n", "sidecar": "s", "hosts": ["n/h"]});
+        let events: Vec<(Instant, Value)> = [
+            "widened",
+            "created",
+            "narrowed",
+            "narrowed",
+            "narrowed",
+            "widened",
+            "not-confirmed",
+            "narrowed",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (t + Duration::from_millis(i as u64), ev(e)))
+        .collect();
+        let kinds: Vec<Vec<WriteKind>> = reported_passes(&events)
+            .iter()
+            .map(|p| p.writes.iter().map(|w| w.kind).collect())
+            .collect();
+        use WriteKind::*;
+        assert_eq!(
+            kinds,
+            [
+                vec![Widen, Create, Narrow, Narrow, Narrow],
+                vec![Widen],
+                vec![Narrow]
+            ]
+        );
+    }
 }
