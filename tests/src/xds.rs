@@ -1993,4 +1993,40 @@ mod tests {
             "{err:#}"
         );
     }
+
+    /// With reference tracking, each CDS push that adds or drops clusters
+    /// is kept with its ACK; one that changes nothing is not.
+    #[test]
+    fn cluster_changes_keep_what_each_cds_push_added_and_dropped() {
+        use cluster::DiscoveryType as T;
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let mut st = XdsState::new(spec().node());
+        st.track_references();
+        st.initial_requests();
+        let a = || cluster("outbound|80||a", T::Static, "");
+        let b = || cluster("outbound|80||b", T::Static, "");
+        st.on_response(&resp(CLUSTER_TYPE, "c1", "n1", vec![a(), b()]), at(1));
+        st.mark_acked(at(2));
+        st.on_response(&resp(CLUSTER_TYPE, "c2", "n2", vec![a(), b()]), at(3));
+        st.on_response(&resp(CLUSTER_TYPE, "c3", "n3", vec![a()]), at(4));
+        let ch = st.cluster_changes();
+        assert_eq!(ch.len(), 2, "{ch:#?}");
+        assert_eq!(
+            (ch[0].at, ch[0].acked_at, &ch[0].added, &ch[0].removed),
+            (
+                at(1),
+                Some(at(2)),
+                &set(&["outbound|80||a", "outbound|80||b"]),
+                &set(&[])
+            )
+        );
+        assert_eq!(
+            (ch[1].nonce.as_str(), ch[1].acked_at, &ch[1].removed),
+            ("n3", None, &set(&["outbound|80||b"]))
+        );
+        st.mark_acked(at(5));
+        assert_eq!(st.cluster_changes()[1].acked_at, Some(at(5)));
+    }
 }
