@@ -71,9 +71,13 @@ pub fn inbound_query(window: &str) -> String {
 fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
+        .http_status_as_error(false)
         .build()
         .into()
 }
+
+/// The most of an error answer's body read to say what Prometheus said.
+const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 
 /// The largest query result read. The edges of 20k workloads calling three
 /// Services each are some 25 MB of JSON, above ureq's default of 10 MB.
@@ -86,6 +90,19 @@ fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
         .query("query", q)
         .call()
         .map_err(|e| anyhow!("cannot query Prometheus at {base}: {e}; check --prometheus"))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(ERROR_BODY_LIMIT)
+            .read_to_string()
+            .unwrap_or_default();
+        bail!(
+            "Prometheus at {base} answered {status}: {}; check --prometheus",
+            said(&text)
+        );
+    }
     let body: Response = resp
         .body_mut()
         .with_config()
@@ -99,6 +116,31 @@ fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
         );
     }
     Ok(body.data.map(|d| d.result).unwrap_or_default())
+}
+
+/// What an error answer says: Prometheus' own `error` (and `errorType`)
+/// from its JSON, else the body's first line, else that it was empty.
+fn said(body: &str) -> String {
+    #[derive(Deserialize)]
+    struct ApiError {
+        #[serde(default, rename = "errorType")]
+        error_type: Option<String>,
+        error: Option<String>,
+    }
+    if let Ok(ApiError {
+        error_type,
+        error: Some(error),
+    }) = serde_json::from_str::<ApiError>(body)
+    {
+        return match error_type {
+            Some(t) if !t.is_empty() => format!("{t}: {error}"),
+            _ => error,
+        };
+    }
+    match body.lines().map(str::trim).find(|l| !l.is_empty()) {
+        Some(line) => line.chars().take(300).collect(),
+        None => "(no body)".to_string(),
+    }
 }
 
 fn window(d: Duration) -> String {
@@ -259,6 +301,54 @@ mod tests {
         assert!(q.contains(" offset 90s)[90s:1s]))"), "{q}");
         assert_eq!(window(Duration::from_secs(7 * 86400)), "7d");
         assert_eq!(window(Duration::from_secs(7200)), "2h");
+    }
+
+    /// Serves one HTTP answer on loopback; the base URL.
+    fn answer_once(status: &'static str, body: String) -> (String, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut req = [0u8; 4096];
+            let _ = conn.read(&mut req).unwrap();
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).unwrap();
+            conn.write_all(body.as_bytes()).unwrap();
+        });
+        (base, server)
+    }
+
+    #[test]
+    fn an_error_answer_says_what_prometheus_said() {
+        let body = r#"{"status":"error","errorType":"execution","error":"query timed out in expression evaluation"}"#;
+        let (base, server) = answer_once("503 Service Unavailable", body.to_string());
+        let Err(err) = query(&agent(Duration::from_secs(30)), &base, "up") else {
+            panic!("an error answer is an error");
+        };
+        server.join().unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!("Prometheus at {base} answered 503 Service Unavailable: execution: query timed out in expression evaluation; check --prometheus")
+        );
+        let (base, server) = answer_once(
+            "500 Internal Server Error",
+            "upstream connect error\n".into(),
+        );
+        let Err(err) = query(&agent(Duration::from_secs(30)), &base, "up") else {
+            panic!("an error answer is an error");
+        };
+        server.join().unwrap();
+        assert!(
+            err.to_string().ends_with(
+                "answered 500 Internal Server Error: upstream connect error; check --prometheus"
+            ),
+            "{err}"
+        );
+        assert_eq!(said(""), "(no body)");
     }
 
     #[test]
