@@ -88,8 +88,10 @@ impl LiveCtx {
 }
 
 /// Where `apply --watch` has read its traffic sources to, carried from
-/// one pass to the next: each pass reads only what is new.
-#[derive(Debug, Default)]
+/// one pass to the next: each pass reads only what is new. A pass that
+/// fails, or whose writes istiod did not confirm, puts back the cursor it
+/// started from, so that the next pass reads the same traffic again.
+#[derive(Clone, Debug, Default)]
 pub struct Cursor {
     pub logs: live::LogCursor,
     pub files: input::FileOffsets,

@@ -78,6 +78,17 @@ impl Ledger {
         }
     }
 
+    /// Restarts the prune clock of every host held: each counts as seen at
+    /// `now` (or later, if it was). A pass whose traffic sources failed
+    /// read nothing, and nothing read is no evidence of silence (the source
+    /// that failed may have held the calls), so no host is narrowed until a
+    /// whole `--prune-after` has passed since the last failure.
+    pub fn restart_clock(&mut self, now: u64) {
+        for t in self.seen.values_mut().flat_map(|h| h.values_mut()) {
+            *t = (*t).max(now);
+        }
+    }
+
     /// Records `hosts` of `key` as first known at `now`, keeping any time
     /// already held.
     fn know<'a>(&mut self, key: &Key, hosts: impl IntoIterator<Item = &'a str>, now: u64) {

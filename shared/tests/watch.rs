@@ -188,6 +188,47 @@ fn a_host_called_again_before_prune_after_is_kept() {
 }
 
 #[test]
+fn a_source_error_restarts_the_prune_clock_of_every_host() {
+    let s = mesh(&managed(&[CART, PAY]));
+    let to_cart = calls(
+        &s,
+        &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+    );
+    let mut ledger = Ledger::default();
+    pass(&s, &to_cart, &mut ledger, 0, Some(60));
+    // pay was last known at 0; at 40 a pass's source failed: it read
+    // nothing, which is no evidence that pay went unseen meanwhile.
+    ledger.restart_clock(40);
+    assert_eq!(
+        ledger.last_seen(&("shop".into(), "web-deployment".into()), PAY),
+        Some(40)
+    );
+    let p = pass(&s, &to_cart, &mut ledger, 60, Some(60));
+    assert!(
+        p.narrow.is_empty(),
+        "narrowed 20 s after a failed read: {:?}",
+        p.narrow
+    );
+    let p = pass(&s, &to_cart, &mut ledger, 99, Some(60));
+    assert!(p.narrow.is_empty(), "{:?}", p.narrow);
+    let p = pass(&s, &to_cart, &mut ledger, 100, Some(60));
+    assert_eq!(
+        p.narrow[0].change,
+        Change::Narrow {
+            removed: vec![PAY.into()]
+        }
+    );
+    // A restart never moves a later sighting back.
+    let mut ledger = Ledger::default();
+    pass(&s, &to_cart, &mut ledger, 50, Some(60));
+    ledger.restart_clock(10);
+    assert_eq!(
+        ledger.last_seen(&("shop".into(), "web-deployment".into()), CART),
+        Some(50)
+    );
+}
+
+#[test]
 fn included_hosts_are_never_narrowed() {
     let s = mesh(&managed(&[CART, PAY]));
     let to_cart = calls(

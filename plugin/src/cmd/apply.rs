@@ -244,8 +244,21 @@ pub(crate) fn connect_for_wait(world: &World, a: &ApplyRequest) -> Result<Vec<Is
     ctx.rt
         .block_on(verify::connect_istiods(world, &a.istiod, a.timeout_secs))
         .map_err(|e| {
-            anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+            anyhow!(
+                "cannot --wait, so nothing was applied: {e:#}\n{}",
+                wait_advice(a)
+            )
         })
+}
+
+/// What to do when istiod cannot confirm: `apply` can do without it,
+/// `apply --watch` cannot (it confirms every widening before narrowing).
+fn wait_advice(a: &ApplyRequest) -> &'static str {
+    if a.watch.is_some() {
+        "(apply --watch confirms each write on istiod: give --istiod-url, or let it port-forward to istiod's pods as verify does)"
+    } else {
+        "(drop --wait to apply without waiting)"
+    }
 }
 
 /// One round of writes and what came of them.
@@ -282,7 +295,10 @@ pub(crate) fn write_pass(
             .rt
             .block_on(waiting::snapshot(world, istiods, &pods, p.err))
             .map_err(|e| {
-                anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+                anyhow!(
+                    "cannot --wait, so nothing was applied: {e:#}\n{}",
+                    wait_advice(a)
+                )
             })?;
     }
     let steps = Steps {

@@ -20,6 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use meshscope_shared::recommend::{Outcome as RecOutcome, Recommendation};
 use meshscope_shared::watch::{self as plan, Change, Ledger, PassSettings};
 
+use crate::args::EventOutput;
 use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass};
 use crate::cmd::recommend::recommend_in;
 use crate::interrupt::Interrupt;
@@ -54,6 +55,34 @@ struct Watcher<'a> {
     /// With `--prometheus`: the count of series outside every scope when
     /// the last pass began (see [`Watcher::idle_until`]).
     outside_series: Option<u64>,
+}
+
+/// Whether a pass's writes settled: each was confirmed by istiod or ended
+/// for good (written and confirmed, unchanged, failed or skipped on a
+/// conflict). Only then does the watcher keep its read positions; a pass
+/// whose writes istiod did not confirm in time, or that a signal cut
+/// short, is read again by the next (its writes are then unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settled {
+    Yes,
+    No,
+}
+
+/// How a batch of writes ended.
+#[derive(Clone, Copy, Debug)]
+struct Written {
+    /// Every write was made and confirmed by istiod (narrowing may follow).
+    confirmed: bool,
+    /// Whether the pass's read may be kept ([`Settled`]).
+    settled: Settled,
+}
+
+impl Written {
+    /// Nothing to write.
+    const DONE: Written = Written {
+        confirmed: true,
+        settled: Settled::Yes,
+    };
 }
 
 /// How often the watcher probes Prometheus between passes.
@@ -104,13 +133,31 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             watcher.follow()?;
             continue;
         }
+        // What this pass reads is kept only if its writes settle.
+        let read_from = watcher.cursor.clone();
         match watcher.pass(true, p) {
-            Ok(()) => watcher.metrics.pass(true),
-            // A first pass that fails is a setup problem: say it and stop.
-            Err(e) if watcher.passes == 0 => return Err(e),
+            Ok(Settled::Yes) => watcher.metrics.pass(true),
+            Ok(Settled::No) => {
+                watcher.metrics.pass(true);
+                watcher.cursor = read_from;
+            }
+            // A first pass that fails is a setup problem: say it and stop
+            // (with -o json also on stdout, where the events go).
+            Err(e) if watcher.passes == 0 => {
+                if w.output == EventOutput::Json {
+                    let m = format!("{e:#}; the first pass failed, so the watcher stops");
+                    emit(&Event::new("pass-error").message(m), w.output, p)?;
+                }
+                return Err(e);
+            }
             Err(e) => {
                 watcher.metrics.pass(false);
                 watcher.istiods = None;
+                // Read again next pass what this one read, and narrow
+                // nothing on a silence a failed source may have caused.
+                watcher.cursor = read_from;
+                let now = watcher.started.elapsed().as_secs();
+                watcher.ledger.restart_clock(now);
                 emit(
                     &Event::new("pass-error").message(format!("{e:#}; retrying next pass")),
                     w.output,
@@ -240,7 +287,7 @@ impl Watcher<'_> {
         Ok(())
     }
 
-    fn pass(&mut self, leading: bool, p: &mut Printer<'_>) -> Result<()> {
+    fn pass(&mut self, leading: bool, p: &mut Printer<'_>) -> Result<Settled> {
         let read_at = Timestamp::now();
         if let Some(url) = &self.a.spec.mesh.prometheus {
             // Before the read: a series that appears during it starts the
@@ -275,16 +322,18 @@ impl Watcher<'_> {
             emit(&e, self.w.output, p)?;
         }
         if !leading {
-            return Ok(());
+            return Ok(Settled::Yes);
         }
+        let mut settled = Settled::Yes;
         if !plan.widen.is_empty() || !plan.narrow.is_empty() {
             if self.istiods.is_none() {
                 self.istiods = Some(connect_for_wait(&world, self.a)?);
             }
-            let confirmed = self.write(&world, &recs, &plan.widen, read_at, p)?;
+            let widened = self.write(&world, &recs, &plan.widen, read_at, p)?;
+            settled = widened.settled;
             // Narrow only once every widening of the pass is confirmed.
-            if confirmed && !plan.narrow.is_empty() && !self.stop.requested() {
-                self.write(&world, &recs, &plan.narrow, read_at, p)?;
+            if widened.confirmed && !plan.narrow.is_empty() && !self.stop.requested() {
+                settled = self.write(&world, &recs, &plan.narrow, read_at, p)?.settled;
             }
         }
         if self.a.prune && !self.stop.requested() {
@@ -301,11 +350,10 @@ impl Watcher<'_> {
                 emit(&e, self.w.output, p)?;
             }
         }
-        Ok(())
+        Ok(settled)
     }
 
     /// Writes `writes` and waits for istiod; says what happened to each.
-    /// Returns whether every write was confirmed.
     fn write(
         &mut self,
         world: &World,
@@ -313,13 +361,17 @@ impl Watcher<'_> {
         writes: &[plan::Write],
         read_at: Timestamp,
         p: &mut Printer<'_>,
-    ) -> Result<bool> {
+    ) -> Result<Written> {
         if writes.is_empty() {
-            return Ok(true);
+            return Ok(Written::DONE);
         }
-        // The pass read for a while: write only if this replica still leads.
+        // The pass read for a while: write only if this replica still leads
+        // (the next leader reads afresh, so the read is settled here).
         if self.election.as_ref().is_some_and(|e| !e.is_leader()) {
-            return Ok(false);
+            return Ok(Written {
+                confirmed: false,
+                settled: Settled::Yes,
+            });
         }
         let desired: Vec<Recommendation> = writes
             .iter()
@@ -349,11 +401,14 @@ impl Watcher<'_> {
             ));
             emit(&e, self.w.output, p)?;
         }
-        Ok(all
-            && pass
-                .results
-                .iter()
-                .all(|r| !matches!(r.0, ApplyResult::Failed | ApplyResult::Skipped)))
+        let ended = pass
+            .results
+            .iter()
+            .all(|r| !matches!(r.0, ApplyResult::Failed | ApplyResult::Skipped));
+        Ok(Written {
+            confirmed: all && ended,
+            settled: if all { Settled::Yes } else { Settled::No },
+        })
     }
 
     /// The event (and the metrics) of one write.

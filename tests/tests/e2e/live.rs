@@ -736,3 +736,73 @@ fn empty_pod_logs_are_named_with_their_likely_cause() {
         c.force_delete_pod(&ns, p);
     }
 }
+
+/// `apply --watch -o json` whose first pass fails (istiod cannot be
+/// reached to confirm the first writes): the error is an event on stdout,
+/// where the events go, as well as the error on stderr, exit 2, and the
+/// advice is watch mode's (it cannot drop --wait), not apply's (issue #34
+/// item 13).
+#[test]
+fn a_first_watch_pass_that_fails_says_so_on_the_event_stream_with_watchs_own_fix() {
+    meshscope_e2e::needs_cluster!();
+    use meshscope_e2e::outbound_text_line;
+
+    let c = Cluster::shared();
+    let ns = c.namespace("wfirst", &[("istio-injection", "enabled")]);
+    c.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: client\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: client}}\n  template:\n    metadata:\n      labels: {{app: client}}\n    spec:\n      containers:\n      - {{name: istio-proxy, image: istio/proxyv2:1.31.0}}\n      - {{name: app, image: example/client:1}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80}}]\n"
+    ));
+    let pod = c.wait_pods(&ns, "client", 1).unwrap().remove(0);
+    c.set_pod_ip(&ns, &pod, "10.78.0.5").unwrap();
+    let web = format!("web.{ns}.svc.cluster.local");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let lines: String = (0..3)
+        .map(|n| outbound_text_line(n, "10.78.0.5", &web, 80, "10.78.0.9:80"))
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    // Nothing listens there.
+    let dead = format!(
+        "http://127.0.0.1:{}",
+        meshscope_test_support::net::free_port()
+    );
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "apply",
+            "--watch",
+            "-n",
+            &ns,
+            "--access-log",
+            log.to_str().unwrap(),
+            "--istiod-url",
+            &dead,
+            "--interval",
+            "1s",
+            "-o",
+            "json",
+        ],
+    );
+    let err = r.outcome.expect_err("a first pass that fails is an error");
+    let events: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect(l))
+        .collect();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(names, ["started", "pass-error"], "{}", r.stdout);
+    let message = events[1]["message"].as_str().unwrap();
+    assert!(
+        message.contains("cannot --wait, so nothing was applied")
+            && message.ends_with("the first pass failed, so the watcher stops"),
+        "{message}"
+    );
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("apply --watch confirms each write on istiod"),
+        "{text}"
+    );
+    assert!(!text.contains("drop --wait"), "{text}");
+    let sidecars = c.kubectl_ok(&["get", "sidecars", "-n", &ns, "-o", "name"], None);
+    assert_eq!(sidecars.trim(), "", "nothing was written");
+}
