@@ -594,3 +594,170 @@ fn prometheus(s: &Setup) {
     feeder.join().unwrap();
     drop(w);
 }
+
+/// A stand-in Prometheus (a mock: the case is about a Prometheus that
+/// answers 500, which the real one cannot be made to do on demand): every
+/// query gets an empty vector, or, while `failing` is set, a 500 with
+/// Prometheus' error body. The traffic itself comes from the access log.
+struct FlakyPrometheus {
+    url: String,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FlakyPrometheus {
+    fn start() -> FlakyPrometheus {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = failing.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                // The request head; queries are GETs without a body.
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let (status, body) = if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    (
+                        "500 Internal Server Error",
+                        r#"{"status":"error","errorType":"internal","error":"stand-in failure"}"#,
+                    )
+                } else {
+                    (
+                        "200 OK",
+                        r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#,
+                    )
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        FlakyPrometheus { url, failing }
+    }
+
+    fn fail(&self, on: bool) {
+        self.failing.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_pass_whose_prometheus_fails_loses_no_traffic_and_narrows_nothing_still_called() {
+    meshscope_e2e::needs_cluster!();
+    with_setup("wcf", 890, failed_source);
+}
+
+/// issue #34, items 1 and 2: Prometheus answers 500 for longer than
+/// `--prune-after` while the access log goes on. A call outside the scope
+/// logged meanwhile is widened once Prometheus answers again (the failed
+/// passes' lines are read again), and the hosts client-0 keeps calling are
+/// never narrowed (a failed source is no evidence of silence).
+fn failed_source(s: &Setup) {
+    let ns = s.ns.as_str();
+    let prom = FlakyPrometheus::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::copy(s.log.path(), &log_path).unwrap();
+    let log = log_path.to_str().unwrap().to_string();
+    let port = free_port();
+    let mut w = watch_every(
+        s,
+        &["--access-log", &log, "--prometheus", &prom.url],
+        port,
+        ["2s", "8s"],
+    );
+    let (client, _) = created_for(s, &mut w, "client-0");
+    assert!(s.outbound("client-0").contains(&s.cluster("web", 80)));
+    // client-0 calls web and db every 3 s throughout: well inside
+    // --prune-after 8s at passes 2 s apart.
+    let feeding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let feeder = {
+        let (feeding, log_path) = (feeding.clone(), log_path.clone());
+        let (client_ip, web, db) = (s.ip("client-0"), s.host("web"), s.host("db"));
+        std::thread::spawn(move || {
+            let mut n = 500;
+            while feeding.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut lines = outbound_text_line(n, &client_ip, &web, 80, "10.255.0.1:80");
+                lines += &outbound_text_line(n + 1, &client_ip, &db, 5432, "10.255.0.3:5432");
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&log_path)
+                    .unwrap();
+                f.write_all(lines.as_bytes()).unwrap();
+                n += 2;
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        })
+    };
+    // Prometheus fails for 16 s, twice --prune-after; meanwhile client-0
+    // calls extra, outside its scope, once.
+    prom.fail(true);
+    let extra_ip = s.cluster_ip("extra");
+    let passthrough = outbound_text_line(
+        900,
+        &s.ip("client-0"),
+        &s.host("extra"),
+        80,
+        &format!("{extra_ip}:80"),
+    )
+    .replace(
+        &format!("outbound|80||{}", s.host("extra")),
+        "PassthroughCluster",
+    );
+    w.until("pass-error", Duration::from_secs(30), |e| {
+        e["event"] == "pass-error"
+    });
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log_path)
+        .unwrap()
+        .write_all(passthrough.as_bytes())
+        .unwrap();
+    let failing = w.during(Duration::from_secs(16));
+    prom.fail(false);
+    let errors = failing
+        .iter()
+        .filter(|e| e["event"] == "pass-error")
+        .count();
+    assert!(
+        errors >= 3,
+        "passes failed while Prometheus did: {failing:#?}"
+    );
+    let widened = w.until("widened", Duration::from_secs(30), |e| {
+        event_for(e, "widened", &client)
+    });
+    assert_eq!(
+        widened["hosts"],
+        serde_json::json!([format!("{ns}/{}", s.host("extra"))]),
+        "{widened}"
+    );
+    // A few healthy passes more: still nothing narrowed.
+    w.during(Duration::from_secs(6));
+    feeding.store(false, std::sync::atomic::Ordering::SeqCst);
+    feeder.join().unwrap();
+    let narrowed: Vec<&Value> = w.seen.iter().filter(|e| e["event"] == "narrowed").collect();
+    assert!(
+        narrowed.is_empty(),
+        "narrowed hosts that were called every 3 s while Prometheus failed: {narrowed:#?}"
+    );
+    let outbound = s.outbound("client-0");
+    for (host, port) in [("web", 80), ("db", 5432), ("extra", 80)] {
+        assert!(
+            outbound.contains(&s.cluster(host, port)),
+            "{host}: {outbound:?}"
+        );
+    }
+    let pass_error = w.seen.iter().find(|e| e["event"] == "pass-error").unwrap();
+    assert!(
+        pass_error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("500")),
+        "{pass_error}"
+    );
+    drop(w);
+}
