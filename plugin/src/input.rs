@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::output::plural;
 use meshscope_shared::{Inputs, MeshConfig, MeshSnapshot};
 use serde::Deserialize;
+pub use tail::{tail_access_logs, FileOffsets};
 
 /// Files under `path` (recursively, sorted), or `path` itself.
 pub fn expand(path: &Path, exts: Option<&[&str]>) -> Result<Vec<PathBuf>> {
@@ -349,101 +350,6 @@ fn malformed_line(file: &Path, (line, why, text): &Malformed) -> String {
     )
 }
 
-/// Where each access-log file was read to, for `apply --watch`: the
-/// offset after the last whole line, and the file's inode (a rotated or
-/// truncated file is read again from its start).
-#[derive(Debug, Default, Clone)]
-pub struct FileOffsets {
-    at: std::collections::HashMap<PathBuf, (u64, u64)>,
-}
-
-/// The access-log lines added to `paths` since `offsets` (all of a file
-/// not seen before; compressed files once), moving `offsets` to the last
-/// whole line read. A line still being written is left for the next pass.
-pub fn tail_access_logs(
-    snap: &MeshSnapshot,
-    paths: &[PathBuf],
-    offsets: &mut FileOffsets,
-    err: &mut dyn Write,
-) -> Result<Observations> {
-    let mut obs = Observations::default();
-    for p in paths {
-        for file in expand(p, None)? {
-            if is_gz(&file) {
-                if offsets.at.contains_key(&file) {
-                    continue;
-                }
-                let (o, _, _) = ingest_file(snap, &file, 1)?;
-                offsets.at.insert(file, (u64::MAX, 0));
-                obs.merge(o);
-                continue;
-            }
-            let (o, to, inode) = tail_file(snap, &file, offsets.at.get(&file).copied())?;
-            if o.stats.malformed > 0 {
-                writeln!(
-                    err,
-                    "warning: {}: {} since the last pass",
-                    file.display(),
-                    plural(
-                        o.stats.malformed as usize,
-                        "malformed access-log line",
-                        "malformed access-log lines"
-                    )
-                )?;
-            }
-            offsets.at.insert(file, (to, inode));
-            obs.merge(o);
-        }
-    }
-    if obs.sources.is_empty() {
-        obs.sources.insert("access-log".into());
-    }
-    obs.sort_unregistered();
-    Ok(obs)
-}
-
-/// Reads `file` from `from` (when it is the same file, not shorter) to its
-/// last newline: the observations, the offset reached and the inode.
-fn tail_file(
-    snap: &MeshSnapshot,
-    file: &Path,
-    from: Option<(u64, u64)>,
-) -> Result<(Observations, u64, u64)> {
-    use std::io::{BufRead, Seek, SeekFrom};
-    use std::os::unix::fs::MetadataExt;
-    let f = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let meta = f
-        .metadata()
-        .with_context(|| format!("cannot read {}", file.display()))?;
-    let start = match from {
-        Some((at, inode)) if inode == meta.ino() && at <= meta.len() => at,
-        _ => 0,
-    };
-    let mut reader = io::BufReader::new(f);
-    reader
-        .seek(SeekFrom::Start(start))
-        .with_context(|| format!("cannot read {}", file.display()))?;
-    let mut ingest = LogIngest::new(snap, "access-log");
-    let mut at = start;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
-        at += n as u64;
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end_matches(['\n', '\r']);
-        if !text.is_empty() {
-            ingest.line(text);
-        }
-    }
-    Ok((ingest.finish(), at, meta.ino()))
-}
-
 /// Ingests one file; returns its observations, its first malformed lines
 /// in file order, and where a compressed file broke off.
 fn ingest_file(
@@ -741,5 +647,6 @@ fn ingest_stream(
     })
 }
 
+mod tail;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,394 @@
+//! Access-log files read a pass at a time (`apply --watch`): each pass
+//! reads what was added since the last, across rotations.
+//!
+//! A position belongs to the file (its device and inode), not to its path,
+//! so that a rotation loses nothing:
+//!
+//! - **rename** (`access.log` → `access.log.1`, a new `access.log`): the
+//!   old file is found again by its inode, under its new name beside the
+//!   old one, and its unread tail is read before the new file, from its
+//!   start. Passing the directory reads both as usual, each from where it
+//!   was left.
+//! - **copytruncate** (copied, then truncated in place): the same inode,
+//!   but its first bytes are no longer the ones read, even when it has
+//!   grown past the old offset again by the next pass; it is read from its
+//!   start. A file shorter than the offset is read from its start too.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use meshscope_shared::observe::{LogIngest, Observations};
+use meshscope_shared::MeshSnapshot;
+
+use super::{expand, ingest_file, is_gz};
+use crate::output::plural;
+
+/// How many of a file's first bytes identify its contents.
+const HEAD_LEN: usize = 1024;
+
+/// A file, whatever its name: its device and inode.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    fn of(meta: &std::fs::Metadata) -> FileId {
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// Where a file was read to.
+#[derive(Clone, Debug)]
+struct Position {
+    /// Its name when it was last read.
+    path: PathBuf,
+    /// After the last whole line read.
+    offset: u64,
+    /// Its first bytes then (up to [`HEAD_LEN`]).
+    head: Vec<u8>,
+}
+
+/// Where each access-log file was read to, between passes of
+/// `apply --watch` (see the module doc for rotations).
+#[derive(Debug, Default, Clone)]
+pub struct FileOffsets {
+    at: HashMap<FileId, Position>,
+    /// Compressed files, read once, whole.
+    gz: HashSet<PathBuf>,
+}
+
+/// The access-log lines added to `paths` since `offsets` (all of a file
+/// not seen before; compressed files once), moving `offsets` to the last
+/// whole line read. A line still being written is left for the next pass.
+pub fn tail_access_logs(
+    snap: &MeshSnapshot,
+    paths: &[PathBuf],
+    offsets: &mut FileOffsets,
+    err: &mut dyn Write,
+) -> Result<Observations> {
+    let mut obs = Observations::default();
+    let mut read = HashSet::new();
+    for p in paths {
+        for file in expand(p, None)? {
+            if is_gz(&file) {
+                if offsets.gz.insert(file.clone()) {
+                    obs.merge(ingest_file(snap, &file, 1)?.0);
+                }
+                continue;
+            }
+            let (id, o) = tail_one(snap, &file, offsets, err)?;
+            read.insert(id);
+            obs.merge(o);
+        }
+    }
+    obs.merge(rotated_away(snap, offsets, &read, err)?);
+    if obs.sources.is_empty() {
+        obs.sources.insert("access-log".into());
+    }
+    obs.sort_unregistered();
+    Ok(obs)
+}
+
+/// Reads `file` from where its file was left (from its start when it is
+/// new, shorter, or no longer begins as it did) and records the position.
+fn tail_one(
+    snap: &MeshSnapshot,
+    file: &Path,
+    offsets: &mut FileOffsets,
+    err: &mut dyn Write,
+) -> Result<(FileId, Observations)> {
+    let mut f = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let id = FileId::of(&meta);
+    let head = read_head(&mut f).with_context(|| format!("cannot read {}", file.display()))?;
+    let known = offsets.at.get(&id);
+    let start = match known {
+        Some(pos) if pos.offset <= meta.len() && head.starts_with(&pos.head) => pos.offset,
+        _ => 0,
+    };
+    let (o, offset) = read_lines(snap, f, file, start)?;
+    warn_malformed(file, &o, known.is_some(), err)?;
+    let pos = Position {
+        path: file.to_path_buf(),
+        offset,
+        head,
+    };
+    offsets.at.insert(id, pos);
+    Ok((id, o))
+}
+
+/// The files read before but not this pass: renamed away (their unread
+/// tail is read from their new name, found beside the old one by inode)
+/// or removed (said once). Either way they are no longer followed.
+fn rotated_away(
+    snap: &MeshSnapshot,
+    offsets: &mut FileOffsets,
+    read: &HashSet<FileId>,
+    err: &mut dyn Write,
+) -> Result<Observations> {
+    let mut obs = Observations::default();
+    let gone: Vec<FileId> = offsets
+        .at
+        .keys()
+        .filter(|id| !read.contains(id))
+        .copied()
+        .collect();
+    for id in gone {
+        let pos = offsets.at.remove(&id).expect("listed above");
+        let Some((renamed, f)) = find_by_id(&pos.path, id) else {
+            writeln!(
+                err,
+                "warning: {} was rotated or removed and its old file is not beside it: what was written to it since the last pass, if anything, was not read",
+                pos.path.display()
+            )?;
+            continue;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len > pos.offset {
+            let (o, _) = read_lines(snap, f, &renamed, pos.offset)?;
+            warn_malformed(&renamed, &o, true, err)?;
+            obs.merge(o);
+        }
+    }
+    Ok(obs)
+}
+
+/// The file `id` in the directory of `was` (where rotation renames it),
+/// open, with its name.
+fn find_by_id(was: &Path, id: FileId) -> Option<(PathBuf, File)> {
+    let dir = match was.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && FileId::of(&m) == id)
+        })
+        .and_then(|e| File::open(e.path()).ok().map(|f| (e.path(), f)))
+}
+
+/// Up to [`HEAD_LEN`] of `f`'s first bytes.
+fn read_head(f: &mut File) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(HEAD_LEN);
+    Read::take(&mut *f, HEAD_LEN as u64).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// The whole lines of `f` from `start`: the observations and the offset
+/// after the last one.
+fn read_lines(
+    snap: &MeshSnapshot,
+    f: File,
+    file: &Path,
+    start: u64,
+) -> Result<(Observations, u64)> {
+    let mut reader = io::BufReader::new(f);
+    reader
+        .seek(SeekFrom::Start(start))
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let mut ingest = LogIngest::new(snap, "access-log");
+    let mut at = start;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        at += n as u64;
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if !text.is_empty() {
+            ingest.line(text);
+        }
+    }
+    Ok((ingest.finish(), at))
+}
+
+/// Says how many lines of `file` this pass could not read as access-log
+/// lines ("since the last pass" only when there was one for it).
+fn warn_malformed(
+    file: &Path,
+    o: &Observations,
+    followed: bool,
+    err: &mut dyn Write,
+) -> Result<()> {
+    if o.stats.malformed == 0 {
+        return Ok(());
+    }
+    writeln!(
+        err,
+        "warning: {}: {}{}",
+        file.display(),
+        plural(
+            o.stats.malformed as usize,
+            "malformed access-log line",
+            "malformed access-log lines"
+        ),
+        if followed { " since the last pass" } else { "" }
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshscope_test_support::access_log;
+    use meshscope_test_support::fixtures::snap;
+
+    /// A mesh where 10.0.0.1 (web) calls cart.
+    fn mesh() -> MeshSnapshot {
+        snap("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-0\n  namespace: shop\n  labels: {app: web}\nspec:\n  containers: [{name: c, image: x}, {name: istio-proxy, image: proxyv2}]\nstatus:\n  podIP: 10.0.0.1\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: cart\n  namespace: shop\nspec:\n  clusterIP: 10.96.0.2\n  ports:\n  - {name: http, port: 80}\n")
+    }
+
+    /// `n` calls from web to cart, each with its own request id `tag-i`.
+    fn calls(tag: &str, n: usize) -> String {
+        (0..n)
+            .map(|i| {
+                access_log::line(
+                    "10.0.0.1",
+                    &format!("{tag}-{i}"),
+                    "outbound|80||cart.shop.svc.cluster.local",
+                    "10.96.0.2:80",
+                )
+            })
+            .collect()
+    }
+
+    fn append(path: &Path, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// One pass over `path` (a file or a directory): the lines read and
+    /// what was said.
+    fn pass(s: &MeshSnapshot, path: &Path, offsets: &mut FileOffsets) -> (u64, String) {
+        let mut err = Vec::new();
+        let o = tail_access_logs(s, &[path.to_path_buf()], offsets, &mut err).unwrap();
+        (o.stats.lines, String::from_utf8(err).unwrap())
+    }
+
+    #[test]
+    fn each_pass_reads_what_was_added_and_leaves_a_partial_line() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        append(&log, &calls("a", 3));
+        let mut at = FileOffsets::default();
+        assert_eq!(pass(&s, &log, &mut at).0, 3);
+        assert_eq!(pass(&s, &log, &mut at).0, 0);
+        let more = calls("b", 2);
+        append(&log, &more[..more.len() - 10]);
+        assert_eq!(pass(&s, &log, &mut at).0, 1);
+        append(&log, &more[more.len() - 10..]);
+        assert_eq!(pass(&s, &log, &mut at).0, 1);
+    }
+
+    #[test]
+    fn copytruncate_grown_past_the_old_offset_is_read_from_its_start() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        append(&log, &calls("a", 3));
+        let mut at = FileOffsets::default();
+        assert_eq!(pass(&s, &log, &mut at).0, 3);
+        // Copied away and truncated in place (same inode), then five new
+        // lines, longer than the three read: the old offset is mid-line.
+        std::fs::copy(&log, dir.path().join("access.log.1")).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        append(&log, &calls("bb", 5));
+        let (lines, said) = pass(&s, &log, &mut at);
+        assert_eq!(lines, 5, "{said}");
+        assert_eq!(pass(&s, &log, &mut at).0, 0);
+    }
+
+    #[test]
+    fn rename_rotation_reads_the_old_files_unread_tail_then_the_new_file() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        append(&log, &calls("a", 3));
+        let mut at = FileOffsets::default();
+        assert_eq!(pass(&s, &log, &mut at).0, 3);
+        // Two more lines, then renamed before the next pass; a new file.
+        append(&log, &calls("b", 2));
+        std::fs::rename(&log, dir.path().join("access.log.1")).unwrap();
+        append(&log, &calls("c", 4));
+        let (lines, said) = pass(&s, &log, &mut at);
+        assert_eq!(lines, 6, "the old file's 2 and the new file's 4: {said}");
+        assert_eq!(said, "");
+        assert_eq!(pass(&s, &log, &mut at).0, 0);
+        // The rotated file is no longer followed.
+        append(&dir.path().join("access.log.1"), &calls("d", 1));
+        assert_eq!(pass(&s, &log, &mut at).0, 0);
+    }
+
+    #[test]
+    fn a_directory_follows_both_files_of_a_rename_without_reading_twice() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        append(&log, &calls("a", 3));
+        let mut at = FileOffsets::default();
+        let d = dir.path();
+        assert_eq!(pass(&s, d, &mut at).0, 3);
+        append(&log, &calls("b", 2));
+        std::fs::rename(&log, dir.path().join("access.log.1")).unwrap();
+        append(&log, &calls("c", 4));
+        assert_eq!(pass(&s, d, &mut at).0, 6);
+        assert_eq!(pass(&s, d, &mut at).0, 0);
+    }
+
+    #[test]
+    fn a_removed_file_is_said_once() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        let other = dir.path().join("other.log");
+        append(&log, &calls("a", 1));
+        append(&other, &calls("b", 1));
+        let mut at = FileOffsets::default();
+        let d = dir.path();
+        assert_eq!(pass(&s, d, &mut at).0, 2);
+        std::fs::remove_file(&other).unwrap();
+        let (_, said) = pass(&s, d, &mut at);
+        assert!(said.contains("other.log was rotated or removed"), "{said}");
+        assert_eq!(pass(&s, d, &mut at).1, "");
+    }
+
+    #[test]
+    fn malformed_lines_are_since_the_last_pass_only_when_there_was_one() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        append(&log, "not an access-log line\n");
+        let mut at = FileOffsets::default();
+        let (_, said) = pass(&s, &log, &mut at);
+        assert!(said.ends_with(": 1 malformed access-log line\n"), "{said}");
+        append(&log, "nor this\n");
+        let (_, said) = pass(&s, &log, &mut at);
+        assert!(
+            said.ends_with("1 malformed access-log line since the last pass\n"),
+            "{said}"
+        );
+    }
+}
