@@ -539,7 +539,7 @@ pub struct WatchFlags {
     /// Elect one writer among replicas through this coordination.k8s.io Lease, as NAMESPACE/NAME (--watch)
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub lease: Option<String>,
-    /// This replica's name in the Lease (--watch; default: $POD_NAME, else the host name)
+    /// This replica's name in the Lease, unique among the replicas (--watch; default: $POD_NAME, else the host name, with a random suffix)
     #[arg(long, value_name = "NAME")]
     pub identity: Option<String>,
     /// How --watch reports each change: text lines on stderr, or json (one object per line on stdout)

@@ -209,6 +209,11 @@ impl Watcher<'_> {
             let e = if leading {
                 Event::new("leading")
                     .message(format!("{} holds the Lease and writes", self.w.identity))
+            } else if self.election.as_ref().is_some_and(Election::twin) {
+                Event::new("following").message(format!(
+                    "{} waits: the Lease is held under this same identity by another process (a replica started with the same --identity, or this one's previous run); it leads once that holder stops renewing. Give each replica its own --identity",
+                    self.w.identity
+                ))
             } else {
                 Event::new("following").message(format!(
                     "{} waits: another replica holds the Lease",

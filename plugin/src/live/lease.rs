@@ -29,7 +29,13 @@
 //!   the API server hangs; a failed renewal turns it false at once;
 //! - a quick handover: a follower that reads a released Lease starts a
 //!   fresh manager, which takes it at once (within about a poll period of
-//!   the release, not a lease duration).
+//!   the release, not a lease duration);
+//! - no twin leaders: a replica that finds the Lease held, unexpired,
+//!   under its own identity when it joins did not take it (another process
+//!   runs with the same identity, or this replica's previous run held it):
+//!   it follows until that holder stops renewing and the Lease expires,
+//!   and [`Election::twin`] says so. The crate alone would take such a
+//!   Lease for its own and renew it beside the other holder.
 //!
 //! What cannot be guaranteed: the API server does not fence writes on a
 //! Lease, so a writer checks [`Election::is_leader`] before each write, and
@@ -40,6 +46,8 @@
 //! void the margin (followers judge expiry by their own clocks against the
 //! `renewTime` the holder wrote by its own).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -177,6 +185,8 @@ struct Ballot {
     name: String,
     identity: String,
     timing: Timing,
+    /// Set while the Lease is held under this identity by someone else.
+    twin: Arc<AtomicBool>,
 }
 
 impl Ballot {
@@ -217,6 +227,32 @@ impl Ballot {
         })
     }
 
+    /// Follows while the Lease is held, unexpired, under this identity by
+    /// a holder that is not this election (see the module's notes), read
+    /// every poll period. Returns whether `stop` came meanwhile.
+    async fn await_twin(
+        &self,
+        api: &Api<Lease>,
+        stop: &mut oneshot::Receiver<()>,
+    ) -> Result<bool, ApiFailure> {
+        loop {
+            let held = match self.read(api).await {
+                Ok(Holder::Me(Some(until))) => Instant::now() < until,
+                Ok(_) => false,
+                Err(f) if fatal(&f) => return Err(f),
+                Err(_) => false,
+            };
+            self.twin.store(held, Ordering::SeqCst);
+            if !held {
+                return Ok(false);
+            }
+            tokio::select! {
+                _ = &mut *stop => return Ok(true),
+                () = tokio::time::sleep(self.timing.poll) => {}
+            }
+        }
+    }
+
     /// Gives the Lease up, if this replica holds it.
     async fn release(&self, m: &LeaseManager) -> Result<(), ApiFailure> {
         self.live
@@ -241,6 +277,9 @@ impl Ballot {
         let publish = |until: Option<Instant>| {
             tx.send_if_modified(|v| std::mem::replace(v, until) != until);
         };
+        if self.await_twin(&api, &mut stop).await? {
+            return Ok(());
+        }
         let mut next = Some(first);
         loop {
             let m = match next.take() {
@@ -339,6 +378,7 @@ pub struct Election {
     identity: String,
     ns: String,
     server: String,
+    twin: Arc<AtomicBool>,
 }
 
 impl Live {
@@ -367,12 +407,14 @@ impl Live {
                 ),
             });
         }
+        let twin = Arc::new(AtomicBool::new(false));
         let ballot = Ballot {
             live: self.clone(),
             ns: ns.to_string(),
             name: name.to_string(),
             identity: identity.to_string(),
             timing: Timing::new(lease),
+            twin: twin.clone(),
         };
         let first = ballot.manager().await?;
         let (tx, rx) = watch::channel(None);
@@ -385,6 +427,7 @@ impl Live {
             identity: identity.to_string(),
             ns: ns.to_string(),
             server: self.server.clone(),
+            twin,
         })
     }
 }
@@ -399,6 +442,13 @@ impl Election {
     /// The identity this replica runs for.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// Whether this replica follows because it found the Lease held under
+    /// its own identity by another holder (a replica started with the same
+    /// identity, or this one's previous run, until its lease expires).
+    pub fn twin(&self) -> bool {
+        self.twin.load(Ordering::SeqCst)
     }
 
     /// Resolves when [`Election::is_leader`] changes from what it was at

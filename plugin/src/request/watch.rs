@@ -128,10 +128,12 @@ fn lease(s: &str) -> Result<(String, String)> {
     }
 }
 
-/// `$POD_NAME` (the downward API, as deploy/watch sets it), else the host
-/// name.
+/// `$POD_NAME` (the downward API), else the host name, with a random
+/// suffix of this process: two replicas that share a host name (two
+/// processes on one machine, or a restarted container) never share an
+/// identity.
 fn default_identity() -> String {
-    std::env::var("POD_NAME")
+    let base = std::env::var("POD_NAME")
         .ok()
         .filter(|s| !s.is_empty())
         .or_else(|| {
@@ -140,7 +142,21 @@ fn default_identity() -> String {
                 .map(|h| h.trim().to_string())
                 .filter(|h| !h.is_empty())
         })
-        .unwrap_or_else(|| "meshscope-watch".to_string())
+        .unwrap_or_else(|| "meshscope-watch".to_string());
+    format!("{base}-{:08x}", random_u32())
+}
+
+/// A random number, from the standard library's per-process hash keys.
+fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish() as u32
 }
 
 #[cfg(test)]
@@ -162,5 +178,15 @@ mod tests {
         for bad in ["watch", "/x", "a/", "A/b", "a/b/c"] {
             assert!(lease(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn default_identities_differ_per_process_and_keep_the_name() {
+        let (a, b) = (default_identity(), default_identity());
+        assert_ne!(a, b);
+        let (base, suffix) = a.rsplit_once('-').unwrap();
+        assert!(!base.is_empty());
+        assert_eq!(suffix.len(), 8, "{a}");
+        assert!(b.starts_with(&format!("{base}-")), "{a} {b}");
     }
 }

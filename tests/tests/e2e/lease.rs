@@ -62,6 +62,42 @@ fn holder(c: &Cluster, ns: &str, name: &str) -> String {
     )
 }
 
+/// Two replicas started with the same identity (issue #34 item 5): the
+/// second finds the Lease held under its own identity, unexpired, and
+/// follows, saying why, for as long as the first renews; once the first
+/// releases it, the second leads.
+#[test]
+fn a_second_replica_with_the_same_identity_never_leads_beside_the_first() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("lease-twin", &[]);
+    runtime().block_on(async {
+        let live = connect(&c.kubeconfig).await;
+        let mut a = live.elect(&ns, "writer", "same", LEASE).await.unwrap();
+        timeout(Duration::from_secs(10), a.leading())
+            .await
+            .expect("the first leads")
+            .unwrap();
+        let mut b = live.elect(&ns, "writer", "same", LEASE).await.unwrap();
+        // Through two lease durations, renewals included, only the first.
+        let end = Instant::now() + 2 * LEASE;
+        while Instant::now() < end {
+            assert!(a.is_leader(), "the first stopped leading");
+            assert!(!b.is_leader(), "both lead under one identity");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(b.twin(), "the second says it waits for a twin");
+        assert!(!a.twin());
+        a.release().await.unwrap();
+        timeout(LEASE + Duration::from_secs(5), b.leading())
+            .await
+            .expect("the second leads once the first released")
+            .unwrap();
+        assert!(!b.twin());
+        b.release().await.unwrap();
+    });
+}
+
 #[test]
 fn exactly_one_of_two_replicas_leads_and_a_release_hands_over_at_once() {
     meshscope_e2e::needs_cluster!();
