@@ -576,8 +576,9 @@ fn the_watch_install_grants_exactly_what_watch_mode_asks_for() {
     let port: u64 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
     let container = &d["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["ports"][0]["containerPort"], port);
-    for probe in ["readinessProbe", "livenessProbe"] {
-        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
+    // Liveness: the loop runs; readiness: the passes do not all fail.
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+        assert_eq!(container[probe]["httpGet"]["path"], path, "{probe}");
         assert_eq!(
             container[probe]["httpGet"]["port"],
             container["ports"][0]["name"]

@@ -719,7 +719,12 @@ fn failed_source(s: &Setup) {
         .write_all(passthrough.as_bytes())
         .unwrap();
     let failing = w.during(Duration::from_secs(16));
+    // Alive, but not ready: its passes fail (issue #34 item 9).
+    let (live, _) = admin_get(port, "/healthz", Duration::from_secs(5));
+    let (ready, why) = admin_get(port, "/readyz", Duration::from_secs(5));
     prom.fail(false);
+    assert_eq!((live, ready), (200, 503), "{why}");
+    assert!(why.contains("the last passes failed"), "{why}");
     let errors = failing
         .iter()
         .filter(|e| e["event"] == "pass-error")
@@ -736,8 +741,10 @@ fn failed_source(s: &Setup) {
         serde_json::json!([format!("{ns}/{}", s.host("extra"))]),
         "{widened}"
     );
-    // A few healthy passes more: still nothing narrowed.
+    // A few healthy passes more: still nothing narrowed, and ready again.
     w.during(Duration::from_secs(6));
+    let (ready, why) = admin_get(port, "/readyz", Duration::from_secs(5));
+    assert_eq!(ready, 200, "{why}");
     feeding.store(false, std::sync::atomic::Ordering::SeqCst);
     feeder.join().unwrap();
     let narrowed: Vec<&Value> = w.seen.iter().filter(|e| e["event"] == "narrowed").collect();

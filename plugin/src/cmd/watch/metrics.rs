@@ -1,5 +1,7 @@
 //! `apply --watch --metrics-addr`: the watcher's counters in Prometheus'
-//! text format on `/metrics`, and `/healthz`.
+//! text format on `/metrics`; `/healthz` (liveness: the loop runs) and
+//! `/readyz` (readiness: it also does its job, no run of
+//! [`UNREADY_AFTER`] failed passes).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,9 +16,14 @@ const BUCKETS: [f64; 12] = [
     0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 ];
 
+/// `/readyz` fails after this many passes in a row failed.
+pub const UNREADY_AFTER: u64 = 3;
+
 #[derive(Default)]
 struct State {
     passes: u64,
+    /// Passes that failed since the last that did not.
+    failing: u64,
     /// Passes started before the interval was up, by the probe.
     early_passes: u64,
     pass_errors: u64,
@@ -61,8 +68,11 @@ impl Metrics {
     pub fn pass(&self, ok: bool) {
         self.with(|s| {
             s.passes += 1;
-            if !ok {
+            if ok {
+                s.failing = 0;
+            } else {
                 s.pass_errors += 1;
+                s.failing += 1;
             }
             s.alive = Some(Instant::now());
         });
@@ -115,6 +125,12 @@ impl Metrics {
     pub fn healthy(&self) -> bool {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.alive.is_some_and(|t| t.elapsed() <= self.stale_after)
+    }
+
+    /// Alive, and fewer than [`UNREADY_AFTER`] passes in a row failed.
+    pub fn ready(&self) -> bool {
+        self.healthy()
+            && self.state.lock().unwrap_or_else(|e| e.into_inner()).failing < UNREADY_AFTER
     }
 
     /// The Prometheus text exposition.
@@ -178,6 +194,7 @@ impl Metrics {
             s.latency_sum,
             c = s.latency_count
         );
+        let _ = writeln!(o, "# HELP meshscope_watch_failing_passes Passes that failed in a row, up to now (0 after one that did not); /readyz fails from {UNREADY_AFTER}.\n# TYPE meshscope_watch_failing_passes gauge\nmeshscope_watch_failing_passes {}", s.failing);
         let _ = writeln!(o, "# HELP meshscope_watch_leader 1 while this replica holds the Lease (or runs without --lease).\n# TYPE meshscope_watch_leader gauge\nmeshscope_watch_leader {}", u8::from(s.leader));
         o
     }
@@ -196,7 +213,7 @@ pub fn serve(
         .block_on(tokio::net::TcpListener::bind(addr))
         .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
     let bound = listener.local_addr()?;
-    let (m1, m2) = (m.clone(), m);
+    let (m1, m2, m3) = (m.clone(), m.clone(), m);
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -214,6 +231,24 @@ pub fn serve(
                         (StatusCode::OK, "ok\n")
                     } else {
                         (StatusCode::SERVICE_UNAVAILABLE, "no pass ended recently\n")
+                    }
+                }
+            }),
+        )
+        .route(
+            "/readyz",
+            get(move || {
+                let m = m3.clone();
+                async move {
+                    if m.ready() {
+                        (StatusCode::OK, "ok\n")
+                    } else if !m.healthy() {
+                        (StatusCode::SERVICE_UNAVAILABLE, "no pass ended recently\n")
+                    } else {
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "the last passes failed (see the pass-error events)\n",
+                        )
                     }
                 }
             }),
@@ -250,5 +285,24 @@ mod tests {
         assert!(text.contains("meshscope_watch_scope_latency_seconds_count 2\n"));
         assert!(m.healthy());
         assert!(!Metrics::new(Duration::ZERO).healthy());
+    }
+
+    #[test]
+    fn readiness_fails_after_a_run_of_failed_passes_and_comes_back() {
+        let m = Metrics::new(Duration::from_secs(60));
+        assert!(m.ready());
+        for _ in 0..UNREADY_AFTER - 1 {
+            m.pass(false);
+        }
+        assert!(m.ready(), "{}", m.render());
+        m.pass(false);
+        assert!(!m.ready());
+        assert!(m.healthy(), "alive all the same");
+        assert!(m
+            .render()
+            .contains(&format!("meshscope_watch_failing_passes {UNREADY_AFTER}\n")));
+        m.pass(true);
+        assert!(m.ready());
+        assert!(m.render().contains("meshscope_watch_failing_passes 0\n"));
     }
 }
