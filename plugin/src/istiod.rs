@@ -158,6 +158,19 @@ where
 }
 
 impl Istiod {
+    /// istiod at `url` (`http://HOST:PORT`), as `--istiod-url` gives it.
+    #[cfg(test)]
+    pub fn direct(url: &str, timeout: Duration) -> Result<Istiod> {
+        Ok(Istiod {
+            name: url.to_string(),
+            endpoint: Endpoint::Direct(parse_url(url)?),
+            live: None,
+            conn: None,
+            forward: None,
+            timeout,
+        })
+    }
+
     async fn connect(&mut self) -> Result<()> {
         match &self.endpoint {
             Endpoint::Direct(addr) => {

@@ -251,6 +251,11 @@ pub(crate) fn connect_for_wait(world: &World, a: &ApplyRequest) -> Result<Vec<Is
         })
 }
 
+/// How long `--wait` waits in all (istiod is only asked with `--wait`).
+fn wait_limit(a: &ApplyRequest) -> Duration {
+    a.wait.as_ref().map_or(Duration::MAX, |w| w.limit)
+}
+
 /// What to do when istiod cannot confirm: `apply` can do without it,
 /// `apply --watch` cannot (it confirms every widening before narrowing).
 fn wait_advice(a: &ApplyRequest) -> &'static str {
@@ -293,7 +298,13 @@ pub(crate) fn write_pass(
         let pods: Vec<PodId> = plan.iter().flat_map(|p| p.pods.iter().copied()).collect();
         progress.waits.before = ctx
             .rt
-            .block_on(waiting::snapshot(world, istiods, &pods, p.err))
+            .block_on(waiting::snapshot(
+                world,
+                istiods,
+                &pods,
+                wait_limit(a),
+                p.err,
+            ))
             .map_err(|e| {
                 anyhow!(
                     "cannot --wait, so nothing was applied: {e:#}\n{}",
@@ -486,10 +497,13 @@ impl Steps<'_> {
                 .flat_map(|p| p.pods.iter().copied())
                 .collect();
             if !pods.is_empty() {
-                progress.waits.before = self
-                    .ctx
-                    .rt
-                    .block_on(waiting::snapshot(self.world, istiods, &pods, err))?;
+                progress.waits.before = self.ctx.rt.block_on(waiting::snapshot(
+                    self.world,
+                    istiods,
+                    &pods,
+                    wait_limit(self.a).saturating_sub(progress.waits.elapsed),
+                    err,
+                ))?;
             }
         }
         let jobs: Vec<(usize, Value)> = plan
