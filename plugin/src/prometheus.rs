@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use k8s_openapi::jiff::Timestamp;
 use meshscope_shared::observe::{Observations, Unregistered};
 use meshscope_shared::MeshSnapshot;
@@ -26,8 +26,39 @@ struct Data {
 
 #[derive(Deserialize)]
 struct Sample {
-    metric: std::collections::BTreeMap<String, String>,
+    metric: Labels,
     value: (f64, String),
+}
+
+/// The labels the queries group by, and only those: a series' other
+/// labels are skipped while parsing, so an answer takes less memory parsed
+/// than as text.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Labels {
+    source_workload_namespace: String,
+    source_workload: String,
+    destination_service_namespace: String,
+    destination_service_name: String,
+    destination_service: String,
+    destination_workload_namespace: String,
+    destination_workload: String,
+}
+
+impl Labels {
+    /// Label `k`, or "" when the series has none.
+    fn get(&self, k: &str) -> &str {
+        match k {
+            "source_workload_namespace" => &self.source_workload_namespace,
+            "source_workload" => &self.source_workload,
+            "destination_service_namespace" => &self.destination_service_namespace,
+            "destination_service_name" => &self.destination_service_name,
+            "destination_service" => &self.destination_service,
+            "destination_workload_namespace" => &self.destination_workload_namespace,
+            "destination_workload" => &self.destination_workload,
+            _ => "",
+        }
+    }
 }
 
 /// The requests (or connections) each series of `selector` counted within
@@ -79,11 +110,19 @@ fn agent(timeout: Duration) -> ureq::Agent {
 /// The most of an error answer's body read to say what Prometheus said.
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 
-/// The largest query result read. The edges of 20k workloads calling three
-/// Services each are some 25 MB of JSON, above ureq's default of 10 MB.
-const RESULT_LIMIT: u64 = 1 << 30;
+/// The largest query result read: 256 MiB, ten times the 25 MB of JSON
+/// that the edges of 20k workloads calling three Services each take (above
+/// ureq's default of 10 MB). It is parsed as it is read, never held whole,
+/// into the few labels the queries group by, so the largest answer takes
+/// less memory than its size (`deploy/watch/` leaves room for it).
+const RESULT_LIMIT: u64 = 256 << 20;
 
 fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
+    query_within(agent, base, q, RESULT_LIMIT)
+}
+
+/// [`query`], reading at most `limit` bytes of the answer.
+fn query_within(agent: &ureq::Agent, base: &str, q: &str, limit: u64) -> Result<Vec<Sample>> {
     let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
     let mut resp = agent
         .get(&url)
@@ -103,12 +142,32 @@ fn query(agent: &ureq::Agent, base: &str, q: &str) -> Result<Vec<Sample>> {
             said(&text)
         );
     }
-    let body: Response = resp
-        .body_mut()
-        .with_config()
-        .limit(RESULT_LIMIT)
-        .read_json()
-        .with_context(|| format!("Prometheus at {base} did not answer with a query result"))?;
+    let reader = std::io::BufReader::with_capacity(
+        1 << 16,
+        resp.body_mut().with_config().limit(limit).reader(),
+    );
+    let body: Response = match serde_json::from_reader(reader) {
+        Ok(body) => body,
+        Err(e) if e.is_io() => {
+            let io = std::io::Error::from(e);
+            let over = io
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<ureq::Error>())
+                .is_some_and(|u| matches!(u, ureq::Error::BodyExceedsLimit(_)));
+            if over {
+                bail!(
+                    "Prometheus at {base} answered more than {} MiB to one query, the most meshscope reads (about ten times what 20,000 workloads calling three Services each take); check that --prometheus is the mesh's Prometheus",
+                    limit >> 20
+                );
+            }
+            return Err(anyhow!(io).context(format!("cannot read Prometheus' answer at {base}")));
+        }
+        Err(e) => {
+            return Err(anyhow!(e).context(format!(
+                "Prometheus at {base} did not answer with a query result"
+            )))
+        }
+    };
     if body.status != "success" {
         bail!(
             "Prometheus at {base} rejected the query: {}",
@@ -165,7 +224,7 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
     let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
     for reporter in ["source", "destination"] {
         for s in query(&agent, base, &edge_query(reporter, &w))? {
-            let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
+            let get = |k: &str| s.metric.get(k);
             let (src_ns, src, dst) = (
                 get("source_workload_namespace"),
                 get("source_workload"),
@@ -210,7 +269,7 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
         }
     }
     for s in query(&agent, base, &inbound_query(&w))? {
-        let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
+        let get = |k: &str| s.metric.get(k);
         if let Some(wid) = find(
             snap,
             get("destination_workload_namespace"),
@@ -256,7 +315,7 @@ pub fn first_outside(base: &str, since: Duration) -> Result<BTreeMap<String, Tim
     let mut out = BTreeMap::new();
     let window = format!("{}s", since.as_secs().max(1));
     for s in query(&agent, base, &first_outside_query(&window))? {
-        let get = |k: &str| s.metric.get(k).map(String::as_str).unwrap_or("");
+        let get = |k: &str| s.metric.get(k);
         let key = format!(
             "{}/{}",
             get("source_workload_namespace"),
@@ -349,6 +408,26 @@ mod tests {
             "{err}"
         );
         assert_eq!(said(""), "(no body)");
+    }
+
+    #[test]
+    fn an_answer_over_the_limit_is_refused_with_the_limit_named() {
+        let sample = r#"{"metric":{"source_workload":"w0","destination_service":"s0.n.svc.cluster.local"},"value":[1,"5"]}"#;
+        let body = format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+            vec![sample; 3 * 1024 * 1024 / sample.len()].join(",")
+        );
+        let (base, server) = answer_once("200 OK", body);
+        let Err(err) = query_within(&agent(Duration::from_secs(30)), &base, "up", 2 << 20) else {
+            panic!("a 3 MiB answer over a 2 MiB limit is an error");
+        };
+        server.join().unwrap();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "Prometheus at {base} answered more than 2 MiB to one query, the most meshscope reads"
+            )),
+            "{err:#}"
+        );
     }
 
     #[test]
