@@ -777,6 +777,12 @@ fn run_source(
         json!(by_cause[Cause::NamedBeforeCluster.as_str()] + by_cause[Cause::Persistent.as_str()]);
     r["dangling_cds_before_lds_rds"] = json!(by_cause[Cause::CdsBeforeListenerOrRoute.as_str()]);
     let events = events.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // Counted again now: the monitor sees a cluster go before the watcher,
+    // waiting for istiod's confirmation, reports the narrowing.
+    r["narrowed"] = json!(events
+        .iter()
+        .filter(|(_, e)| e["event"] == "narrowed")
+        .count());
     r["write_order"] = write_order(x, &events, watch_start)?;
     r["watcher"]["cpu_s_total"] = json!((usage.cpu_s * 100.0).round() / 100.0);
     r["watcher"]["rss_mb"] = json!(usage.rss_kb / 1024);
