@@ -5,7 +5,7 @@
 //! the second ends the process as the signal normally would. Outside the
 //! writing part of a command the signals keep their default action.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,10 +20,42 @@ const SIGNALS: [i32; 2] = [SIGINT, SIGTERM];
 /// [`Interrupt`] is installed, since handlers run in the order installed.
 static RESTORERS: Mutex<Vec<SigId>> = Mutex::new(Vec::new());
 
-/// Whether SIGINT or SIGTERM arrived since [`Interrupt::install`].
+/// Whether SIGINT or SIGTERM arrived since [`Interrupt::install`], and
+/// how many writes to the cluster are in flight.
 pub struct Interrupt {
     flag: Arc<AtomicBool>,
+    in_flight: Arc<AtomicUsize>,
     ids: Vec<SigId>,
+}
+
+/// A write to the cluster in flight, from [`Interrupt::writing`] until
+/// dropped: what a bounded stop ([`StopHandle`]) waits for.
+pub struct Writing {
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What another thread sees of an [`Interrupt`]: whether a signal came,
+/// and whether a write is in flight.
+#[derive(Clone)]
+pub struct StopHandle {
+    flag: Arc<AtomicBool>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl StopHandle {
+    pub fn requested(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    pub fn writing(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) > 0
+    }
 }
 
 impl Interrupt {
@@ -40,11 +72,31 @@ impl Interrupt {
             ids.extend(signal_hook::flag::register_conditional_default(sig, flag.clone()).ok());
             ids.extend(signal_hook::flag::register(sig, flag.clone()).ok());
         }
-        Interrupt { flag, ids }
+        Interrupt {
+            flag,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            ids,
+        }
     }
 
     pub fn requested(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Marks writes to the cluster in flight until the guard is dropped.
+    pub fn writing(&self) -> Writing {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        Writing {
+            in_flight: self.in_flight.clone(),
+        }
+    }
+
+    /// For a thread that bounds how long a stop takes.
+    pub fn handle(&self) -> StopHandle {
+        StopHandle {
+            flag: self.flag.clone(),
+            in_flight: self.in_flight.clone(),
+        }
     }
 
     /// Resolves once a signal has arrived.

@@ -135,6 +135,7 @@ fn write_all(
     jobs: Vec<(usize, Value)>,
     stop: &Interrupt,
 ) -> Vec<(usize, Option<Written>)> {
+    let _writing = stop.writing();
     let mut done: Vec<(usize, Option<Written>)> = ctx.rt.block_on(
         futures::stream::iter(jobs)
             .map(|(i, body)| async move {

@@ -23,7 +23,7 @@ use meshscope_shared::watch::{self as plan, Change, Ledger, PassSettings};
 use crate::args::EventOutput;
 use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass};
 use crate::cmd::recommend::recommend_in;
-use crate::interrupt::Interrupt;
+use crate::interrupt::{Interrupt, StopHandle};
 use crate::istiod::Istiod;
 use crate::live::{Election, LEASE_DURATION};
 use crate::outcome::Outcome;
@@ -85,6 +85,53 @@ impl Written {
     };
 }
 
+/// How long after SIGTERM or Ctrl-C the watcher may still run, once no
+/// write is in flight: the reads of a pass (an API server, Prometheus or
+/// istiod that does not answer) are abandoned then, well inside a pod's
+/// default grace period of 30 s.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Ends the process [`STOP_GRACE`] after a signal, unless the loop ended
+/// first (when the returned guard is dropped) or a write is in flight (it
+/// is finished first; writes are bounded by the request timeout). The
+/// Lease, if any, is not released then: it expires.
+fn bound_stop(stop: StopHandle, output: EventOutput) -> StopBound {
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ended = done.clone();
+    std::thread::spawn(move || {
+        let over = || ended.load(std::sync::atomic::Ordering::SeqCst);
+        while !stop.requested() {
+            if over() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let asked = Instant::now();
+        while asked.elapsed() < STOP_GRACE || stop.writing() {
+            if over() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let e = Event::new("stopped").message(format!(
+            "{} after the signal, abandoning the reads in flight (no write was)",
+            crate::duration::show_duration(STOP_GRACE)
+        ));
+        events::emit_now(&e, output);
+        std::process::exit(0);
+    });
+    StopBound(done)
+}
+
+/// Tells [`bound_stop`]'s thread, when dropped, that the loop ended.
+struct StopBound(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopBound {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// How often the watcher probes Prometheus between passes.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
@@ -106,6 +153,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         None => None,
     };
     let stop = Interrupt::install();
+    let _bound = bound_stop(stop.handle(), w.output);
     let mut watcher = Watcher {
         a,
         w,

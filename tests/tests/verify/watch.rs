@@ -602,6 +602,8 @@ fn prometheus(s: &Setup) {
 struct FlakyPrometheus {
     url: String,
     failing: Arc<std::sync::atomic::AtomicBool>,
+    /// While set, a query gets no answer for two minutes.
+    hanging: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FlakyPrometheus {
@@ -610,10 +612,18 @@ impl FlakyPrometheus {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = failing.clone();
+        let hanging = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, hang) = (failing.clone(), hanging.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
+                if hang.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(120));
+                        drop(conn);
+                    });
+                    continue;
+                }
                 // The request head; queries are GETs without a body.
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut line = String::new();
@@ -638,12 +648,77 @@ impl FlakyPrometheus {
                 );
             }
         });
-        FlakyPrometheus { url, failing }
+        FlakyPrometheus {
+            url,
+            failing,
+            hanging,
+        }
     }
 
     fn fail(&self, on: bool) {
         self.failing.store(on, std::sync::atomic::Ordering::SeqCst);
     }
+
+    fn hang(&self) {
+        self.hanging
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn sigterm_ends_a_watcher_stuck_reading_a_hung_prometheus_within_its_grace() {
+    meshscope_e2e::needs_cluster!();
+    with_setup("wcs", 896, stuck_read);
+}
+
+/// issue #34 item 11: a pass stuck on a Prometheus that never answers
+/// (its client would wait 60 s, twice) does not hold SIGTERM up: the
+/// watcher ends 5 s after the signal, exit 0, saying it abandoned the read.
+fn stuck_read(s: &Setup) {
+    let prom = FlakyPrometheus::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::copy(s.log.path(), &log_path).unwrap();
+    let log = log_path.to_str().unwrap().to_string();
+    let mut w = watch_every(
+        s,
+        &["--access-log", &log, "--prometheus", &prom.url],
+        free_port(),
+        ["2s", "20m"],
+    );
+    created_for(s, &mut w, "client-0");
+    prom.hang();
+    // The probe between passes gives up on Prometheus after 5 s; the next
+    // pass then begins and sticks in its Prometheus read.
+    std::thread::sleep(Duration::from_secs(10));
+    let t = Instant::now();
+    w.sigterm();
+    let stopped = w.until("stopped", Duration::from_secs(30), |e| {
+        e["event"] == "stopped"
+    });
+    let status = loop {
+        if let Some(st) = w.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "still running after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let took = t.elapsed();
+    assert!(status.success(), "{status:?}\n{}", w.stderr());
+    assert!(
+        took < Duration::from_secs(12),
+        "SIGTERM took {took:?} with a hung Prometheus"
+    );
+    assert!(
+        stopped["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("abandoning the reads in flight")),
+        "{stopped}"
+    );
+    eprintln!("SIGTERM with a hung Prometheus: exited in {took:?}");
 }
 
 #[test]

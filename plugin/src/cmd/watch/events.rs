@@ -98,6 +98,26 @@ pub fn emit(e: &Event, output: EventOutput, p: &mut Printer<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Prints `e` as `output` says, straight to the process's standard output
+/// or error, for a thread that has no [`Printer`] (the bounded stop). The
+/// main thread holds the locks of `std::io::stdout()` and `stderr()` while
+/// it runs, so the line goes through a descriptor of its own
+/// (`/dev/stdout`, `/dev/stderr`, opened to append: a redirect to a file
+/// keeps what is there), in one write.
+pub fn emit_now(e: &Event, output: EventOutput) {
+    use std::io::Write as _;
+    let (path, line) = match output {
+        EventOutput::Text => ("/dev/stderr", e.line()),
+        EventOutput::Json => match serde_json::to_string(e) {
+            Ok(json) => ("/dev/stdout", json),
+            Err(_) => return,
+        },
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
