@@ -55,6 +55,9 @@ struct Watcher<'a> {
     /// With `--prometheus`: the count of series outside every scope when
     /// the last pass began (see [`Watcher::idle_until`]).
     outside_series: Option<u64>,
+    /// The error of the last pass, if it failed, and how many passes in a
+    /// row failed with it.
+    last_error: Option<(String, u64)>,
 }
 
 /// Whether a pass's writes settled: each was confirmed by istiod or ended
@@ -132,6 +135,10 @@ impl Drop for StopBound {
     }
 }
 
+/// How long a replica waits at start for the election to say whether it
+/// leads, before it says anything.
+const ELECTION_SETTLE: Duration = Duration::from_secs(2);
+
 /// How often the watcher probes Prometheus between passes.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
@@ -144,7 +151,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         let bound = metrics::serve(&ctx.rt, addr, metrics.clone())?;
         writeln!(p.err, "serving /metrics and /healthz on {bound}")?;
     }
-    let election = match &w.lease {
+    let mut election = match &w.lease {
         Some((ns, name)) => Some(
             ctx.rt
                 .block_on(ctx.live.elect(ns, name, &w.identity, LEASE_DURATION))
@@ -152,6 +159,13 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         ),
         None => None,
     };
+    if let Some(e) = &mut election {
+        // The election's first read decides most starts: wait for it, so
+        // that a replica that leads does not first say it follows.
+        let _ = ctx
+            .rt
+            .block_on(async { tokio::time::timeout(ELECTION_SETTLE, e.leading()).await });
+    }
     let stop = Interrupt::install();
     let _bound = bound_stop(stop.handle(), w.output);
     let mut watcher = Watcher {
@@ -169,6 +183,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         passes: 0,
         started: Instant::now(),
         outside_series: None,
+        last_error: None,
     };
     emit(
         &Event::new("started").message(watcher.describe()),
@@ -184,9 +199,13 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         // What this pass reads is kept only if its writes settle.
         let read_from = watcher.cursor.clone();
         match watcher.pass(true, p) {
-            Ok(Settled::Yes) => watcher.metrics.pass(true),
+            Ok(Settled::Yes) => {
+                watcher.metrics.pass(true);
+                watcher.last_error = None;
+            }
             Ok(Settled::No) => {
                 watcher.metrics.pass(true);
+                watcher.last_error = None;
                 watcher.cursor = read_from;
             }
             // A first pass that fails is a setup problem: say it and stop
@@ -201,16 +220,13 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             Err(e) => {
                 watcher.metrics.pass(false);
                 watcher.istiods = None;
+                let said = pass_error(&mut watcher.last_error, format!("{e:#}"));
                 // Read again next pass what this one read, and narrow
                 // nothing on a silence a failed source may have caused.
                 watcher.cursor = read_from;
                 let now = watcher.started.elapsed().as_secs();
                 watcher.ledger.restart_clock(now);
-                emit(
-                    &Event::new("pass-error").message(format!("{e:#}; retrying next pass")),
-                    w.output,
-                    p,
-                )?;
+                emit(&Event::new("pass-error").message(said), w.output, p)?;
             }
         }
         watcher.passes += 1;
@@ -565,6 +581,31 @@ impl Watcher<'_> {
     }
 }
 
+/// The pass-error message for `error`: whole the first time, and
+/// shortened while the passes after fail with the same error (`last`: the
+/// error of the last pass and how many in a row had it). An RBAC denial
+/// names its fix in a long message; once is enough.
+fn pass_error(last: &mut Option<(String, u64)>, error: String) -> String {
+    match last {
+        Some((was, n)) if *was == error => {
+            *n += 1;
+            let first: String = error
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(160)
+                .collect();
+            format!("as in the last pass ({n} in a row): {first}…; retrying next pass")
+        }
+        _ => {
+            let said = format!("{error}; retrying next pass");
+            *last = Some((error, 1));
+            said
+        }
+    }
+}
+
 /// `r` with `sc` as the Sidecar to write.
 fn with_object(r: &Recommendation, sc: &meshscope_shared::istio::Sidecar) -> Recommendation {
     let mut r = r.clone();
@@ -572,4 +613,32 @@ fn with_object(r: &Recommendation, sc: &meshscope_shared::istio::Sidecar) -> Rec
         **object = sc.clone();
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_error_is_said_whole_once_and_shortened_while_it_repeats() {
+        let mut last = None;
+        let long = format!(
+            "RBAC forbids list on pods\n{}",
+            "grant it: ...\n".repeat(100)
+        );
+        let first = pass_error(&mut last, long.clone());
+        assert_eq!(first, format!("{long}; retrying next pass"));
+        let again = pass_error(&mut last, long.clone());
+        assert_eq!(
+            again,
+            "as in the last pass (2 in a row): RBAC forbids list on pods…; retrying next pass"
+        );
+        assert!(pass_error(&mut last, long.clone()).contains("(3 in a row)"));
+        // Another error is said whole.
+        let other = pass_error(&mut last, "istiod did not answer".into());
+        assert_eq!(other, "istiod did not answer; retrying next pass");
+        // After a pass that did not fail (the caller clears `last`), whole again.
+        last = None;
+        assert_eq!(pass_error(&mut last, long.clone()), first);
+    }
 }
