@@ -66,12 +66,17 @@ pub fn record(c: Component) {
 
 /// `<target>/meshscope-ledger/<binary>.tsv`: the target directory from the
 /// test binary's own path (`<target>/<profile>/deps/<binary>-<hash>`), or
-/// `$MESHSCOPE_LEDGER_DIR` when set.
+/// `$MESHSCOPE_LEDGER_DIR` when set. `None` for a program that is not a
+/// test binary (a benchmark using the same harness): it keeps no ledger.
 fn ledger_file() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    if deps.file_name()? != "deps" {
+        return None;
+    }
     let dir = match std::env::var_os("MESHSCOPE_LEDGER_DIR") {
         Some(d) => PathBuf::from(d),
-        None => exe.parent()?.parent()?.parent()?.join("meshscope-ledger"),
+        None => deps.parent()?.parent()?.join("meshscope-ledger"),
     };
     Some(dir.join(format!("{}.tsv", binary_name(&exe))))
 }
