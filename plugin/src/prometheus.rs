@@ -438,20 +438,7 @@ mod tests {
             r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
             vec![sample; n].join(",")
         );
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            let (mut conn, _) = listener.accept().unwrap();
-            let mut req = [0u8; 4096];
-            let _ = conn.read(&mut req).unwrap();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            conn.write_all(head.as_bytes()).unwrap();
-            conn.write_all(body.as_bytes()).unwrap();
-        });
+        let (base, server) = answer_once("200 OK", body);
         let got = query(&agent(Duration::from_secs(30)), &base, "up").unwrap();
         server.join().unwrap();
         assert_eq!(got.len(), n);

@@ -47,6 +47,16 @@ fn watch_every(
     Watcher::start(&s.c.kubeconfig, &args)
 }
 
+/// A copy of the setup's access log that a test appends to: its
+/// directory (removed on drop), its path, and the path as an argument.
+fn copy_log(s: &Setup) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("access.log");
+    std::fs::copy(s.log.path(), &log_path).unwrap();
+    let log = log_path.to_str().unwrap().to_string();
+    (dir, log_path, log)
+}
+
 fn event_for(e: &Value, kind: &str, sidecar: &str) -> bool {
     e["event"] == kind && e["sidecar"] == sidecar
 }
@@ -85,10 +95,7 @@ fn apply_watch_widens_narrows_and_stops_cleanly_against_a_real_istiod() {
 fn scenario(s: &Setup) {
     let ns = s.ns.as_str();
     let ip = |pod: &str| s.ip(pod);
-    let dir = tempfile::tempdir().unwrap();
-    let log_path = dir.path().join("access.log");
-    std::fs::copy(s.log.path(), &log_path).unwrap();
-    let log = log_path.to_str().unwrap().to_string();
+    let (_dir, log_path, log) = copy_log(s);
     let append = |lines: &str| {
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -394,10 +401,7 @@ fn apply_watch_replicas_elect_one_writer_and_hand_over_on_sigterm() {
 
 fn replicas(s: &Setup) {
     let ns = s.ns.as_str();
-    let dir = tempfile::tempdir().unwrap();
-    let log_path = dir.path().join("access.log");
-    std::fs::copy(s.log.path(), &log_path).unwrap();
-    let log = log_path.to_str().unwrap().to_string();
+    let (_dir, log_path, log) = copy_log(s);
     let lease = format!("{ns}/meshscope-watch");
     let args = |id: &'static str| -> Vec<String> {
         ["--access-log", &log, "--lease", &lease, "--identity", id]
@@ -683,10 +687,7 @@ fn sigterm_ends_a_watcher_stuck_reading_a_hung_prometheus_within_its_grace() {
 /// watcher ends 5 s after the signal, exit 0, saying it abandoned the read.
 fn stuck_read(s: &Setup) {
     let prom = FlakyPrometheus::start();
-    let dir = tempfile::tempdir().unwrap();
-    let log_path = dir.path().join("access.log");
-    std::fs::copy(s.log.path(), &log_path).unwrap();
-    let log = log_path.to_str().unwrap().to_string();
+    let (_dir, _, log) = copy_log(s);
     let mut w = watch_every(
         s,
         &["--access-log", &log, "--prometheus", &prom.url],
@@ -742,10 +743,7 @@ fn a_pass_whose_prometheus_fails_loses_no_traffic_and_narrows_nothing_still_call
 fn failed_source(s: &Setup) {
     let ns = s.ns.as_str();
     let prom = FlakyPrometheus::start();
-    let dir = tempfile::tempdir().unwrap();
-    let log_path = dir.path().join("access.log");
-    std::fs::copy(s.log.path(), &log_path).unwrap();
-    let log = log_path.to_str().unwrap().to_string();
+    let (_dir, log_path, log) = copy_log(s);
     let port = free_port();
     let mut w = watch_every(
         s,
