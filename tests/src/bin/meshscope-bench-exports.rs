@@ -695,7 +695,9 @@ fn print_sizes(r: &Results) {
 fn targets(r: &Results) -> Vec<[String; 5]> {
     let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
     let (b, a) = (&r.push_before, &r.push_after);
-    let fan_ok = a.fanout <= r.vs_exported_proxies && a.fanout < b.fanout;
+    // Exactly the proxies of the namespaces the VirtualService is exported
+    // to (no Sidecar here: each of them imports it), and fewer than before.
+    let fan_ok = a.fanout == r.vs_exported_proxies && a.fanout < b.fanout;
     let (p50b, p50a) = (r.before["all"].p50, r.after["all"].p50);
     let (rss0, rss1) = (r.istiod_without.rss_kb, r.istiod_with.rss_kb);
     let dark_dropped = r.dark_ns.iter().all(|ns| r.dropped.contains(ns));
@@ -711,7 +713,7 @@ fn targets(r: &Results) -> Vec<[String; 5]> {
             format!("auth VirtualService change pushed to (of {} proxies)", r.proxies),
             format!("{} ({})", b.fanout, kb(b.bytes)),
             format!("{} ({})", a.fanout, kb(a.bytes)),
-            format!("<= {} (proxies in {}), < before", r.vs_exported_proxies, r.vs_exported_to.join(",")),
+            format!("= {} (the proxies in {}), < before", r.vs_exported_proxies, r.vs_exported_to.join(",")),
             yes(fan_ok),
         ],
         [
@@ -891,4 +893,93 @@ fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that meets every target (the figures of the committed run).
+    fn good() -> Results {
+        let dist = |p50| Dist {
+            p50,
+            ..Dist::default()
+        };
+        Results {
+            edges: 51,
+            routed_edges: 22,
+            before: [("all".to_string(), dist(2_339_500))].into(),
+            after: [("all".to_string(), dist(35_900))].into(),
+            push_before: PushResult {
+                fanout: 62,
+                bytes: 131_700_000,
+            },
+            push_after: PushResult {
+                fanout: 48,
+                bytes: 1_700_000,
+            },
+            vs_exported_proxies: 48,
+            dark_ns: vec!["dark-0".into(), "dark-1".into()],
+            dropped: vec!["dark-0".into(), "dark-1".into()],
+            dark_services: 1200,
+            registry_without: (1300, 1200),
+            registry_with: (100, 0),
+            istiod_without: ProcessUsage {
+                rss_kb: 400_000,
+                ..ProcessUsage::default()
+            },
+            istiod_with: ProcessUsage {
+                rss_kb: 300_000,
+                ..ProcessUsage::default()
+            },
+            ..Results::default()
+        }
+    }
+
+    /// A change that spoils one target of a good run.
+    type Spoil = fn(&mut Results);
+
+    /// The rows `r` misses, by their measure's first words.
+    fn missed(r: &Results) -> Vec<String> {
+        targets(r)
+            .iter()
+            .filter(|row| row[4] == "no")
+            .map(|row| row[0].split(" (").next().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_good_run_meets_every_target_and_each_miss_is_named() {
+        assert!(missed(&good()).is_empty(), "{:?}", missed(&good()));
+        let cases: [(&str, Spoil); 7] = [
+            ("observed edges lost", |r| {
+                r.lost_after.push("a -> b".into())
+            }),
+            ("observed edges lost", |r| {
+                r.lost_with_selectors.push("a -> b".into())
+            }),
+            // Fan-out is an equality: fewer than the exported namespaces'
+            // proxies (a push that reached none of them) misses too.
+            ("auth VirtualService change pushed to", |r| {
+                r.push_after.fanout = 0
+            }),
+            ("auth VirtualService change pushed to", |r| {
+                r.push_after.fanout = 50
+            }),
+            ("p50 xDS per proxy", |r| {
+                r.after.get_mut("all").unwrap().p50 = 3_000_000
+            }),
+            ("Services in istiod's registry", |r| {
+                r.registry_with = (1300, 1)
+            }),
+            ("istiod RSS, fresh start, sidecars connected", |r| {
+                r.istiod_with.rss_kb = 500_000
+            }),
+        ];
+        for (name, spoil) in cases {
+            let mut r = good();
+            spoil(&mut r);
+            assert_eq!(missed(&r), [name]);
+        }
+    }
 }

@@ -1387,32 +1387,22 @@ async fn soak(args: Args) -> Result<bool> {
     };
     let achieved_rate = records.iter().filter(|r| r.sent < end).count() as f64 / plan.end;
     let o = observed.lock().unwrap();
-    let flips_ok = !flip_latency_ms.is_empty() && flip_latency_ms.iter().all(|ms| *ms < 1000.0);
-    let targets = [
-        (
-            "0 lost or reset requests before SIGTERM",
-            lost_before_sigterm == 0 && refused_before_sigterm == 0,
-        ),
-        (
-            "0 reset requests after SIGTERM",
-            by_phase.get(&Phase::Sigterm).map_or(0, |s| s.0.resets) == 0,
-        ),
-        ("0 wrong decisions", total.wrong == 0),
-        ("0 unexpected non-2xx", total.unexpected_non_2xx == 0),
-        ("RSS within 10%", rss_growth.abs() <= 10.0),
-        ("policy flips followed within 1 s", flips_ok),
-        (
-            "new connections see the new certificate",
-            stale_certs == 0 && seen.len() >= generations.min(2),
-        ),
-        (
-            "stale caches reported and cleared",
-            o.stale_seen_after_kill_s.is_some()
-                && o.metrics_stale_gauge_seen
-                && o.fresh_again_after_restart_s.is_some(),
-        ),
-        ("clean exit after SIGTERM", status.success()),
-    ];
+    let targets = targets(&Judged {
+        lost_before_sigterm,
+        refused_before_sigterm,
+        resets_after_sigterm: by_phase.get(&Phase::Sigterm).map_or(0, |s| s.0.resets),
+        wrong: total.wrong,
+        unexpected_non_2xx: total.unexpected_non_2xx,
+        rss_growth_pct: rss_growth,
+        flip_latency_ms: &flip_latency_ms,
+        stale_certs,
+        generations_seen: seen.len(),
+        generations,
+        stale_seen: o.stale_seen_after_kill_s.is_some(),
+        stale_gauge_seen: o.metrics_stale_gauge_seen,
+        fresh_again: o.fresh_again_after_restart_s.is_some(),
+        exit_ok: status.success(),
+    });
 
     println!(
         "Webhook soak: {} req/s asked for {} s ({} sent before SIGTERM, {:.0} req/s achieved; {late_ticks} ticks late by > 5 ms), {} HTTP/1.1 + {} HTTP/2 connections, on {} cores",
@@ -1494,4 +1484,127 @@ async fn soak(args: Args) -> Result<bool> {
     });
     println!("{line}");
     Ok(targets.iter().all(|(_, ok)| *ok))
+}
+
+/// What the soak's targets are judged on.
+struct Judged<'a> {
+    lost_before_sigterm: u64,
+    refused_before_sigterm: u64,
+    resets_after_sigterm: u64,
+    wrong: u64,
+    unexpected_non_2xx: u64,
+    rss_growth_pct: f64,
+    flip_latency_ms: &'a [f64],
+    stale_certs: u64,
+    generations_seen: usize,
+    generations: usize,
+    stale_seen: bool,
+    stale_gauge_seen: bool,
+    fresh_again: bool,
+    exit_ok: bool,
+}
+
+/// Each target and whether it was met.
+fn targets(j: &Judged<'_>) -> [(&'static str, bool); 9] {
+    let flips_ok = !j.flip_latency_ms.is_empty() && j.flip_latency_ms.iter().all(|ms| *ms < 1000.0);
+    [
+        (
+            "0 lost or reset requests before SIGTERM",
+            j.lost_before_sigterm == 0 && j.refused_before_sigterm == 0,
+        ),
+        (
+            "0 reset requests after SIGTERM",
+            j.resets_after_sigterm == 0,
+        ),
+        ("0 wrong decisions", j.wrong == 0),
+        ("0 unexpected non-2xx", j.unexpected_non_2xx == 0),
+        ("RSS within 10%", j.rss_growth_pct.abs() <= 10.0),
+        ("policy flips followed within 1 s", flips_ok),
+        (
+            "new connections see the new certificate",
+            j.stale_certs == 0 && j.generations_seen >= j.generations.min(2),
+        ),
+        (
+            "stale caches reported and cleared",
+            j.stale_seen && j.stale_gauge_seen && j.fresh_again,
+        ),
+        ("clean exit after SIGTERM", j.exit_ok),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good(flips: &[f64]) -> Judged<'_> {
+        Judged {
+            lost_before_sigterm: 0,
+            refused_before_sigterm: 0,
+            resets_after_sigterm: 0,
+            wrong: 0,
+            unexpected_non_2xx: 0,
+            rss_growth_pct: 4.1,
+            flip_latency_ms: flips,
+            stale_certs: 0,
+            generations_seen: 7,
+            generations: 7,
+            stale_seen: true,
+            stale_gauge_seen: true,
+            fresh_again: true,
+            exit_ok: true,
+        }
+    }
+
+    /// A change that spoils one target of a good run.
+    type Spoil = fn(&mut Judged<'_>);
+
+    /// The targets `j` misses, by name.
+    fn missed(j: &Judged<'_>) -> Vec<&'static str> {
+        targets(j)
+            .iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    #[test]
+    fn a_good_run_meets_every_target_and_each_miss_is_named() {
+        let flips = [13.4, 15.5];
+        assert!(missed(&good(&flips)).is_empty());
+        let cases: [(&str, Spoil); 10] = [
+            ("0 lost or reset requests before SIGTERM", |j| {
+                j.lost_before_sigterm = 1
+            }),
+            ("0 lost or reset requests before SIGTERM", |j| {
+                j.refused_before_sigterm = 1
+            }),
+            ("0 reset requests after SIGTERM", |j| {
+                j.resets_after_sigterm = 2
+            }),
+            ("0 wrong decisions", |j| j.wrong = 1),
+            ("0 unexpected non-2xx", |j| j.unexpected_non_2xx = 3),
+            ("RSS within 10%", |j| j.rss_growth_pct = -12.0),
+            ("new connections see the new certificate", |j| {
+                j.stale_certs = 1
+            }),
+            ("new connections see the new certificate", |j| {
+                j.generations_seen = 1
+            }),
+            ("stale caches reported and cleared", |j| {
+                j.fresh_again = false
+            }),
+            ("clean exit after SIGTERM", |j| j.exit_ok = false),
+        ];
+        for (name, spoil) in cases {
+            let mut j = good(&flips);
+            spoil(&mut j);
+            assert_eq!(missed(&j), [name]);
+        }
+        // No flip measured, or one followed late, misses the flip target.
+        assert_eq!(missed(&good(&[])), ["policy flips followed within 1 s"]);
+        assert_eq!(
+            missed(&good(&[13.0, 1500.0])),
+            ["policy flips followed within 1 s"]
+        );
+    }
 }
