@@ -62,6 +62,9 @@ pub type Key = (String, String);
 pub struct Ledger {
     seen: BTreeMap<Key, BTreeMap<String, u64>>,
     reported: BTreeMap<Key, Vec<String>>,
+    /// Per workload (its namespace, `kind/namespace/name`), the
+    /// conflicting Sidecars last reported.
+    conflicts: BTreeMap<Key, Vec<String>>,
 }
 
 impl Ledger {
@@ -150,8 +153,26 @@ pub struct PassPlan {
     pub narrow: Vec<Write>,
     /// User-owned Sidecars whose missing hosts changed since last said.
     pub user_owned: Vec<Missing>,
+    /// Workloads that a managed Sidecar and a user's Sidecar both select
+    /// (audit's MS0004), new or changed since last said.
+    pub conflicts: Vec<Conflict>,
     /// Every observed edge the current scopes do not hold, by workload.
     pub outside: Vec<(WorkloadId, EdgeOutcome)>,
+}
+
+/// Several Sidecars select one workload, and meshscope owns one of them:
+/// istiod applies only the oldest, so either the user's Sidecar decides
+/// the scope meshscope keeps writing, or meshscope's decides it and the
+/// user's is ignored. Either way the owners must settle it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    pub namespace: String,
+    /// The workload, `kind/namespace/name`.
+    pub workload: String,
+    /// The Sidecars that select it, the one istiod applies first.
+    pub sidecars: Vec<String>,
+    /// Which of them meshscope owns.
+    pub managed: Vec<String>,
 }
 
 /// What a pass needs besides the recommendations.
@@ -176,6 +197,9 @@ pub fn plan(
 ) -> PassPlan {
     let mut out = PassPlan::default();
     let mut eval = Evaluator::new(snap);
+    for r in recs {
+        conflicts(snap, r, ledger, &mut out.conflicts);
+    }
     for (i, r) in recs.iter().enumerate() {
         let outside = outside_now(snap, obs, &r.workloads, &mut eval);
         out.outside
@@ -207,6 +231,42 @@ pub fn plan(
         }
     }
     out
+}
+
+/// The conflicts of `r`'s workloads (a managed Sidecar among several that
+/// select one), each said once per change; a conflict that ended is
+/// forgotten, so that it is said again if it comes back.
+fn conflicts(
+    snap: &MeshSnapshot,
+    r: &Recommendation,
+    ledger: &mut Ledger,
+    out: &mut Vec<Conflict>,
+) {
+    for &w in &r.workloads {
+        let wl = &snap.workloads[w];
+        let key = (wl.namespace.clone(), wl.key());
+        let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+        let matching = sel.matching_selectors.iter().map(|id| &snap.sidecars[*id]);
+        let all: Vec<String> = matching.clone().map(|sc| sc.name.clone()).collect();
+        let managed: Vec<String> = matching
+            .filter(|sc| sc.managed)
+            .map(|sc| sc.name.clone())
+            .collect();
+        if all.len() < 2 || managed.is_empty() || managed.len() == all.len() {
+            ledger.conflicts.remove(&key);
+            continue;
+        }
+        if ledger.conflicts.get(&key) == Some(&all) {
+            continue;
+        }
+        ledger.conflicts.insert(key, all.clone());
+        out.push(Conflict {
+            namespace: wl.namespace.clone(),
+            workload: wl.key(),
+            sidecars: all,
+            managed,
+        });
+    }
 }
 
 /// The widening and narrowing of one managed (or new) Sidecar.

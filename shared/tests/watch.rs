@@ -229,6 +229,43 @@ fn a_source_error_restarts_the_prune_clock_of_every_host() {
 }
 
 #[test]
+fn a_users_sidecar_selecting_a_managed_workload_is_a_conflict_said_once_per_change() {
+    let own = "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: web-own\n  namespace: shop\nspec:\n  workloadSelector:\n    labels: {app: web}\n  egress:\n  - hosts: [\"./*\"]\n";
+    let both = mesh(&(managed(&[CART]) + own));
+    let to_cart = |s: &MeshSnapshot| {
+        calls(
+            s,
+            &[("outbound|80||cart.shop.svc.cluster.local", "10.96.0.2")],
+        )
+    };
+    let mut ledger = Ledger::default();
+    let p = pass(&both, &to_cart(&both), &mut ledger, 0, None);
+    assert_eq!(
+        p.conflicts,
+        vec![watch::Conflict {
+            namespace: "shop".into(),
+            workload: "Deployment/shop/web".into(),
+            sidecars: vec!["web-deployment".into(), "web-own".into()],
+            managed: vec!["web-deployment".into()],
+        }]
+    );
+    // Said once while it lasts.
+    let p = pass(&both, &to_cart(&both), &mut ledger, 10, None);
+    assert!(p.conflicts.is_empty(), "{:?}", p.conflicts);
+    // Gone, then back: said again.
+    let alone = mesh(&managed(&[CART]));
+    assert!(pass(&alone, &to_cart(&alone), &mut ledger, 20, None)
+        .conflicts
+        .is_empty());
+    assert_eq!(
+        pass(&both, &to_cart(&both), &mut ledger, 30, None)
+            .conflicts
+            .len(),
+        1
+    );
+}
+
+#[test]
 fn included_hosts_are_never_narrowed() {
     let s = mesh(&managed(&[CART, PAY]));
     let to_cart = calls(

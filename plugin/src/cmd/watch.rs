@@ -384,6 +384,9 @@ impl Watcher<'_> {
         for (_, e) in &plan.outside {
             self.metrics.outside(e.meets.as_str(), 1);
         }
+        for c in &plan.conflicts {
+            emit(&conflict_event(c), self.w.output, p)?;
+        }
         for m in &plan.user_owned {
             let mut e = Event::new("user-owned").sidecar(&m.namespace, &m.sidecar);
             e.hosts = m.missing.clone();
@@ -606,6 +609,26 @@ fn pass_error(last: &mut Option<(String, u64)>, error: String) -> String {
     }
 }
 
+/// The event of a managed Sidecar among several that select a workload.
+fn conflict_event(c: &plan::Conflict) -> Event {
+    let applied = &c.sidecars[0];
+    let whose = if c.managed.contains(applied) {
+        "meshscope's, so the others are ignored"
+    } else {
+        "not meshscope's, so the scope meshscope writes is ignored"
+    };
+    let m = format!(
+        "{} Sidecars select {} ({}); istiod applies only {applied}, the oldest: {whose}. Keep one: delete the others (kubectl delete sidecar -n {} NAME), or narrow their selectors (audit: MS0004)",
+        c.sidecars.len(),
+        c.workload,
+        c.sidecars.join(", "),
+        c.namespace
+    );
+    Event::new("conflict")
+        .sidecar(&c.namespace, &c.managed[0])
+        .message(m)
+}
+
 /// `r` with `sc` as the Sidecar to write.
 fn with_object(r: &Recommendation, sc: &meshscope_shared::istio::Sidecar) -> Recommendation {
     let mut r = r.clone();
@@ -618,6 +641,23 @@ fn with_object(r: &Recommendation, sc: &meshscope_shared::istio::Sidecar) -> Rec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_conflict_says_which_sidecar_istiod_applies_and_how_to_keep_one() {
+        let c = plan::Conflict {
+            namespace: "shop".into(),
+            workload: "Deployment/shop/web".into(),
+            sidecars: vec!["web-own".into(), "web-deployment".into()],
+            managed: vec!["web-deployment".into()],
+        };
+        let e = conflict_event(&c);
+        assert_eq!(e.event, "conflict");
+        assert_eq!(e.sidecar.as_deref(), Some("web-deployment"));
+        assert_eq!(
+            e.message.as_deref(),
+            Some("2 Sidecars select Deployment/shop/web (web-own, web-deployment); istiod applies only web-own, the oldest: not meshscope's, so the scope meshscope writes is ignored. Keep one: delete the others (kubectl delete sidecar -n shop NAME), or narrow their selectors (audit: MS0004)")
+        );
+    }
 
     #[test]
     fn a_pass_error_is_said_whole_once_and_shortened_while_it_repeats() {

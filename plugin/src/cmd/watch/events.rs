@@ -14,7 +14,7 @@ pub struct Event {
     pub time: String,
     /// `started`, `leading`, `following`, `created`, `widened`,
     /// `narrowed`, `not-confirmed`, `failed`, `skipped`, `user-owned`,
-    /// `pass-error`, `stopped`.
+    /// `conflict`, `pass-error`, `stopped`.
     pub event: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
