@@ -55,6 +55,8 @@ pub(crate) fn managed(v: &Value) -> bool {
 
 /// How the reason of a write skipped on a field-manager conflict starts.
 const CONFLICT: &str = "conflict: ";
+/// How a conflict's message ends: what takes the fields over.
+pub(crate) const FORCE_HINT: &str = "; rerun with --force-conflicts to take those fields over";
 
 /// The summary line of a write (`apply: 2 created, 1 unchanged`), or
 /// `<what>: <nothing>` when there was nothing to write.
@@ -118,7 +120,7 @@ async fn write(ctx: &LiveCtx, a: &ApplyRequest, ns: &str, name: &str, body: &Val
         Ok(Patched::Object(o)) => Ok(serde_json::to_value(o).unwrap_or_default()),
         Ok(Patched::Conflict(message)) => Err((
             ApplyResult::Skipped,
-            format!("{CONFLICT}{message}; rerun with --force-conflicts to take those fields over"),
+            format!("{CONFLICT}{message}{FORCE_HINT}"),
         )),
         Err(f) => Err((ApplyResult::Failed, f.to_string())),
     }

@@ -21,7 +21,7 @@ use meshscope_shared::recommend::{Outcome as RecOutcome, Recommendation};
 use meshscope_shared::watch::{self as plan, Change, Ledger, PassSettings};
 
 use crate::args::EventOutput;
-use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass};
+use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass, FORCE_HINT};
 use crate::cmd::recommend::recommend_in;
 use crate::interrupt::{Interrupt, StopHandle};
 use crate::istiod::Istiod;
@@ -58,6 +58,8 @@ struct Watcher<'a> {
     /// The error of the last pass, if it failed, and how many passes in a
     /// row failed with it.
     last_error: Option<(String, u64)>,
+    /// Why each Sidecar last failed or was skipped, as said then.
+    skips: std::collections::BTreeMap<plan::Key, String>,
 }
 
 /// Whether a pass's writes settled: each was confirmed by istiod or ended
@@ -184,6 +186,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         started: Instant::now(),
         outside_series: None,
         last_error: None,
+        skips: Default::default(),
     };
     emit(
         &Event::new("started").message(watcher.describe()),
@@ -486,7 +489,7 @@ impl Watcher<'_> {
     /// The event (and the metrics) of one write.
     #[allow(clippy::too_many_arguments)]
     fn report(
-        &self,
+        &mut self,
         world: &World,
         recs: &[Recommendation],
         wr: &plan::Write,
@@ -519,7 +522,10 @@ impl Watcher<'_> {
                     ..Event::new("narrowed")
                 },
             },
-            ApplyResult::Unchanged | ApplyResult::Pruned => return Ok(()),
+            ApplyResult::Unchanged | ApplyResult::Pruned => {
+                self.skips.remove(&wr.key);
+                return Ok(());
+            }
             ApplyResult::Skipped | ApplyResult::Failed => {
                 self.metrics.write_failed(1);
                 let word = if *res == ApplyResult::Skipped {
@@ -527,13 +533,24 @@ impl Watcher<'_> {
                 } else {
                     "failed"
                 };
+                let why = match why.strip_suffix(FORCE_HINT) {
+                    Some(conflict) => format!("{conflict}; the watcher skips this Sidecar while the edit stands: take the fields over once with `kubectl meshscope apply -n {ns} --force-conflicts`, at every pass with `apply --watch --force-conflicts`, or undo the edit"),
+                    None => why.clone(),
+                };
+                // A hand edit conflicts pass after pass: said once while
+                // it stands.
+                if self.skips.get(&wr.key) == Some(&why) {
+                    return Ok(());
+                }
+                self.skips.insert(wr.key.clone(), why.clone());
                 return emit(
-                    &Event::new(word).sidecar(ns, name).message(why.clone()),
+                    &Event::new(word).sidecar(ns, name).message(why),
                     self.w.output,
                     p,
                 );
             }
         };
+        self.skips.remove(&wr.key);
         e = e.sidecar(ns, name);
         e.met = wr
             .outside

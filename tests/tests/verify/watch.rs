@@ -848,3 +848,103 @@ fn failed_source(s: &Setup) {
     );
     drop(w);
 }
+
+#[test]
+fn a_hand_edited_managed_sidecar_is_skipped_once_with_its_fix_and_taken_over_by_policy() {
+    meshscope_e2e::needs_cluster!();
+    with_setup("wce", 897, hand_edit);
+}
+
+/// issue #34 item 10: a managed Sidecar edited by hand (kubectl patch
+/// owns its hosts now) conflicts with every widening the watcher writes.
+/// The skip is said once while the edit stands, with the commands that
+/// resolve it; a watcher run with --force-conflicts takes the fields over.
+fn hand_edit(s: &Setup) {
+    let ns = s.ns.as_str();
+    let (_dir, log_path, log) = copy_log(s);
+    let mut w = watch_every(s, &["--access-log", &log], free_port(), ["2s", "20m"]);
+    let (client, _) = created_for(s, &mut w, "client-0");
+    let hosts = serde_json::json!([format!("{ns}/{}", s.host("web"))]);
+    let patch =
+        serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
+    s.c.kubectl_ok(
+        &[
+            "patch",
+            "sidecar",
+            &client,
+            "-n",
+            ns,
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+    let extra_ip = s.cluster_ip("extra");
+    let passthrough = |n: u64| {
+        outbound_text_line(
+            n,
+            &s.ip("client-0"),
+            &s.host("extra"),
+            80,
+            &format!("{extra_ip}:80"),
+        )
+        .replace(
+            &format!("outbound|80||{}", s.host("extra")),
+            "PassthroughCluster",
+        )
+    };
+    let append = |text: String| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap()
+    };
+    append(passthrough(700));
+    let skipped = w.until("skipped", Duration::from_secs(30), |e| {
+        event_for(e, "skipped", &client)
+    });
+    let m = skipped["message"].as_str().unwrap();
+    assert!(m.starts_with("conflict: "), "{m}");
+    assert!(
+        m.contains(&format!(
+            "kubectl meshscope apply -n {ns} --force-conflicts"
+        )) && m.contains("apply --watch --force-conflicts"),
+        "{m}"
+    );
+    // The calls go on; the skip is not said again while the edit stands.
+    for n in 0..4 {
+        append(passthrough(701 + n));
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let again = w.during(Duration::from_secs(2));
+    let skips = w
+        .seen
+        .iter()
+        .filter(|e| event_for(e, "skipped", &client))
+        .count();
+    assert_eq!(skips, 1, "{again:#?}");
+    w.stop();
+    // Policy: a watcher with --force-conflicts takes the fields over.
+    let mut forced = watch_every(
+        s,
+        &["--access-log", &log, "--force-conflicts"],
+        free_port(),
+        ["2s", "20m"],
+    );
+    let widened = forced.until("widened", Duration::from_secs(60), |e| {
+        event_for(e, "widened", &client)
+    });
+    assert!(
+        widened["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h == &Value::from(format!("{ns}/{}", s.host("extra")))),
+        "{widened}"
+    );
+    assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
+    forced.stop();
+}
