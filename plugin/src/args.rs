@@ -33,6 +33,7 @@ pub enum Command {
     Recommend(RecommendArgs),
     /// Apply the recommended Sidecars to the cluster with server-side apply
     #[command(
+        mut_arg("namespace", |a| a.help("Namespace to look at (default: the context's namespace)")),
         after_help = "Examples:\n  kubectl meshscope apply -n bookinfo --access-log examples/bookinfo/access.log --diff --dry-run=server\n  kubectl meshscope apply -n bookinfo --from-pod-logs --since 24h --wait=2m\n  kubectl meshscope apply --watch -n bookinfo --from-pod-logs --interval 1m --prune-after 7d\n\nExit codes: 0 every object applied (or unchanged, pruned, or skipped as user-owned), 1 some objects failed or were skipped on a conflict, 2 error, including every object failing for the same cause (RBAC, an unreachable API server, a quota)."
     )]
     Apply(Box<ApplyArgs>),
@@ -53,6 +54,7 @@ pub enum Command {
     Impact(ImpactArgs),
     /// Show how `apply` would change the cluster's Sidecars, as a unified diff
     #[command(
+        mut_arg("namespace", |a| a.help("Namespace to look at (default: the context's namespace)")),
         after_help = "Examples:\n  kubectl meshscope diff -n bookinfo --access-log examples/bookinfo/access.log\n  kubectl meshscope diff -n bookinfo --from-pod-logs --prune\n\nExit codes (as kubectl diff): 0 apply would change nothing, 1 it would change something (or a Sidecar would stay different from the recommendation because apply skips it on a conflict), 2 error. User-owned Sidecars are shown, but apply skips them and they do not count."
     )]
     Diff(DiffArgs),

@@ -40,6 +40,29 @@ fn help_speaks_of_kubectl_meshscope() {
     assert!(text(&o.stdout).contains("--fail-on"));
 }
 
+/// A command that refuses --manifests does not offer its default in -n's
+/// help (issue #35 item 16); one that takes it does.
+#[test]
+fn namespace_help_names_manifests_only_where_they_are_taken() {
+    for cmd in ["apply", "diff"] {
+        let help = text(&run(&[cmd, "--help"]).stdout);
+        let line = help
+            .lines()
+            .find(|l| l.contains("--namespace <NAMESPACE>"))
+            .unwrap_or_else(|| panic!("{cmd}: no -n in {help}"));
+        assert!(
+            line.ends_with("Namespace to look at (default: the context's namespace)"),
+            "{cmd}: {line}"
+        );
+        assert!(
+            !help.contains("with --manifests, all namespaces"),
+            "{cmd}: {help}"
+        );
+    }
+    let help = text(&run(&["recommend", "--help"]).stdout);
+    assert!(help.contains("with --manifests, all namespaces"), "{help}");
+}
+
 #[test]
 fn usage_errors_and_runtime_errors_exit_2_with_one_line_on_stderr() {
     let o = run(&["frobnicate"]);
