@@ -63,6 +63,48 @@ fn namespace_help_names_manifests_only_where_they_are_taken() {
     assert!(help.contains("with --manifests, all namespaces"), "{help}");
 }
 
+/// Logs with lines but not one access-log line (an nginx log) are an
+/// error, not "0 Sidecars" and exit 0 (issue #35 item 12); an empty log
+/// is a quiet mesh, warned about only.
+#[test]
+fn logs_without_one_access_log_line_are_refused_and_an_empty_log_is_not() {
+    let dir = std::env::temp_dir().join(format!("meshscope-cli-nginx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let nginx = dir.join("nginx.log");
+    std::fs::write(
+        &nginx,
+        "127.0.0.1 - - [04/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200 612 \"-\" \"curl/8.0\"\n",
+    )
+    .unwrap();
+    let manifests = examples();
+    let o = run(&[
+        "recommend",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--access-log",
+        nginx.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty());
+    assert!(
+        text(&o.stderr)
+            .contains("error: the access logs given held 1 line and not one access-log line"),
+        "{}",
+        text(&o.stderr)
+    );
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let o = run(&[
+        "recommend",
+        "--manifests",
+        manifests.to_str().unwrap(),
+        "--access-log",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn usage_errors_and_runtime_errors_exit_2_with_one_line_on_stderr() {
     let o = run(&["frobnicate"]);

@@ -59,6 +59,7 @@ pub fn load(
 ) -> Result<(World, Vec<recommend::Recommendation>)> {
     let world = World::load(&spec.mesh, p.err)?;
     world.report_ingest(p)?;
+    refuse_logs_without_access_lines(&world, spec)?;
     if world.obs.is_none() && world.hints.is_none() {
         writeln!(
             p.err,
@@ -68,6 +69,24 @@ pub fn load(
     }
     let recs = recommend_in(&world, spec)?;
     Ok((world, recs))
+}
+
+/// Access logs that held lines, none of them an access-log line (an
+/// nginx log, an application's own output), are an error, not "0
+/// Sidecars": a pipeline that applies what `recommend` prints would
+/// otherwise pass on nothing. An empty log is only warned about (a quiet
+/// mesh), as the files themselves were.
+fn refuse_logs_without_access_lines(world: &World, spec: &RecommendSpec) -> Result<()> {
+    let Some(obs) = &world.obs else {
+        return Ok(());
+    };
+    if spec.mesh.access_logs.is_empty() || obs.stats.lines == 0 || obs.stats.access_lines > 0 {
+        return Ok(());
+    }
+    bail!(
+        "the access logs given held {} and not one access-log line (see the warnings above), so nothing can be recommended from them: give istio-proxy's access log (kubectl logs POD -c istio-proxy), or read the cluster with --from-pod-logs or --prometheus",
+        crate::output::plural(obs.stats.lines as usize, "line", "lines")
+    )
 }
 
 /// The recommendations `spec` asks for, in a loaded world.
