@@ -60,6 +60,7 @@ pub fn load(
     let world = World::load(&spec.mesh, p.err)?;
     world.report_ingest(p)?;
     refuse_logs_without_access_lines(&world, spec)?;
+    warn_context_namespace_saw_nothing(&world, spec, p)?;
     if world.obs.is_none() && world.hints.is_none() {
         writeln!(
             p.err,
@@ -87,6 +88,33 @@ fn refuse_logs_without_access_lines(world: &World, spec: &RecommendSpec) -> Resu
         "the access logs given held {} and not one access-log line (see the warnings above), so nothing can be recommended from them: give istio-proxy's access log (kubectl logs POD -c istio-proxy), or read the cluster with --from-pod-logs or --prometheus",
         crate::output::plural(obs.stats.lines as usize, "line", "lines")
     )
+}
+
+/// Against a cluster with neither `-n` nor `-A`, the context's namespace
+/// is read; when not one line's source is a pod of it, the traffic was
+/// most likely another namespace's: say which namespace was read and how
+/// to read the right one, rather than only "0 Sidecars".
+fn warn_context_namespace_saw_nothing(
+    world: &World,
+    spec: &RecommendSpec,
+    p: &mut Printer<'_>,
+) -> Result<()> {
+    let (Some(obs), Some(ns)) = (&world.obs, world.default_namespace()) else {
+        return Ok(());
+    };
+    if spec.mesh.namespace.is_some() || spec.mesh.all_namespaces {
+        return Ok(());
+    }
+    let lines = obs.stats.access_lines;
+    if lines == 0 || obs.stats.unattributed < lines {
+        return Ok(());
+    }
+    writeln!(
+        p.err,
+        "warning: no -n or -A, so namespace {ns} (the context's) was read, and none of the {} came from a pod in it: give the namespace of the workloads that sent them with -n NAMESPACE, or read every namespace with -A",
+        crate::output::plural(lines as usize, "observed call (access-log line or Prometheus sample)", "observed calls (access-log lines or Prometheus samples)")
+    )?;
+    Ok(())
 }
 
 /// The recommendations `spec` asks for, in a loaded world.

@@ -806,3 +806,47 @@ fn a_first_watch_pass_that_fails_says_so_on_the_event_stream_with_watchs_own_fix
     let sidecars = c.kubectl_ok(&["get", "sidecars", "-n", &ns, "-o", "name"], None);
     assert_eq!(sidecars.trim(), "", "nothing was written");
 }
+
+/// `recommend` with neither -n nor -A reads the context's namespace; when
+/// every line came from pods elsewhere it says which namespace it read and
+/// how to read the right one, instead of only "0 Sidecars" (issue #35
+/// item 6).
+#[test]
+fn recommend_without_n_names_the_namespace_it_read_when_no_line_came_from_it() {
+    meshscope_e2e::needs_cluster!();
+    use meshscope_e2e::outbound_text_line;
+
+    let c = Cluster::shared();
+    let ns = c.namespace("ctxns", &[("istio-injection", "enabled")]);
+    c.apply(&format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: client\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: client}}\n  template:\n    metadata:\n      labels: {{app: client}}\n    spec:\n      containers:\n      - {{name: istio-proxy, image: istio/proxyv2:1.31.0}}\n      - {{name: app, image: example/client:1}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80}}]\n"
+    ));
+    let pod = c.wait_pods(&ns, "client", 1).unwrap().remove(0);
+    c.set_pod_ip(&ns, &pod, "10.79.0.5").unwrap();
+    let web = format!("web.{ns}.svc.cluster.local");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let lines: String = (0..3)
+        .map(|n| outbound_text_line(n, "10.79.0.5", &web, 80, "10.79.0.9:80"))
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    let log = log.to_str().unwrap();
+    // The admin kubeconfig's context names no namespace: `default`.
+    let r = meshscope(&c.kubeconfig, &["recommend", "--access-log", log]);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: no -n or -A, so namespace default (the context's) was read, and none of the 3 observed calls")
+            && r.stderr.contains("-n NAMESPACE")
+            && r.stderr.contains("-A"),
+        "{}",
+        r.stderr
+    );
+    // With -n, no such warning, and a Sidecar.
+    let r = meshscope(
+        &c.kubeconfig,
+        &["recommend", "--access-log", log, "-n", &ns],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    assert!(!r.stderr.contains("no -n or -A"), "{}", r.stderr);
+    assert!(r.stdout.contains("kind: Sidecar"), "{}", r.stdout);
+}
