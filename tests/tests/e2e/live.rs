@@ -742,25 +742,33 @@ fn empty_pod_logs_are_named_with_their_likely_cause() {
 /// where the events go, as well as the error on stderr, exit 2, and the
 /// advice is watch mode's (it cannot drop --wait), not apply's (issue #34
 /// item 13).
-#[test]
-fn a_first_watch_pass_that_fails_says_so_on_the_event_stream_with_watchs_own_fix() {
-    meshscope_e2e::needs_cluster!();
+/// A namespace `prefix-…` with Deployment `client` (one injected pod at
+/// `{net}.5`) and Service `web`, and a directory holding `access.log`:
+/// three calls from client to web.
+fn client_calling_web(prefix: &str, net: &str) -> (&'static Cluster, String, tempfile::TempDir) {
     use meshscope_e2e::outbound_text_line;
-
     let c = Cluster::shared();
-    let ns = c.namespace("wfirst", &[("istio-injection", "enabled")]);
+    let ns = c.namespace(prefix, &[("istio-injection", "enabled")]);
     c.apply(&format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: client\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: client}}\n  template:\n    metadata:\n      labels: {{app: client}}\n    spec:\n      containers:\n      - {{name: istio-proxy, image: istio/proxyv2:1.31.0}}\n      - {{name: app, image: example/client:1}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80}}]\n"
     ));
     let pod = c.wait_pods(&ns, "client", 1).unwrap().remove(0);
-    c.set_pod_ip(&ns, &pod, "10.78.0.5").unwrap();
+    c.set_pod_ip(&ns, &pod, &format!("{net}.5")).unwrap();
     let web = format!("web.{ns}.svc.cluster.local");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("access.log");
     let lines: String = (0..3)
-        .map(|n| outbound_text_line(n, "10.78.0.5", &web, 80, "10.78.0.9:80"))
+        .map(|n| outbound_text_line(n, &format!("{net}.5"), &web, 80, &format!("{net}.9:80")))
         .collect();
-    std::fs::write(&log, lines).unwrap();
+    std::fs::write(dir.path().join("access.log"), lines).unwrap();
+    (c, ns, dir)
+}
+
+#[test]
+fn a_first_watch_pass_that_fails_says_so_on_the_event_stream_with_watchs_own_fix() {
+    meshscope_e2e::needs_cluster!();
+
+    let (c, ns, dir) = client_calling_web("wfirst", "10.78.0");
+    let log = dir.path().join("access.log");
     // Nothing listens there.
     let dead = format!(
         "http://127.0.0.1:{}",
@@ -814,22 +822,9 @@ fn a_first_watch_pass_that_fails_says_so_on_the_event_stream_with_watchs_own_fix
 #[test]
 fn recommend_without_n_names_the_namespace_it_read_when_no_line_came_from_it() {
     meshscope_e2e::needs_cluster!();
-    use meshscope_e2e::outbound_text_line;
 
-    let c = Cluster::shared();
-    let ns = c.namespace("ctxns", &[("istio-injection", "enabled")]);
-    c.apply(&format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: client\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: client}}\n  template:\n    metadata:\n      labels: {{app: client}}\n    spec:\n      containers:\n      - {{name: istio-proxy, image: istio/proxyv2:1.31.0}}\n      - {{name: app, image: example/client:1}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector: {{app: web}}\n  ports: [{{name: http, port: 80}}]\n"
-    ));
-    let pod = c.wait_pods(&ns, "client", 1).unwrap().remove(0);
-    c.set_pod_ip(&ns, &pod, "10.79.0.5").unwrap();
-    let web = format!("web.{ns}.svc.cluster.local");
-    let dir = tempfile::tempdir().unwrap();
+    let (c, ns, dir) = client_calling_web("ctxns", "10.79.0");
     let log = dir.path().join("access.log");
-    let lines: String = (0..3)
-        .map(|n| outbound_text_line(n, "10.79.0.5", &web, 80, "10.79.0.9:80"))
-        .collect();
-    std::fs::write(&log, lines).unwrap();
     let log = log.to_str().unwrap();
     // The admin kubeconfig's context names no namespace: `default`.
     let r = meshscope(&c.kubeconfig, &["recommend", "--access-log", log]);
