@@ -574,8 +574,15 @@ fn wrong_input_is_never_a_silent_success() {
     )
     .unwrap();
     let a = app.to_str().unwrap();
+    // It is said why, and (issue #35 item 12) it is an error: nothing can
+    // be recommended from it, and "0 Sidecars" would pass a pipeline.
     let r = meshscope(&["recommend", "--manifests", m, "--access-log", a]);
-    r.ok();
+    assert!(
+        r.error()
+            .starts_with("the access logs given held 2 lines and not one access-log line"),
+        "{}",
+        r.error()
+    );
     assert!(
         r.stderr.contains(&format!("warning: {a}: no access-log lines in 2 lines (not istio-proxy's log: an application's own log? With kubectl logs, name the container: -c istio-proxy)")),
         "{}",
