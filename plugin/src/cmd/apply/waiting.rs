@@ -132,6 +132,8 @@ pub async fn wait(
         timed_out: Vec::new(),
     };
     let tty = std::io::stderr().is_terminal();
+    // Why each proxy still waited at the last poll that istiod answered.
+    let mut last_why: HashMap<PodId, String> = HashMap::new();
     loop {
         let left = limit.saturating_sub(started.elapsed());
         let (still, why_waiting) = match poll(
@@ -146,8 +148,18 @@ pub async fn wait(
         .await
         {
             Ok(polled) => polled,
+            // istiod failed, or the wait ran out during a poll: a proxy
+            // keeps the reason istiod last gave for it, if it gave one.
             Err(why) => {
-                let whys = pending.iter().map(|t| (t.pod, why.clone())).collect();
+                let whys = pending
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.pod,
+                            last_why.remove(&t.pod).unwrap_or_else(|| why.clone()),
+                        )
+                    })
+                    .collect();
                 done.timed_out = give_up(world, &pending, &whys);
                 done.elapsed = started.elapsed();
                 break;
@@ -162,6 +174,7 @@ pub async fn wait(
             done.timed_out = give_up(world, &pending, &why_waiting);
             break;
         }
+        last_why = why_waiting;
         if tty && done.elapsed > Duration::from_secs(2) {
             let _ = write!(
                 err,
