@@ -141,6 +141,26 @@ impl Cluster {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// Sets the egress hosts of Sidecar `ns/name` as a user would (`kubectl
+    /// patch`, a field manager other than meshscope's).
+    pub fn patch_sidecar_hosts(&self, ns: &str, name: &str, hosts: &[String]) {
+        let patch =
+            serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
+        self.kubectl_ok(
+            &[
+                "patch",
+                "sidecar",
+                name,
+                "-n",
+                ns,
+                "--type=json",
+                "-p",
+                &patch.to_string(),
+            ],
+            None,
+        );
+    }
+
     /// A JSONPath of Sidecar `ns/name`, as `kubectl get -o jsonpath=` prints it.
     pub fn sidecar_jsonpath(&self, ns: &str, name: &str, path: &str) -> String {
         let output = format!("jsonpath={path}");

@@ -172,21 +172,7 @@ impl Setup {
             .expect("istiod pushes the edit");
     }
     fn patch_hosts(&self, name: &str, hosts: &[String]) {
-        let patch =
-            serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
-        self.c.kubectl_ok(
-            &[
-                "patch",
-                "sidecar",
-                name,
-                "-n",
-                &self.ns,
-                "--type=json",
-                "-p",
-                &patch.to_string(),
-            ],
-            None,
-        );
+        self.c.patch_sidecar_hosts(&self.ns, name, hosts);
     }
     /// `apply --wait=WAIT` of client-0's observed hosts only: drops the
     /// hosts an edit outside meshscope added, and takes the egress back.

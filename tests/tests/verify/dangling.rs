@@ -485,21 +485,7 @@ fn managed_sidecar(w: &World, i: usize) -> (String, Vec<String>) {
 
 /// Sets the Sidecar's egress hosts to `hosts`.
 fn set_hosts(w: &World, name: &str, hosts: &[String]) {
-    let patch =
-        serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
-    w.c.kubectl_ok(
-        &[
-            "patch",
-            "sidecar",
-            name,
-            "-n",
-            &w.ns,
-            "--type=json",
-            "-p",
-            &patch.to_string(),
-        ],
-        None,
-    );
+    w.c.patch_sidecar_hosts(&w.ns, name, hosts);
 }
 
 /// Waits until `p` holds (or lacks) `cluster` and has ACKed the push that
@@ -691,9 +677,6 @@ fn a_route_to_a_host_outside_the_scope_dangles(w: &World) {
         .trim()
         .to_string();
     assert!(!name.is_empty(), "client-0 has a Sidecar");
-    let hosts = serde_json::json!([format!("{}/{}", w.ns, w.host(2))]);
-    let patch =
-        serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
     let ghost = format!("ghost.{}.svc.cluster.local", w.ns);
     let vs = format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: dst-2\n  namespace: {}\nspec:\n  hosts:\n  - {}\n  http:\n  - route:\n    - destination:\n        host: {ghost}\n",
@@ -701,19 +684,7 @@ fn a_route_to_a_host_outside_the_scope_dangles(w: &World) {
         w.host(2)
     );
     let t0 = Instant::now();
-    w.c.kubectl_ok(
-        &[
-            "patch",
-            "sidecar",
-            &name,
-            "-n",
-            &w.ns,
-            "--type=json",
-            "-p",
-            &patch.to_string(),
-        ],
-        None,
-    );
+    set_hosts(w, &name, &[format!("{}/{}", w.ns, w.host(2))]);
     w.c.kubectl_ok(&["apply", "-f", "-"], Some(&vs));
     let missing = format!("outbound|80||{ghost}");
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -864,22 +864,7 @@ fn hand_edit(s: &Setup) {
     let (_dir, log_path, log) = copy_log(s);
     let mut w = watch_every(s, &["--access-log", &log], free_port(), ["2s", "20m"]);
     let (client, _) = created_for(s, &mut w, "client-0");
-    let hosts = serde_json::json!([format!("{ns}/{}", s.host("web"))]);
-    let patch =
-        serde_json::json!([{"op": "replace", "path": "/spec/egress/0/hosts", "value": hosts}]);
-    s.c.kubectl_ok(
-        &[
-            "patch",
-            "sidecar",
-            &client,
-            "-n",
-            ns,
-            "--type=json",
-            "-p",
-            &patch.to_string(),
-        ],
-        None,
-    );
+    s.c.patch_sidecar_hosts(ns, &client, &[format!("{ns}/{}", s.host("web"))]);
     let extra_ip = s.cluster_ip("extra");
     let passthrough = |n: u64| {
         outbound_text_line(
