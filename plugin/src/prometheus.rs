@@ -45,22 +45,6 @@ struct Labels {
     destination_workload: String,
 }
 
-impl Labels {
-    /// Label `k`, or "" when the series has none.
-    fn get(&self, k: &str) -> &str {
-        match k {
-            "source_workload_namespace" => &self.source_workload_namespace,
-            "source_workload" => &self.source_workload,
-            "destination_service_namespace" => &self.destination_service_namespace,
-            "destination_service_name" => &self.destination_service_name,
-            "destination_service" => &self.destination_service,
-            "destination_workload_namespace" => &self.destination_workload_namespace,
-            "destination_workload" => &self.destination_workload,
-            _ => "",
-        }
-    }
-}
-
 /// The requests (or connections) each series of `selector` counted within
 /// `window`: `increase` for a series that existed before the window, and
 /// the whole value for one that appeared within it. A series appears with
@@ -224,11 +208,10 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
     let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
     for reporter in ["source", "destination"] {
         for s in query(&agent, base, &edge_query(reporter, &w))? {
-            let get = |k: &str| s.metric.get(k);
             let (src_ns, src, dst) = (
-                get("source_workload_namespace"),
-                get("source_workload"),
-                get("destination_service"),
+                s.metric.source_workload_namespace.as_str(),
+                s.metric.source_workload.as_str(),
+                s.metric.destination_service.as_str(),
             );
             let key = (src_ns.to_string(), src.to_string(), dst.to_string());
             if reporter == "destination" && seen.contains(&key) {
@@ -244,7 +227,7 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
                     .or_default() += 1;
                 continue;
             };
-            match get("destination_service_name") {
+            match s.metric.destination_service_name.as_str() {
                 "PassthroughCluster" | "BlackHoleCluster" => obs.add_passthrough(
                     snap,
                     Unregistered {
@@ -252,12 +235,12 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
                         address: dst.to_string(),
                         authority: None,
                         requests: count,
-                        blocked: get("destination_service_name") == "BlackHoleCluster",
+                        blocked: s.metric.destination_service_name.as_str() == "BlackHoleCluster",
                     },
                     find(
                         snap,
-                        get("destination_workload_namespace"),
-                        get("destination_workload"),
+                        s.metric.destination_workload_namespace.as_str(),
+                        s.metric.destination_workload.as_str(),
                     ),
                     "prometheus",
                 ),
@@ -269,11 +252,10 @@ pub fn observe(snap: &MeshSnapshot, base: &str, since: Duration) -> Result<Obser
         }
     }
     for s in query(&agent, base, &inbound_query(&w))? {
-        let get = |k: &str| s.metric.get(k);
         if let Some(wid) = find(
             snap,
-            get("destination_workload_namespace"),
-            get("destination_workload"),
+            s.metric.destination_workload_namespace.as_str(),
+            s.metric.destination_workload.as_str(),
         ) {
             let count = s.value.1.parse::<f64>().unwrap_or(0.0).round().max(1.0) as u64;
             obs.add_inbound(wid, count, "prometheus");
@@ -315,11 +297,10 @@ pub fn first_outside(base: &str, since: Duration) -> Result<BTreeMap<String, Tim
     let mut out = BTreeMap::new();
     let window = format!("{}s", since.as_secs().max(1));
     for s in query(&agent, base, &first_outside_query(&window))? {
-        let get = |k: &str| s.metric.get(k);
         let key = format!(
             "{}/{}",
-            get("source_workload_namespace"),
-            get("source_workload")
+            s.metric.source_workload_namespace.as_str(),
+            s.metric.source_workload.as_str()
         );
         let Ok(secs) = s.value.1.parse::<f64>() else {
             continue;
