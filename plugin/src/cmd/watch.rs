@@ -202,14 +202,12 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         // What this pass reads is kept only if its writes settle.
         let read_from = watcher.cursor.clone();
         match watcher.pass(true, p) {
-            Ok(Settled::Yes) => {
+            Ok(settled) => {
                 watcher.metrics.pass(true);
                 watcher.last_error = None;
-            }
-            Ok(Settled::No) => {
-                watcher.metrics.pass(true);
-                watcher.last_error = None;
-                watcher.cursor = read_from;
+                if settled == Settled::No {
+                    watcher.cursor = read_from;
+                }
             }
             // A first pass that fails is a setup problem: say it and stop
             // (with -o json also on stdout, where the events go).
