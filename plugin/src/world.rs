@@ -14,7 +14,7 @@ use scope::{MeshSnapshot, Options};
 
 use crate::input;
 use crate::live;
-use crate::output::Printer;
+use crate::output::{plural, Printer};
 use crate::prometheus;
 use crate::request::{GatewayRead, MeshRequest, PodLogScope};
 use crate::selector::Selector;
@@ -100,6 +100,24 @@ pub struct Cursor {
     /// `ns/workload` -> when Prometheus first showed it calling outside
     /// its scope on a new series, this pass.
     pub prometheus_first_outside: std::collections::BTreeMap<String, k8s_openapi::jiff::Timestamp>,
+    /// How far back a first read asks Prometheus at most (`--prune-after`:
+    /// a host not called for that long is narrowed away, so an older call
+    /// would only bring it back).
+    pub lookback: Option<std::time::Duration>,
+    /// Whether a pass read through this cursor. The first read skips the
+    /// log lines the managed Sidecars already account for
+    /// (`meshscope_shared::watch::applied`).
+    read_before: bool,
+}
+
+impl Cursor {
+    /// A cursor that has read nothing, looking back at most `lookback`.
+    pub fn new(lookback: Option<std::time::Duration>) -> Cursor {
+        Cursor {
+            lookback,
+            ..Cursor::default()
+        }
+    }
 }
 
 /// The engine's options: the flags, else what the pods say (the Istio
@@ -189,6 +207,7 @@ const PROMETHEUS_SLACK: std::time::Duration = std::time::Duration::from_secs(30)
 fn prometheus_window(
     m: &MeshRequest,
     last: &mut Option<std::time::Instant>,
+    lookback: Option<std::time::Duration>,
 ) -> (std::time::Duration, std::time::Duration) {
     let now = std::time::Instant::now();
     match last.replace(now) {
@@ -196,7 +215,12 @@ fn prometheus_window(
             let since = now.duration_since(t);
             (since + PROMETHEUS_SLACK, since)
         }
-        None => (m.prometheus_window(), m.prometheus_window()),
+        None => {
+            let w = m
+                .prometheus_window()
+                .min(lookback.unwrap_or(std::time::Duration::MAX));
+            (w, w)
+        }
     }
 }
 
@@ -397,9 +421,16 @@ impl World {
     ) -> Result<Option<Observations>> {
         let (rt, live) = (&ctx.rt, &ctx.live);
         let mut obs: Option<Observations> = None;
+        let applied = cursor
+            .as_deref()
+            .is_some_and(|c| !c.read_before)
+            .then(|| scope::watch::applied(snap));
+        let applied = applied.as_ref();
         if !m.access_logs.is_empty() {
             let o = match cursor.as_deref_mut() {
-                Some(c) => input::tail_access_logs(snap, &m.access_logs, &mut c.files, err)?,
+                Some(c) => {
+                    input::tail_access_logs(snap, &m.access_logs, &mut c.files, applied, err)?
+                }
                 None => input::read_access_logs(snap, &m.access_logs, m.strict, err)?,
             };
             add(&mut obs, o);
@@ -425,7 +456,7 @@ impl World {
             // After a watch pass, logs with nothing new are the rule.
             let first_read = cursor.as_deref().is_none_or(|c| c.logs.is_new());
             let window = match cursor.as_deref_mut() {
-                Some(c) => live::LogWindow::After(&mut c.logs, since),
+                Some(c) => live::LogWindow::After(&mut c.logs, since, applied),
                 None => live::LogWindow::Last(since),
             };
             let logs = rt.block_on(live.pod_logs(snap, &pods, window, &inputs.pods, err));
@@ -446,11 +477,11 @@ impl World {
         }
         if let Some(url) = &m.prometheus {
             let (window, since_last) = match cursor.as_deref_mut() {
-                Some(c) => prometheus_window(m, &mut c.prometheus),
+                Some(c) => prometheus_window(m, &mut c.prometheus, c.lookback),
                 None => (m.prometheus_window(), m.prometheus_window()),
             };
             let o = prometheus::observe(snap, url, window)?;
-            if let Some(c) = cursor {
+            if let Some(c) = cursor.as_deref_mut() {
                 // For the latency metric only (a failure costs precision):
                 // series new since the last pass, which an earlier
                 // widening cannot have answered.
@@ -458,6 +489,20 @@ impl World {
                     prometheus::first_outside(url, since_last).unwrap_or_default();
             }
             add(&mut obs, o);
+        }
+        if let Some(c) = cursor {
+            c.read_before = true;
+        }
+        if let Some(n) = obs
+            .as_ref()
+            .map(|o| o.stats.already_applied)
+            .filter(|n| *n > 0)
+        {
+            writeln!(
+                err,
+                "note: skipped {} the managed Sidecars already account for (at or before the end of their evidence window)",
+                plural(n as usize, "log line", "log lines")
+            )?;
         }
         Ok(obs)
     }

@@ -56,6 +56,9 @@ pub struct IngestStats {
     pub not_access_log: u64,
     pub malformed: u64,
     pub unattributed: u64,
+    /// Access lines a workload's managed Sidecar already accounts for
+    /// (at or before the end of its evidence window: [`Applied`]).
+    pub already_applied: u64,
 }
 
 impl IngestStats {
@@ -239,6 +242,7 @@ impl Observations {
         s.not_access_log += other.stats.not_access_log;
         s.malformed += other.stats.malformed;
         s.unattributed += other.stats.unattributed;
+        s.already_applied += other.stats.already_applied;
         for (k, v) in other.unattributed_samples {
             if self.unattributed_samples.len() < 20 || self.unattributed_samples.contains_key(&k) {
                 *self.unattributed_samples.entry(k).or_default() += v;
@@ -302,6 +306,28 @@ enum Dest {
     Other,
 }
 
+/// Per workload, the time up to which its traffic is already applied: the
+/// end of the evidence window of the managed Sidecar that selects it
+/// (`crate::watch::applied`). A watcher that starts, or leads after
+/// another, reads its logs from their beginning; the lines its
+/// predecessor already turned into Sidecars are skipped, so that a host
+/// narrowed away on a `--prune-after` is not brought back by the calls
+/// that were made before it was narrowed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied(pub BTreeMap<WorkloadId, k8s_openapi::jiff::Timestamp>);
+
+impl Applied {
+    /// Whether a line of `w` that started at `start` is already applied.
+    fn covers(&self, w: WorkloadId, start: &str) -> bool {
+        let Some(end) = self.0.get(&w) else {
+            return false;
+        };
+        start
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .is_ok_and(|t| t <= *end)
+    }
+}
+
 /// At most this many distinct cluster names and source addresses are
 /// remembered per ingest; past that, lines take the uncached path, so a
 /// hostile log cannot grow memory without bound.
@@ -324,6 +350,7 @@ pub struct LogIngest<'s> {
     window: Option<(String, String)>,
     /// Lines read from one pod's own proxy log belong to that pod.
     default_pod: Option<crate::snapshot::PodId>,
+    applied: Option<&'s Applied>,
 }
 
 /// What happened to one line, for callers that report malformed lines.
@@ -350,7 +377,15 @@ impl<'s> LogIngest<'s> {
             unattributed: BTreeMap::new(),
             window: None,
             default_pod: None,
+            applied: None,
         }
+    }
+
+    /// Skips the lines `applied` says are already applied (counted in
+    /// [`IngestStats::already_applied`]).
+    pub fn applied(mut self, applied: Option<&'s Applied>) -> Self {
+        self.applied = applied.filter(|a| !a.0.is_empty());
+        self
     }
 
     /// Attributes every line without its own origin to `pod` (for logs read
@@ -480,6 +515,12 @@ impl<'s> LogIngest<'s> {
         let Some(w) = self.attribute(rec, matches!(dest, Dest::Inbound)) else {
             return LineOutcome::Unattributed;
         };
+        if let (Some(a), Some(t)) = (self.applied, rec.start_time.as_deref()) {
+            if a.covers(w, t) {
+                self.stats.already_applied += 1;
+                return LineOutcome::Counted;
+            }
+        }
         if let Some(t) = rec.start_time.as_deref() {
             match &mut self.window {
                 None => self.window = Some((t.to_string(), t.to_string())),

@@ -48,8 +48,8 @@ use serde::Serialize;
 
 use crate::edges::{self, EdgeOutcome, Meets};
 use crate::istio::Sidecar;
-use crate::observe::Observations;
-use crate::recommend::{with_hosts, Outcome, Recommendation, CLOSED};
+use crate::observe::{Applied, Observations};
+use crate::recommend::{with_hosts, Outcome, Recommendation, CLOSED, WINDOW_ANNOTATION};
 use crate::scope::{Evaluator, ScopeSource};
 use crate::snapshot::{MeshSnapshot, WorkloadId};
 
@@ -231,6 +231,38 @@ pub fn plan(
         }
     }
     out
+}
+
+/// What the Sidecars in force say is already applied: per workload whose
+/// scope is a managed Sidecar, the end of that Sidecar's evidence window
+/// (`meshscope.io/window`, the last traffic the write that made it
+/// read). A watcher that starts, or leads after another, skips its logs'
+/// lines up to there, so that it starts from the Sidecars' own evidence
+/// rather than from the beginning of the logs.
+pub fn applied(snap: &MeshSnapshot) -> Applied {
+    let mut out = BTreeMap::new();
+    for (w, wl) in snap.workloads.iter().enumerate() {
+        let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+        let (ScopeSource::Workload(id) | ScopeSource::Namespace(id)) = sel.source else {
+            continue;
+        };
+        let sc = &snap.sidecars[id];
+        if !sc.managed {
+            continue;
+        }
+        let end = sc
+            .object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(WINDOW_ANNOTATION))
+            .and_then(|window| window.rsplit_once('/'))
+            .and_then(|(_, end)| end.parse().ok());
+        if let Some(end) = end {
+            out.insert(w, end);
+        }
+    }
+    Applied(out)
 }
 
 /// The conflicts of `r`'s workloads (a managed Sidecar among several that

@@ -5,7 +5,7 @@ use meshscope_test_support::access_log;
 use meshscope_test_support::fixtures::{observe, snap};
 
 use meshscope_shared::edges::Meets;
-use meshscope_shared::observe::Observations;
+use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::recommend::{self, RecommendOptions};
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
 use meshscope_shared::watch::{self, Change, Ledger, PassPlan, PassSettings};
@@ -439,4 +439,51 @@ fn a_virtual_service_destination_is_not_narrowed_before_the_host_it_routes() {
             removed: vec![CART.into(), PAY.into()]
         }
     );
+}
+
+/// A watcher that starts, or leads after another, starts from the
+/// Sidecars' own evidence: web's lines at or before the end of its managed
+/// Sidecar's window are applied already and skipped; web's later lines and
+/// other workloads' lines are read. A user's Sidecar, or a managed one
+/// without a window, covers nothing.
+#[test]
+fn lines_a_managed_sidecars_evidence_covers_are_skipped_at_a_start() {
+    let window = "  annotations: {meshscope.io/window: '2026-01-01T00:00:00.000Z/2026-01-01T00:05:00.000Z'}\n";
+    let with_window = managed(&[CART]).replace("spec:\n", &format!("{window}spec:\n"));
+    let s = mesh(&with_window);
+    let applied = watch::applied(&s);
+    assert_eq!(applied.0.keys().copied().collect::<Vec<_>>(), [web(&s)]);
+    let at = |t: &str, src: &str, ip: &str| {
+        access_log::line(src, "a", "PassthroughCluster", &format!("{ip}:80"))
+            .replace("2026-01-01T00:00:00.000Z", t)
+    };
+    let lines = [
+        at("2026-01-01T00:04:59.000Z", "10.0.0.1", "10.96.0.3"),
+        at("2026-01-01T00:05:00.000Z", "10.0.0.1", "10.96.0.3"),
+        at("2026-01-01T00:05:01.000Z", "10.0.0.1", "10.96.0.2"),
+        at("2026-01-01T00:01:00.000Z", "10.0.0.2", "10.96.0.3"),
+    ];
+    let mut ingest = LogIngest::new(&s, "access-log").applied(Some(&applied));
+    for l in &lines {
+        ingest.line(l);
+    }
+    let obs = ingest.finish();
+    assert_eq!(obs.stats.already_applied, 2);
+    let called = |w: WorkloadId| -> Vec<String> {
+        obs.of(w)
+            .map(|t| t.outbound.keys().map(|(h, _)| h.clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(called(web(&s)), ["cart.shop.svc.cluster.local"]);
+    let cart = s
+        .find_workload(&WorkloadKind::Deployment, "shop", "cart")
+        .unwrap();
+    assert_eq!(called(cart), ["pay.shop.svc.cluster.local"]);
+
+    let users = with_window.replace(
+        "app.kubernetes.io/managed-by: kubectl-meshscope",
+        "team: web",
+    );
+    assert!(watch::applied(&mesh(&users)).0.is_empty());
+    assert!(watch::applied(&mesh(&managed(&[CART]))).0.is_empty());
 }

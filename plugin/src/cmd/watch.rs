@@ -176,7 +176,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         ctx,
         metrics,
         stop: &stop,
-        cursor: Cursor::default(),
+        cursor: Cursor::new(w.prune_after),
         ledger: Ledger::default(),
         istiods: None,
         election,
@@ -288,7 +288,7 @@ impl Watcher<'_> {
             emit(&e, self.w.output, p)?;
             // A replica that leads again starts afresh: what it read as a
             // follower (nothing) is no guide to what changed meanwhile.
-            self.cursor = Cursor::default();
+            self.cursor = Cursor::new(self.w.prune_after);
             self.istiods = None;
         }
         self.led = Some(leading);

@@ -21,7 +21,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use meshscope_shared::observe::{LogIngest, Observations};
+use meshscope_shared::observe::{Applied, LogIngest, Observations};
 use meshscope_shared::MeshSnapshot;
 
 use super::{expand, ingest_file, is_gz};
@@ -71,10 +71,14 @@ pub struct FileOffsets {
 /// The access-log lines added to `paths` since `offsets` (all of a file
 /// not seen before; compressed files once), moving `offsets` to the last
 /// whole line read. A line still being written is left for the next pass.
+///
+/// Lines `applied` says a managed Sidecar already accounts for are skipped
+/// (the first pass of a watcher that starts or takes over).
 pub fn tail_access_logs(
     snap: &MeshSnapshot,
     paths: &[PathBuf],
     offsets: &mut FileOffsets,
+    applied: Option<&Applied>,
     err: &mut dyn Write,
 ) -> Result<Observations> {
     let mut obs = Observations::default();
@@ -88,12 +92,12 @@ pub fn tail_access_logs(
                 continue;
             }
             let named = file == *p;
-            let (id, o) = tail_one(snap, &file, named, offsets, err)?;
+            let (id, o) = tail_one(snap, &file, named, offsets, applied, err)?;
             read.insert(id);
             obs.merge(o);
         }
     }
-    obs.merge(rotated_away(snap, offsets, &read, err)?);
+    obs.merge(rotated_away(snap, offsets, &read, applied, err)?);
     if obs.sources.is_empty() {
         obs.sources.insert("access-log".into());
     }
@@ -108,6 +112,7 @@ fn tail_one(
     file: &Path,
     named: bool,
     offsets: &mut FileOffsets,
+    applied: Option<&Applied>,
     err: &mut dyn Write,
 ) -> Result<(FileId, Observations)> {
     let mut f = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
@@ -121,7 +126,7 @@ fn tail_one(
         Some(pos) if pos.offset <= meta.len() && head.starts_with(&pos.head) => pos.offset,
         _ => 0,
     };
-    let (o, offset) = read_lines(snap, f, file, start)?;
+    let (o, offset) = read_lines(snap, f, file, start, applied)?;
     warn_malformed(file, &o, known.is_some(), err)?;
     let pos = Position {
         path: file.to_path_buf(),
@@ -143,6 +148,7 @@ fn rotated_away(
     snap: &MeshSnapshot,
     offsets: &mut FileOffsets,
     read: &HashSet<FileId>,
+    applied: Option<&Applied>,
     err: &mut dyn Write,
 ) -> Result<Observations> {
     let mut obs = Observations::default();
@@ -167,7 +173,7 @@ fn rotated_away(
         };
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         if len > pos.offset {
-            let (o, _) = read_lines(snap, f, &renamed, pos.offset)?;
+            let (o, _) = read_lines(snap, f, &renamed, pos.offset, applied)?;
             warn_malformed(&renamed, &o, true, err)?;
             obs.merge(o);
         }
@@ -206,12 +212,13 @@ fn read_lines(
     f: File,
     file: &Path,
     start: u64,
+    applied: Option<&Applied>,
 ) -> Result<(Observations, u64)> {
     let mut reader = io::BufReader::new(f);
     reader
         .seek(SeekFrom::Start(start))
         .with_context(|| format!("cannot read {}", file.display()))?;
-    let mut ingest = LogIngest::new(snap, "access-log");
+    let mut ingest = LogIngest::new(snap, "access-log").applied(applied);
     let mut at = start;
     let mut line = Vec::new();
     loop {
@@ -295,7 +302,7 @@ mod tests {
     /// what was said.
     fn pass(s: &MeshSnapshot, path: &Path, offsets: &mut FileOffsets) -> (u64, String) {
         let mut err = Vec::new();
-        let o = tail_access_logs(s, &[path.to_path_buf()], offsets, &mut err).unwrap();
+        let o = tail_access_logs(s, &[path.to_path_buf()], offsets, None, &mut err).unwrap();
         (o.stats.lines, String::from_utf8(err).unwrap())
     }
 

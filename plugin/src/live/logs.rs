@@ -13,8 +13,8 @@ use kube::api::{Api, LogParams};
 use meshscope_shared::accesslog::mentions_catch_all;
 use meshscope_shared::inject::PROXY_CONTAINER;
 use meshscope_shared::inputs::Pod as ObservedPod;
-use meshscope_shared::observe::{LogIngest, Observations};
-use meshscope_shared::snapshot::PodId;
+use meshscope_shared::observe::{Applied, LogIngest, Observations};
+use meshscope_shared::snapshot::{PodId, PodInfo};
 use meshscope_shared::MeshSnapshot;
 
 use super::client::{Live, PARALLELISM};
@@ -27,8 +27,9 @@ pub enum LogWindow<'c> {
     Last(Duration),
     /// The lines after the ones read before (watch mode), with their
     /// kubelet timestamps; a pod first seen reads from the previous pass's
-    /// start, or the last `since` on the first pass.
-    After(&'c mut LogCursor, Duration),
+    /// start, or the last `since` on the first pass, skipping the lines a
+    /// managed Sidecar already accounts for ([`Applied`]) when given.
+    After(&'c mut LogCursor, Duration, Option<&'c Applied>),
 }
 
 /// What reading the pods' logs gave.
@@ -80,9 +81,9 @@ impl Live {
         err: &mut dyn Write,
     ) -> PodLogs {
         let now = Timestamp::now();
-        let (since, mut cursor) = match window {
-            LogWindow::Last(d) => (d, None),
-            LogWindow::After(c, d) => (d, Some(c)),
+        let (since, mut cursor, applied) = match window {
+            LogWindow::Last(d) => (d, None, None),
+            LogWindow::After(c, d, applied) => (d, Some(c), applied),
         };
         let from = |key: &str| -> Option<Timestamp> {
             let c = cursor.as_ref()?;
@@ -110,8 +111,9 @@ impl Live {
         let timestamps = cursor.is_some();
         let mut stream = futures::stream::iter(jobs)
             .map(|(p, previous, after)| async move {
+                let ingest = LogIngest::new(snap, "pod-logs").for_pod(p).applied(applied);
                 let (res, o, read) = self
-                    .proxy_log(snap, p, previous, since, after, timestamps)
+                    .proxy_log(ingest, &snap.pods[p], previous, since, after, timestamps)
                     .await;
                 (p, previous, res, o, read)
             })
@@ -164,20 +166,19 @@ impl Live {
         PodLogs { obs, failed, empty }
     }
 
-    /// The observations of pod `p`'s istio-proxy log (its previous
+    /// The observations of `pod`'s istio-proxy log, read into `ingest` (its previous
     /// container's when `previous`) of the last `since` or, with `after`,
     /// of the lines after that time; whether it could be read to the end;
     /// and, with `timestamps`, the time of the last line read.
     async fn proxy_log(
         &self,
-        snap: &MeshSnapshot,
-        p: PodId,
+        mut ingest: LogIngest<'_>,
+        pod: &PodInfo,
         previous: bool,
         since: Duration,
         after: Option<Timestamp>,
         timestamps: bool,
     ) -> (Result<(), String>, Observations, LogRead) {
-        let pod = &snap.pods[p];
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         // sinceTime has whole seconds: ask from the second the last line
         // was in, and drop the lines up to it.
@@ -189,7 +190,6 @@ impl Live {
             previous,
             ..Default::default()
         };
-        let mut ingest = LogIngest::new(snap, "pod-logs").for_pod(p);
         let mut read = LogRead::default();
         let res: Result<(), String> = async {
             let reader = api.log_stream(&pod.name, &lp).await.map_err(|e| {

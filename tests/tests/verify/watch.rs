@@ -302,6 +302,47 @@ fn scenario(s: &Setup) {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(status.success(), "{status:?}\n{}", w.stderr());
+    starts_from_the_evidence(s, &client, &log, &append);
+}
+
+/// A watcher that starts again (a restart, or another replica taking over
+/// the Lease) reads the log from its beginning, where client-0 still calls
+/// db: the Sidecar's evidence says those lines are applied, so db, narrowed
+/// away, stays away; a call made after that evidence widens as ever.
+fn starts_from_the_evidence(s: &Setup, client: &str, log: &str, append: &dyn Fn(&str)) {
+    let mut again = watch(s, &["--access-log", log], free_port());
+    let quiet = again.during(Duration::from_secs(8));
+    assert!(
+        quiet.iter().all(|e| !event_for(e, "widened", client)),
+        "{quiet:#?}\n{}",
+        again.stderr()
+    );
+    assert!(!s.outbound("client-0").contains(&s.cluster("db", 5432)));
+    assert!(
+        again
+            .stderr()
+            .contains("log lines the managed Sidecars already account for"),
+        "{}",
+        again.stderr()
+    );
+    let db_ip = s.cluster_ip("db");
+    append(&outbound_text_line(
+        1000,
+        &s.ip("client-0"),
+        &s.host("db"),
+        5432,
+        &format!("{db_ip}:5432"),
+    ));
+    let back = again.until("widened", Duration::from_secs(60), |e| {
+        event_for(e, "widened", client)
+    });
+    assert_eq!(
+        back["hosts"],
+        serde_json::json!([format!("{}/{}", s.ns, s.host("db"))]),
+        "{back}"
+    );
+    assert!(s.outbound("client-0").contains(&s.cluster("db", 5432)));
+    again.stop();
 }
 
 #[test]
