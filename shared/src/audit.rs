@@ -401,6 +401,18 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
             format!("Sidecar {}: {err}; istiod skips it", sc.key()),
         ));
     }
+    let editors = crate::meta::hand_editors(&sc.object.metadata);
+    if sc.managed && !editors.is_empty() {
+        out.push(f(
+            "MS0021",
+            format!(
+                "Sidecar {} is managed by meshscope but {} changed fields meshscope writes: apply and apply --watch skip it while the edit stands; take them back with kubectl meshscope apply -n {} --force-conflicts, or remove its label app.kubernetes.io/managed-by to keep the edit as your own",
+                sc.key(),
+                editors.join(", "),
+                sc.namespace
+            ),
+        ));
+    }
     out
 }
 

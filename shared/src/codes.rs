@@ -189,6 +189,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "The namespace has no injected workload, no gateway, and no mesh traffic in either direction (nothing observed calls into it, none of its workloads call out, no Sidecar imports it by name, no mesh-config provider lives there), and it is neither the root namespace nor istiod's. istiod still watches its Services, EndpointSlices, pods and Istio config and pushes their changes. meshConfig.discoverySelectors that do not select it drop all of that from istiod's view; the message carries the selectors that drop every such namespace at once. Only from observed traffic: a namespace called rarely may not show.",
         fix: "Set meshConfig.discoverySelectors as the message says (it keeps every namespace except those named, through the kubernetes.io/metadata.name label, and keeps any selectors already set), after checking that nothing outside the observed window calls the namespaces. istiod keeps no exception for its own or the root namespace: they must stay selected.",
     },
+    CodeDoc {
+        code: "MS0021",
+        severity: Severity::Warning,
+        title: "Sidecar meshscope manages was edited by hand",
+        description: "A Sidecar labelled app.kubernetes.io/managed-by: kubectl-meshscope has fields meshscope writes (its spec, or its meshscope.io/ annotations and labels) owned by another field manager: someone edited it with kubectl edit, kubectl apply or another tool. meshscope writes with server-side apply and never takes over another manager's fields on its own, so apply skips this Sidecar on a field-ownership conflict and apply --watch skips it pass after pass: its scope no longer follows the traffic, and a new dependency of its workload stays outside it (passthrough, or blocked under REGISTRY_ONLY) while the edit stands.",
+        fix: "Take the fields back with kubectl meshscope apply -n NS --force-conflicts (once), or run the watcher with apply --watch --force-conflicts (at every pass); to keep the hand edit instead, remove the label app.kubernetes.io/managed-by so that the Sidecar is the user's and meshscope never writes it.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {

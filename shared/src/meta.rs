@@ -53,6 +53,45 @@ pub fn export_to_is_ours(meta: &ObjectMeta) -> bool {
     })
 }
 
+/// The field managers other than [`FIELD_MANAGER`] that own fields
+/// meshscope writes on a Sidecar it manages: anything in its spec, or a
+/// `meshscope.io/` or `app.kubernetes.io/managed-by` label or annotation.
+/// meshscope's server-side apply conflicts with them (a hand edit), so
+/// `apply` skips the Sidecar until they are taken over. A manager that
+/// only set the user's own labels or annotations, or the status, is not
+/// one.
+pub fn hand_editors(meta: &ObjectMeta) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for m in meta.managed_fields.iter().flatten() {
+        let manager = m.manager.as_deref().unwrap_or("(unnamed)");
+        if manager == FIELD_MANAGER || m.subresource.as_deref().is_some_and(|s| !s.is_empty()) {
+            continue;
+        }
+        let Some(fields) = m.fields_v1.as_ref().map(|f| &f.0) else {
+            continue;
+        };
+        let spec = fields
+            .get("f:spec")
+            .is_some_and(|s| s.as_object().is_none_or(|o| !o.is_empty()));
+        let ours = |key: &str| {
+            fields
+                .get("f:metadata")
+                .and_then(|md| md.get(key))
+                .and_then(|v| v.as_object())
+                .is_some_and(|o| {
+                    o.keys().any(|k| {
+                        k.starts_with("f:meshscope.io/") || k == "f:app.kubernetes.io/managed-by"
+                    })
+                })
+        };
+        if (spec || ours("f:labels") || ours("f:annotations")) && !out.iter().any(|o| o == manager)
+        {
+            out.push(manager.to_string());
+        }
+    }
+    out
+}
+
 /// `istio.io/use-waypoint` on an object (or a Namespace): `None` without
 /// the label; `Some(None)` for `none` (no waypoint, whatever the
 /// namespace says); else the waypoint's namespace, from
@@ -68,4 +107,33 @@ pub fn use_waypoint(labels: &Labels, default_ns: &str) -> Option<Option<String>>
         .get("istio.io/use-waypoint-namespace")
         .map_or(default_ns, String::as_str);
     Some(Some(ns.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(entries: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({ "managedFields": entries })).unwrap()
+    }
+
+    #[test]
+    fn hand_editors_are_the_other_managers_of_what_meshscope_writes() {
+        let m = meta(serde_json::json!([
+            {"manager": "kubectl-meshscope", "operation": "Apply",
+             "fieldsV1": {"f:spec": {"f:egress": {}}}},
+            {"manager": "kubectl-label", "operation": "Update",
+             "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}},
+            {"manager": "istio-status", "operation": "Update", "subresource": "status",
+             "fieldsV1": {"f:status": {}}},
+            {"manager": "kubectl-edit", "operation": "Update",
+             "fieldsV1": {"f:spec": {"f:egress": {}}}},
+            {"manager": "kubectl-annotate", "operation": "Update",
+             "fieldsV1": {"f:metadata": {"f:annotations": {"f:meshscope.io/window": {}}}}},
+            {"manager": "kubectl-edit", "operation": "Update",
+             "fieldsV1": {"f:spec": {"f:outboundTrafficPolicy": {}}}}
+        ]));
+        assert_eq!(hand_editors(&m), ["kubectl-edit", "kubectl-annotate"]);
+        assert!(hand_editors(&ObjectMeta::default()).is_empty());
+    }
 }

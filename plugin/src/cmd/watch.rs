@@ -532,7 +532,7 @@ impl Watcher<'_> {
                     "failed"
                 };
                 let why = match why.strip_suffix(FORCE_HINT) {
-                    Some(conflict) => format!("{conflict}; the watcher skips this Sidecar while the edit stands: take the fields over once with `kubectl meshscope apply -n {ns} --force-conflicts`, at every pass with `apply --watch --force-conflicts`, or undo the edit"),
+                    Some(conflict) => format!("{conflict}; the watcher skips this Sidecar while the edit stands: take the fields over once with `kubectl meshscope apply -n {ns} --force-conflicts`, at every pass with `apply --watch --force-conflicts`, or undo the edit (audit: MS0021)"),
                     None => why.clone(),
                 };
                 // A hand edit conflicts pass after pass: said once while

@@ -953,6 +953,18 @@ fn hand_edit(s: &Setup) {
         .count();
     assert_eq!(skips, 1, "{again:#?}");
     w.stop();
+    // audit reports the hand edit too, naming who made it (MS0021).
+    let edited = hand_edited(s);
+    assert_eq!(edited.len(), 1, "{edited:#?}");
+    let m = edited[0]["message"].as_str().unwrap();
+    assert!(
+        edited[0]["name"] == client.as_str()
+            && m.contains("kubectl-patch")
+            && m.contains(&format!(
+                "kubectl meshscope apply -n {ns} --force-conflicts"
+            )),
+        "{m}"
+    );
     // Policy: a watcher with --force-conflicts takes the fields over.
     let mut forced = watch_every(
         s,
@@ -973,4 +985,20 @@ fn hand_edit(s: &Setup) {
     );
     assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
     forced.stop();
+    // Taken back: no hand edit left.
+    assert_eq!(hand_edited(s), Vec::<Value>::new());
+}
+
+/// audit's MS0021 findings in the setup's namespace.
+fn hand_edited(s: &Setup) -> Vec<Value> {
+    let r = super::meshscope(&s.c.kubeconfig, &["audit", "-n", &s.ns, "-o", "json"]);
+    let v: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("audit -o json: {e}\n{}\n{}", r.stdout, r.stderr));
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "MS0021")
+        .cloned()
+        .collect()
 }
