@@ -126,8 +126,19 @@ fn tail_one(
         Some(pos) if pos.offset <= meta.len() && head.starts_with(&pos.head) => pos.offset,
         _ => 0,
     };
-    let (o, offset) = read_lines(snap, f, file, start, applied)?;
+    // Truncated in place (copytruncate): what the last pass left unread
+    // is in the copy beside it.
+    let copied = match known {
+        Some(pos) if start == 0 && named && pos.offset > 0 => {
+            copy_tail(snap, file, id, pos, applied, err)?
+        }
+        _ => None,
+    };
+    let (mut o, offset) = read_lines(snap, f, file, start, applied)?;
     warn_malformed(file, &o, known.is_some(), err)?;
+    if let Some(c) = copied {
+        o.merge(c);
+    }
     let pos = Position {
         path: file.to_path_buf(),
         offset,
@@ -179,6 +190,43 @@ fn rotated_away(
         }
     }
     Ok(obs)
+}
+
+/// The unread tail of `file`'s copy, after `file` was truncated in place
+/// (logrotate's copytruncate): a file beside it, not `file` itself, that
+/// begins as `file` began when it was last read and is at least as long as
+/// what was read then; read from there. `None` when there is no such copy.
+fn copy_tail(
+    snap: &MeshSnapshot,
+    file: &Path,
+    id: FileId,
+    pos: &Position,
+    applied: Option<&Applied>,
+    err: &mut dyn Write,
+) -> Result<Option<Observations>> {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let Ok(meta) = e.metadata() else { continue };
+        if !meta.is_file() || FileId::of(&meta) == id || meta.len() < pos.offset {
+            continue;
+        }
+        let Ok(mut f) = File::open(e.path()) else {
+            continue;
+        };
+        if !read_head(&mut f).is_ok_and(|h| h.starts_with(&pos.head)) {
+            continue;
+        }
+        let (o, _) = read_lines(snap, f, &e.path(), pos.offset, applied)?;
+        warn_malformed(&e.path(), &o, true, err)?;
+        return Ok(Some(o));
+    }
+    Ok(None)
 }
 
 /// The file `id` in the directory of `was` (where rotation renames it),
@@ -341,6 +389,44 @@ mod tests {
         let (lines, said) = pass(&s, &log, &mut at);
         assert_eq!(lines, 5, "{said}");
         assert_eq!(pass(&s, &log, &mut at).0, 0);
+    }
+
+    #[test]
+    fn copytruncate_reads_what_the_last_pass_left_unread_from_the_copy() {
+        let (s, dir) = (mesh(), tempfile::tempdir().unwrap());
+        let log = dir.path().join("access.log");
+        append(&log, &calls("a", 3));
+        let mut at = FileOffsets::default();
+        assert_eq!(pass(&s, &log, &mut at).0, 3);
+        // Two lines no pass read, then copied away and truncated in place,
+        // then four new lines.
+        append(&log, &calls("b", 2));
+        std::fs::copy(&log, dir.path().join("access.log.1")).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        append(&log, &calls("c", 4));
+        let (lines, said) = pass(&s, &log, &mut at);
+        assert_eq!(lines, 6, "the copy's 2 unread and the file's 4: {said}");
+        assert_eq!(pass(&s, &log, &mut at).0, 0);
+        // An unrelated file beside it is never taken for the copy.
+        let mut at = FileOffsets::default();
+        let other = dir.path().join("other.log");
+        append(&other, &calls("z", 9));
+        let mine = dir.path().join("mine.log");
+        append(&mine, &calls("m", 1));
+        assert_eq!(pass(&s, &mine, &mut at).0, 1);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&mine)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        append(&mine, &calls("n", 1));
+        assert_eq!(pass(&s, &mine, &mut at).0, 1);
     }
 
     #[test]
