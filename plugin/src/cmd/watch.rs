@@ -48,6 +48,8 @@ struct Watcher<'a> {
     election: Option<Election>,
     /// Whether it led at the last look (for the leading/following events).
     led: Option<bool>,
+    /// Whether this replica ever followed another.
+    followed: bool,
     /// Diagnostics already printed (a pass repeats what the last said).
     said: BTreeSet<String>,
     passes: u64,
@@ -181,6 +183,7 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         istiods: None,
         election,
         led: None,
+        followed: false,
         said: BTreeSet::new(),
         passes: 0,
         started: Instant::now(),
@@ -210,8 +213,11 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
                 }
             }
             // A first pass that fails is a setup problem: say it and stop
-            // (with -o json also on stdout, where the events go).
-            Err(e) if watcher.passes == 0 => {
+            // (with -o json also on stdout, where the events go). Not so
+            // for a replica that followed first: it takes over because the
+            // leader is gone, often in the same outage, and retries as the
+            // leader would have.
+            Err(e) if watcher.passes == 0 && !watcher.followed => {
                 if w.output == EventOutput::Json {
                     let m = format!("{e:#}; the first pass failed, so the watcher stops");
                     emit(&Event::new("pass-error").message(m), w.output, p)?;
@@ -292,6 +298,7 @@ impl Watcher<'_> {
             self.istiods = None;
         }
         self.led = Some(leading);
+        self.followed |= !leading;
         Ok(leading)
     }
 
