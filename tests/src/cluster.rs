@@ -24,11 +24,13 @@ pub fn repo_root() -> PathBuf {
 /// The directory holding the workspace's built binaries (kubectl-meshscope).
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> -> target/<profile>
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf()
+    // target/<profile>/deps/<test> -> target/<profile>; a binary of this
+    // crate (a soak, a benchmark) is in target/<profile> itself.
+    let dir = exe.parent().expect("target/<profile>");
+    match dir.file_name() {
+        Some(n) if n == "deps" => dir.parent().expect("target/<profile>").to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
 }
 
 pub fn plugin_binary() -> PathBuf {

@@ -14,6 +14,7 @@ use std::net::Ipv4Addr;
 pub mod bench;
 pub mod cluster;
 pub mod dist;
+pub mod faults;
 pub mod fidelity;
 pub mod help;
 pub mod injector;
