@@ -18,6 +18,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,6 +85,31 @@ impl FaultProxy {
     pub fn mode(&self) -> Mode {
         Mode::from_u8(self.mode.load(Ordering::SeqCst))
     }
+}
+
+/// The API server URL of `kubeconfig` as `host:port`.
+pub fn api_server(kubeconfig: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .context("a server in the kubeconfig")?;
+    Ok(server
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string())
+}
+
+/// Writes to `out` a copy of `kubeconfig` whose server is reached through
+/// `proxy` (a [`FaultProxy`] in front of that server).
+pub fn kubeconfig_through(kubeconfig: &Path, proxy: &FaultProxy, out: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(kubeconfig)?;
+    let server = format!("https://{}", api_server(kubeconfig)?);
+    std::fs::write(
+        out,
+        text.replace(&server, &format!("https://{}", proxy.addr)),
+    )?;
+    Ok(())
 }
 
 fn serve(client: TcpStream, upstream: &str, mode: Arc<AtomicU8>, epoch: Arc<AtomicU64>) {

@@ -25,6 +25,9 @@ use serde_json::Value;
 #[path = "verify/watch.rs"]
 mod watch;
 
+#[path = "verify/watch_faults.rs"]
+mod watch_faults;
+
 #[path = "verify/dangling.rs"]
 mod dangling;
 

@@ -37,13 +37,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use k8s_openapi::jiff::Timestamp;
 use meshscope_e2e::cluster::{Cluster, Prometheus};
-use meshscope_e2e::faults::{FaultProxy, Mode};
+use meshscope_e2e::faults::{api_server, kubeconfig_through, FaultProxy, Mode};
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
 use meshscope_e2e::istiod::Istiod;
 use meshscope_e2e::outbound_text_line;
@@ -339,19 +339,6 @@ fn setup_world(c: &'static Cluster) -> Result<(String, Scenario, Istiod, Sim)> {
     Ok((ns, sc, istiod, sim))
 }
 
-/// `kubeconfig` with its server sent through `proxy`.
-fn proxied_kubeconfig(kubeconfig: &Path, proxy: &FaultProxy, out: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(kubeconfig)?;
-    let server = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: "))
-        .context("a server in the kubeconfig")?
-        .to_string();
-    let text = text.replace(&server, &format!("https://{}", proxy.addr));
-    std::fs::write(out, text)?;
-    Ok(())
-}
-
 fn upstream_of(url: &str) -> String {
     url.trim_start_matches("http://")
         .trim_start_matches("https://")
@@ -516,6 +503,11 @@ impl Soak {
                 r.leading = false;
                 if !r.stopped_by_soak {
                     let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+                    eprintln!(
+                        "[soak] {} exited by itself ({st}): {}",
+                        r.id,
+                        tail.join(" | ")
+                    );
                     r.exits.push((format!("{st}"), tail.join(" | ")));
                 }
                 if r.restart_at.is_none() {
@@ -657,15 +649,7 @@ fn main() -> Result<()> {
     let c = Cluster::shared();
     let (ns, sc, istiod, sim) = setup_world(c)?;
     let prom = Prometheus::scraping(&istiod.monitoring, "5s")?;
-    let api_addr = {
-        let text = std::fs::read_to_string(&c.kubeconfig)?;
-        let server = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("server: "))
-            .context("a server in the kubeconfig")?
-            .to_string();
-        upstream_of(&server)
-    };
+    let api_addr = api_server(&c.kubeconfig)?;
     let proxies = Proxies {
         api: FaultProxy::start(&api_addr)?,
         istiod: FaultProxy::start(&istiod.monitoring)?,
@@ -673,7 +657,7 @@ fn main() -> Result<()> {
     };
     let dir = tempfile::tempdir()?;
     let kubeconfig = dir.path().join("proxied.kubeconfig");
-    proxied_kubeconfig(&c.kubeconfig, &proxies.api, &kubeconfig)?;
+    kubeconfig_through(&c.kubeconfig, &proxies.api, &kubeconfig)?;
     let log = dir.path().join("access.log");
     let args: Vec<String> = [
         "-n",
@@ -688,8 +672,7 @@ fn main() -> Result<()> {
         INTERVAL,
         "--prune-after",
         &format!("{}s", PRUNE_AFTER.as_secs()),
-        "--wait",
-        WAIT,
+        &format!("--wait={WAIT}"),
         "--lease",
         &format!("{ns}/meshscope-watch"),
     ]

@@ -49,7 +49,7 @@ fn watch_every(
 
 /// A copy of the setup's access log that a test appends to: its
 /// directory (removed on drop), its path, and the path as an argument.
-fn copy_log(s: &Setup) -> (tempfile::TempDir, std::path::PathBuf, String) {
+pub(super) fn copy_log(s: &Setup) -> (tempfile::TempDir, std::path::PathBuf, String) {
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("access.log");
     std::fs::copy(s.log.path(), &log_path).unwrap();
@@ -63,7 +63,7 @@ fn event_for(e: &Value, kind: &str, sidecar: &str) -> bool {
 
 /// The Sidecar the watcher created for `pod`, once it exists, and its
 /// `created` event.
-fn created_for(s: &Setup, w: &mut Watcher, pod: &str) -> (String, Value) {
+pub(super) fn created_for(s: &Setup, w: &mut Watcher, pod: &str) -> (String, Value) {
     let name = loop {
         let name = s.sidecar_of(pod);
         if !name.is_empty() {
