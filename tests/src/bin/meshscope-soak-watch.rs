@@ -30,7 +30,8 @@
 //!   with no narrowing between, and any write reported by a replica whose
 //!   last word on the Lease was that it follows.
 //!
-//! Reported, not targets: the replicas' exits other than the soak's own
+//! A run that widened or narrowed nothing fails too: its zeros would say
+//! nothing. Reported, not targets: the replicas' exits other than the soak's own
 //! kills, with their last stderr lines. Knobs: `MESHSCOPE_SOAK_DURATION`
 //! (seconds, default 3600), `MESHSCOPE_SOAK_SEED`.
 //! Prints a markdown table, then one JSON object as the last line.
@@ -152,6 +153,9 @@ struct Book {
     wrong_narrowings: Vec<String>,
     double_writes: Vec<String>,
     writes: usize,
+    /// Hosts added to and removed from Sidecars, by the replicas' events.
+    widened: usize,
+    narrowed: usize,
 }
 
 impl Book {
@@ -202,9 +206,11 @@ impl Book {
             };
             let edge = self.edges.entry((c, d)).or_default();
             if kind == "narrowed" {
+                self.narrowed += 1;
                 edge.widened_at_left = None;
                 continue;
             }
+            self.widened += 1;
             if edge.widened_at_left == Some(edge.left) {
                 self.double_writes.push(format!(
                     "{replica}: {sidecar} widened with dst-{d} again, no narrowing between"
@@ -239,13 +245,26 @@ impl Book {
         }
     }
 
-    /// The targets missed: (what, count, examples).
+    /// The counts that must be 0: (what, what was found).
     fn rows(&self) -> [(&'static str, &[String]); 3] {
         [
             ("lost edges", &self.lost),
             ("wrong narrowings", &self.wrong_narrowings),
             ("double writes", &self.double_writes),
         ]
+    }
+
+    /// What a run must have exercised for its zeros to mean anything: a
+    /// widening and a narrowing at least.
+    fn unexercised(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.widened == 0 {
+            out.push("no host was widened");
+        }
+        if self.narrowed == 0 {
+            out.push("no host was narrowed");
+        }
+        out
     }
 }
 
@@ -798,10 +817,16 @@ fn report(soak: &Soak, duration: Duration, seed: u64) -> Result<()> {
     for (f, n) in &soak.faults {
         println!("| {f} | {n} |");
     }
+    let unexercised = book.unexercised();
+    for why in &unexercised {
+        println!("| {why} | | | no |");
+    }
     println!();
     println!(
-        "Edges called: {called}; Sidecar writes reported: {}; replica exits the soak did not cause: {}.",
+        "Edges called: {called}; Sidecar writes reported: {} (hosts widened {}, narrowed {}); replica exits the soak did not cause: {}.",
         book.writes,
+        book.widened,
+        book.narrowed,
         exits.len()
     );
     for (_, found) in book.rows() {
@@ -814,6 +839,8 @@ fn report(soak: &Soak, duration: Duration, seed: u64) -> Result<()> {
         "seed": seed,
         "edges_called": called,
         "writes": book.writes,
+        "hosts_widened": book.widened,
+        "hosts_narrowed": book.narrowed,
         "lost_edges": book.lost,
         "wrong_narrowings": book.wrong_narrowings,
         "double_writes": book.double_writes,
@@ -821,7 +848,7 @@ fn report(soak: &Soak, duration: Duration, seed: u64) -> Result<()> {
         "unexpected_exits": exits,
     });
     println!("{out}");
-    if book.rows().iter().any(|(_, found)| !found.is_empty()) {
+    if book.rows().iter().any(|(_, found)| !found.is_empty()) || !unexercised.is_empty() {
         std::process::exit(1);
     }
     Ok(())
@@ -900,6 +927,16 @@ mod tests {
         b.wrote("r1", false, &write("widened", 3));
         assert_eq!(b.double_writes.len(), 1, "a follower wrote");
         assert_eq!(b.writes, 1);
+    }
+
+    #[test]
+    fn a_run_without_a_widening_or_a_narrowing_exercised_nothing() {
+        let mut b = book();
+        assert_eq!(b.unexercised().len(), 2);
+        b.wrote("r0", true, &write("widened", 1));
+        assert_eq!(b.unexercised(), ["no host was narrowed"]);
+        b.wrote("r0", true, &write("narrowed", 1));
+        assert!(b.unexercised().is_empty());
     }
 
     #[test]
