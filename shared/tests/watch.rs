@@ -487,3 +487,79 @@ fn lines_a_managed_sidecars_evidence_covers_are_skipped_at_a_start() {
     assert!(watch::applied(&mesh(&users)).0.is_empty());
     assert!(watch::applied(&mesh(&managed(&[CART]))).0.is_empty());
 }
+
+/// web's calls through PassthroughCluster at `time`, repeated `n` times.
+fn calls_at(s: &MeshSnapshot, time: &str, to: &[&str], n: usize) -> Observations {
+    let mut lines = Vec::new();
+    for ip in to {
+        for _ in 0..n {
+            lines.push(
+                access_log::line("10.0.0.1", "a", "PassthroughCluster", &format!("{ip}:80"))
+                    .replace("2026-01-01T00:00:00.000Z", time),
+            );
+        }
+    }
+    observe(s, &lines.join(""))
+}
+
+/// The mesh with web's Sidecar as one recommendation made it.
+fn with_recommended(obs_of: impl Fn(&MeshSnapshot) -> Observations) -> MeshSnapshot {
+    let s = mesh("");
+    let recs = recommend::recommend(&s, &obs_of(&s), &[web(&s)], &RecommendOptions::default());
+    let yaml = serde_yaml::to_string(recs[0].sidecar().unwrap()).unwrap();
+    mesh(&format!("---\n{yaml}"))
+}
+
+fn evidence(r: &recommend::Recommendation) -> (String, String) {
+    let a = r.sidecar().unwrap().metadata.annotations.clone().unwrap();
+    (
+        a["meshscope.io/window"].clone(),
+        a["meshscope.io/requests"].clone(),
+    )
+}
+
+/// issue #35 items 4 and 5: newer traffic on the same edges changes only
+/// the evidence, which is no change (nothing to write, no drift); a change
+/// of scope keeps the evidence cumulative over the reads after the live
+/// window, and a read of the same window again replaces it.
+#[test]
+fn evidence_alone_is_no_change_and_grows_with_the_reads_after_it() {
+    let s = with_recommended(|s| calls_at(s, "2026-01-01T00:00:00.000Z", &["10.96.0.2"], 3));
+    let opts = RecommendOptions::default();
+    let later = calls_at(&s, "2026-01-02T00:00:00.000Z", &["10.96.0.2"], 7);
+    let recs = recommend::recommend(&s, &later, &[web(&s)], &opts);
+    assert!(recs[0].unchanged(), "{:?}", recs[0].outcome);
+
+    let wider = calls_at(
+        &s,
+        "2026-01-02T00:00:00.000Z",
+        &["10.96.0.2", "10.96.0.3"],
+        2,
+    );
+    let recs = recommend::recommend(&s, &wider, &[web(&s)], &opts);
+    assert!(!recs[0].unchanged());
+    assert_eq!(
+        evidence(&recs[0]),
+        (
+            "2026-01-01T00:00:00.000Z/2026-01-02T00:00:00.000Z".to_string(),
+            "7".to_string()
+        ),
+        "3 requests before, 4 now"
+    );
+
+    let again = calls_at(
+        &s,
+        "2026-01-01T00:00:00.000Z",
+        &["10.96.0.2", "10.96.0.3"],
+        2,
+    );
+    let recs = recommend::recommend(&s, &again, &[web(&s)], &opts);
+    assert_eq!(
+        evidence(&recs[0]),
+        (
+            "2026-01-01T00:00:00.000Z/2026-01-01T00:00:00.000Z".to_string(),
+            "4".to_string()
+        ),
+        "the same window read again"
+    );
+}

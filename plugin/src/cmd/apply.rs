@@ -377,6 +377,12 @@ fn read_plan(
                 ));
                 continue;
             }
+            // The same scope, only newer evidence: writing it would push
+            // to every proxy it selects for nothing.
+            if r.unchanged() {
+                results.push((ApplyResult::Unchanged, ns, name, String::new()));
+                continue;
+            }
         }
         let widened = match (&existing, waiting) {
             (Some(ex), true) => serde_json::from_value::<Sidecar>(ex.clone())

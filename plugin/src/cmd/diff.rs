@@ -111,6 +111,11 @@ fn diff_recommended(world: &World, recs: &[Recommendation], a: &DiffRequest) -> 
             diff.tally.user_owned += 1;
             continue;
         }
+        // The same scope, only newer evidence: apply leaves it as it is.
+        if existing.is_some() && r.unchanged() {
+            diff.tally.unchanged += 1;
+            continue;
+        }
         let mut pp = PatchParams::apply(FIELD_MANAGER).dry_run();
         if a.force_conflicts {
             pp = pp.force();

@@ -19,7 +19,9 @@ mod selector;
 
 pub use hinted::HINTED_ANNOTATION;
 use hosts::{add_required, entry_for, needed_hosts, parse_listeners};
-use objects::{build_sidecar, evidence_meta, keeps, name_taken, own_sidecar, workload_meta};
+use objects::{
+    build_sidecar, cumulative, evidence_meta, keeps, name_taken, own_sidecar, workload_meta,
+};
 pub use objects::{
     generated_for, orphaned, sidecar_name, with_hosts, EGRESS_ANNOTATION, NAMESPACE_SIDECAR_NAME,
     REQUESTS_ANNOTATION, SOURCES_ANNOTATION, WINDOW_ANNOTATION, WORKLOAD_KIND_LABEL,
@@ -143,6 +145,18 @@ impl Recommendation {
             Outcome::Sidecar { object, .. } => Some(object),
             _ => None,
         }
+    }
+
+    /// The managed Sidecar already has this scope (only its evidence
+    /// would differ): nothing to write.
+    pub fn unchanged(&self) -> bool {
+        matches!(
+            self.outcome,
+            Outcome::Sidecar {
+                action: Action::Unchanged,
+                ..
+            }
+        )
     }
 }
 
@@ -372,6 +386,9 @@ fn recommend_workload(
         }
     }
     let managed = own_sidecar(snap, w).map(|s| &snap.sidecars[s]);
+    if let Some(m) = managed {
+        cumulative(&m.object, &mut annotations);
+    }
     let selector = match stable_selector(snap, w) {
         Ok(sel) => sel,
         Err(why) => {
@@ -573,6 +590,9 @@ fn recommend_namespace(
     let existing: Option<Vec<String>> =
         managed.map(|m| m.egress_hosts().map(String::from).collect());
     let (mut annotations, requests) = evidence_meta(obs, &traffic);
+    if let Some(m) = managed {
+        cumulative(&m.object, &mut annotations);
+    }
     rec.requests = requests;
     if let Some(v) = required::annotation(&rec.required) {
         annotations.insert(REQUIRED_BY_ANNOTATION.to_string(), v);

@@ -184,7 +184,61 @@ pub(super) fn keeps(
         }])
         .unwrap_or_default(),
     );
+    annotations.retain(|k, _| !EVIDENCE.contains(&k.as_str()));
     has(&live.metadata.labels, labels) && has(&live.metadata.annotations, &annotations)
+}
+
+/// The evidence annotations: the traffic a Sidecar's hosts rest on. They
+/// change with every read while the scope does not, so they never make a
+/// Sidecar "changed": a write would push to every proxy it selects, and a
+/// drift check would report drift that is not there.
+const EVIDENCE: [&str; 3] = [SOURCES_ANNOTATION, WINDOW_ANNOTATION, REQUESTS_ANNOTATION];
+
+/// Makes this read's evidence (`ann`) cumulative over `live`'s: a read
+/// that starts after the live window ends (a pass of `apply --watch`, a
+/// later apply from newer logs) adds its requests to the live count, and
+/// the window and sources grow to cover both; one that overlaps it (the
+/// same logs read again) replaces it.
+pub(super) fn cumulative(live: &Sidecar, ann: &mut BTreeMap<String, String>) {
+    let Some(old) = live.metadata.annotations.as_ref() else {
+        return;
+    };
+    let window = |a: &BTreeMap<String, String>| {
+        let (from, to) = a.get(WINDOW_ANNOTATION)?.split_once('/')?;
+        let parse = |t: &str| t.parse::<k8s_openapi::jiff::Timestamp>().ok();
+        Some((from.to_string(), parse(from)?, to.to_string(), parse(to)?))
+    };
+    let (Some((old_from, _, _, old_to)), Some((_, new_from, new_to, _))) =
+        (window(old), window(ann))
+    else {
+        return;
+    };
+    if new_from <= old_to {
+        return;
+    }
+    ann.insert(
+        WINDOW_ANNOTATION.to_string(),
+        format!("{old_from}/{new_to}"),
+    );
+    let count = |a: &BTreeMap<String, String>| {
+        a.get(REQUESTS_ANNOTATION)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    ann.insert(
+        REQUESTS_ANNOTATION.to_string(),
+        (count(old) + count(ann)).to_string(),
+    );
+    let sources: BTreeSet<&str> = [old, &*ann]
+        .iter()
+        .filter_map(|a| a.get(SOURCES_ANNOTATION))
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !sources.is_empty() {
+        let joined = sources.into_iter().collect::<Vec<_>>().join(",");
+        ann.insert(SOURCES_ANNOTATION.to_string(), joined);
+    }
 }
 
 /// A Sidecar of that name that meshscope does not manage: writing ours

@@ -548,6 +548,30 @@ fn quiet_silences_summaries_but_not_warnings_or_errors() {
 
 // === diff (live) ===
 
+/// Later traffic on the same edges, twice as much of it: only the evidence
+/// annotations would change, so diff finds no difference (exit 0) and apply
+/// writes nothing (issue #35 item 5: a CI drift gate must not see drift).
+fn evidence_alone_is_no_drift(c: &Cluster, s: &Scenario, ns: &str, dir: &Path) {
+    let later = dir.join("later.log");
+    let text = s.logs(LogForm::Text).replace("2026-11-2", "2026-12-0");
+    std::fs::write(&later, format!("{text}{text}")).unwrap();
+    let later = later.to_str().unwrap();
+    let sleep0 = "sleep-0-deployment-meshscope";
+    let rv = c.sidecar_resource_version(ns, sleep0);
+    let r = live(&c.kubeconfig, &["diff", "-n", ns, "--access-log", later]);
+    assert_eq!(r.ok(), Outcome::Ok, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(" 0 to change"), "{}", r.stderr);
+    let r = live(&c.kubeconfig, &["apply", "-n", ns, "--access-log", later]);
+    assert_eq!(r.ok(), Outcome::Ok, "{}", r.stderr);
+    assert!(r.stdout.contains("unchanged"), "{}", r.stdout);
+    assert!(!r.stdout.contains("configured"), "{}", r.stdout);
+    assert_eq!(
+        c.sidecar_resource_version(ns, sleep0),
+        rv,
+        "apply wrote a Sidecar whose scope is the same"
+    );
+}
+
 #[test]
 fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
     meshscope_e2e::needs_cluster!();
@@ -630,6 +654,7 @@ fn diff_shows_what_apply_would_change_with_kubectl_diffs_exit_codes() {
         "-q keeps the notes: {}",
         r.stderr
     );
+    evidence_alone_is_no_drift(c, &s, &ns, dir.path());
 
     // Someone narrows a managed Sidecar: the diff shows the hosts coming back.
     c.kubectl_ok(
