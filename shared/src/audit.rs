@@ -44,6 +44,26 @@ pub fn unscoped_message(kind: &str, ns: &str, name: &str) -> String {
     )
 }
 
+/// For each namespace with more than one MS0001 finding (exempt ones
+/// aside), the one command that scopes its unscoped workloads at once,
+/// beside the per-workload fix each finding carries.
+pub fn namespace_fixes(findings: &[Finding]) -> Vec<String> {
+    let mut per_ns: std::collections::BTreeMap<&str, usize> = Default::default();
+    for f in findings
+        .iter()
+        .filter(|f| f.code == "MS0001" && f.exempt.is_none())
+    {
+        *per_ns.entry(f.namespace.as_str()).or_default() += 1;
+    }
+    per_ns
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(ns, n)| {
+            format!("{n} unscoped workloads in namespace {ns}: scope them at once with kubectl meshscope apply -n {ns} --from-pod-logs")
+        })
+        .collect()
+}
+
 /// The MS0001 message for a workload being created (the webhook's denial
 /// of a CREATE): it is not in the cluster yet, so its fix plans from the
 /// manifest being applied (`-f`), which `apply` lays over the cluster.

@@ -87,7 +87,8 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
     let (findings, exempt, suppressed) = (&a.findings, &a.exempt, &a.suppressed);
     let mut summary = audit::summarize(findings);
     summary.exempt = exempt.len();
-    let document = || serde_json::json!({"findings": findings, "exempt": exempt, "summary": summary, "suppressed": suppressed.len()});
+    let fixes = audit::namespace_fixes(findings);
+    let document = || serde_json::json!({"findings": findings, "exempt": exempt, "summary": summary, "suppressed": suppressed.len(), "namespace_fixes": fixes});
     match r.output {
         ReportOutput::Json => output::json(p.out, &document())?,
         ReportOutput::Yaml => output::yaml(p.out, &document())?,
@@ -146,6 +147,9 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
             plural(summary.warnings, "warning", "warnings"),
             summary.infos,
         ))?;
+    }
+    for fix in &fixes {
+        p.summary(format_args!("{fix}"))?;
     }
     Ok(match r.fail_on {
         Some(t) if findings.iter().any(|f| f.severity >= t) => Outcome::Findings,

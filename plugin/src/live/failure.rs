@@ -186,7 +186,7 @@ impl fmt::Display for ApiFailure {
             ),
             FailureKind::NotFound(_) if self.resource.ends_with("networking.istio.io") => write!(
                 f,
-                "Istio CRDs are not installed: the API server at {} does not serve {}; install Istio (or its CRDs) first, or read manifests with --manifests",
+                "Istio CRDs are not installed: the API server at {} does not serve {}; install Istio (or its CRDs) first (recommend, audit, explain and impact can read files instead, with --manifests)",
                 self.server, self.resource
             ),
             FailureKind::NotFound(msg) => write!(f, "{} {} {}: not found ({msg})", self.verb, self.resource, self.where_()),
@@ -270,8 +270,13 @@ mod tests {
         );
         let m = f.to_string();
         assert!(m.starts_with("Istio CRDs are not installed"), "{m}");
+        assert!(m.contains("https://10.0.0.1:6443"), "{m}");
+        // One text for every command: it does not tell apply, diff or
+        // verify (which refuse --manifests) to read manifests.
         assert!(
-            m.contains("https://10.0.0.1:6443") && m.contains("--manifests"),
+            m.contains(
+                "(recommend, audit, explain and impact can read files instead, with --manifests)"
+            ),
             "{m}"
         );
         assert_eq!(m.lines().count(), 1);

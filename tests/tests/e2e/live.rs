@@ -666,12 +666,31 @@ fn the_ms0001_fix_commands_work_as_printed() {
     let (for_client, _) = commands(&message(&v, "client").expect("client is unscoped"));
     let (_, for_later) = commands(&message(&v, "later").expect("later is unscoped"));
 
-    let args: Vec<&str> = for_client.iter().map(String::as_str).collect();
+    // Two unscoped workloads: audit also prints the one command for the
+    // namespace, which scopes every workload with traffic (client).
+    let fixes = v["namespace_fixes"].as_array().unwrap();
+    assert_eq!(fixes.len(), 1, "{v}");
+    let fix = fixes[0].as_str().unwrap();
+    let (head, command) = fix
+        .split_once(": scope them at once with kubectl meshscope ")
+        .expect(fix);
+    assert_eq!(head, format!("2 unscoped workloads in namespace {ns}"));
+    let args: Vec<&str> = command.split_whitespace().collect();
     let r = meshscope(&c.kubeconfig, &args);
     assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{args:?}: {}", r.stderr);
     assert!(
         r.stdout
             .contains("sidecar.networking.istio.io/client-deployment-meshscope created"),
+        "{}",
+        r.stdout
+    );
+    // The workload's own fix, run as printed after it, has nothing left to do.
+    let args: Vec<&str> = for_client.iter().map(String::as_str).collect();
+    let r = meshscope(&c.kubeconfig, &args);
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{args:?}: {}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("sidecar.networking.istio.io/client-deployment-meshscope unchanged"),
         "{}",
         r.stdout
     );
