@@ -21,7 +21,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use meshscope_shared::observe::{Applied, LogIngest, Observations};
+use meshscope_shared::observe::{Applied, LineOutcome, LogIngest, Observations};
 use meshscope_shared::MeshSnapshot;
 
 use super::{expand, ingest_file, is_gz};
@@ -53,6 +53,8 @@ struct Position {
     path: PathBuf,
     /// After the last whole line read.
     offset: u64,
+    /// How many lines that is, to number the next.
+    line: u64,
     /// Its first bytes then (up to [`HEAD_LEN`]).
     head: Vec<u8>,
     /// Named on the command line itself, not found in a directory given.
@@ -122,9 +124,11 @@ fn tail_one(
     let id = FileId::of(&meta);
     let head = read_head(&mut f).with_context(|| format!("cannot read {}", file.display()))?;
     let known = offsets.at.get(&id);
-    let start = match known {
-        Some(pos) if pos.offset <= meta.len() && head.starts_with(&pos.head) => pos.offset,
-        _ => 0,
+    let (start, line) = match known {
+        Some(pos) if pos.offset <= meta.len() && head.starts_with(&pos.head) => {
+            (pos.offset, pos.line)
+        }
+        _ => (0, 0),
     };
     // Truncated in place (copytruncate): what the last pass left unread
     // is in the copy beside it.
@@ -134,14 +138,16 @@ fn tail_one(
         }
         _ => None,
     };
-    let (mut o, offset) = read_lines(snap, f, file, start, applied)?;
-    warn_malformed(file, &o, known.is_some(), err)?;
+    let read = read_lines(snap, f, file, (start, line), applied)?;
+    warn_malformed(file, &read, known.is_some(), err)?;
+    let (mut o, offset, line) = (read.obs, read.offset, read.line);
     if let Some(c) = copied {
         o.merge(c);
     }
     let pos = Position {
         path: file.to_path_buf(),
         offset,
+        line,
         head,
         named,
     };
@@ -184,9 +190,9 @@ fn rotated_away(
         };
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         if len > pos.offset {
-            let (o, _) = read_lines(snap, f, &renamed, pos.offset, applied)?;
-            warn_malformed(&renamed, &o, true, err)?;
-            obs.merge(o);
+            let read = read_lines(snap, f, &renamed, (pos.offset, pos.line), applied)?;
+            warn_malformed(&renamed, &read, true, err)?;
+            obs.merge(read.obs);
         }
     }
     Ok(obs)
@@ -222,9 +228,9 @@ fn copy_tail(
         if !read_head(&mut f).is_ok_and(|h| h.starts_with(&pos.head)) {
             continue;
         }
-        let (o, _) = read_lines(snap, f, &e.path(), pos.offset, applied)?;
-        warn_malformed(&e.path(), &o, true, err)?;
-        return Ok(Some(o));
+        let read = read_lines(snap, f, &e.path(), (pos.offset, pos.line), applied)?;
+        warn_malformed(&e.path(), &read, true, err)?;
+        return Ok(Some(read.obs));
     }
     Ok(None)
 }
@@ -253,20 +259,31 @@ fn read_head(f: &mut File) -> io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// The whole lines of `f` from `start`: the observations and the offset
-/// after the last one.
+/// What one read of a file gave.
+struct FileRead {
+    obs: Observations,
+    /// After the last whole line read, and how many lines that is.
+    offset: u64,
+    line: u64,
+    /// The first malformed lines: number, reason, text.
+    malformed: Vec<super::Malformed>,
+}
+
+/// The whole lines of `f` from `start` (an offset, and the number of the
+/// lines before it).
 fn read_lines(
     snap: &MeshSnapshot,
     f: File,
     file: &Path,
-    start: u64,
+    (start, mut line_no): (u64, u64),
     applied: Option<&Applied>,
-) -> Result<(Observations, u64)> {
+) -> Result<FileRead> {
     let mut reader = io::BufReader::new(f);
     reader
         .seek(SeekFrom::Start(start))
         .with_context(|| format!("cannot read {}", file.display()))?;
     let mut ingest = LogIngest::new(snap, "access-log").applied(applied);
+    let mut malformed = Vec::new();
     let mut at = start;
     let mut line = Vec::new();
     loop {
@@ -278,24 +295,31 @@ fn read_lines(
             break;
         }
         at += n as u64;
+        line_no += 1;
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
-        if !text.is_empty() {
-            ingest.line(text);
+        if text.is_empty() {
+            continue;
+        }
+        if let LineOutcome::Malformed(why) = ingest.line(text) {
+            if malformed.len() < super::SHOWN_MALFORMED {
+                malformed.push((line_no, why, text.chars().take(160).collect()));
+            }
         }
     }
-    Ok((ingest.finish(), at))
+    Ok(FileRead {
+        obs: ingest.finish(),
+        offset: at,
+        line: line_no,
+        malformed,
+    })
 }
 
 /// Says how many lines of `file` this pass could not read as access-log
 /// lines ("since the last pass" only when there was one for it).
-fn warn_malformed(
-    file: &Path,
-    o: &Observations,
-    followed: bool,
-    err: &mut dyn Write,
-) -> Result<()> {
-    if o.stats.malformed == 0 {
+fn warn_malformed(file: &Path, read: &FileRead, followed: bool, err: &mut dyn Write) -> Result<()> {
+    let count = read.obs.stats.malformed;
+    if count == 0 {
         return Ok(());
     }
     writeln!(
@@ -303,12 +327,15 @@ fn warn_malformed(
         "warning: {}: {}{}",
         file.display(),
         plural(
-            o.stats.malformed as usize,
+            count as usize,
             "malformed access-log line",
             "malformed access-log lines"
         ),
         if followed { " since the last pass" } else { "" }
     )?;
+    for m in &read.malformed {
+        writeln!(err, "warning: {}", super::malformed_line(file, m))?;
+    }
     Ok(())
 }
 
@@ -498,12 +525,25 @@ mod tests {
         append(&log, "not an access-log line\n");
         let mut at = FileOffsets::default();
         let (_, said) = pass(&s, &log, &mut at);
-        assert!(said.ends_with(": 1 malformed access-log line\n"), "{said}");
-        append(&log, "nor this\n");
-        let (_, said) = pass(&s, &log, &mut at);
+        let first: Vec<&str> = said.lines().collect();
         assert!(
-            said.ends_with("1 malformed access-log line since the last pass\n"),
+            first[0].ends_with(": 1 malformed access-log line"),
             "{said}"
         );
+        // Each with its file:line and text, as one-off commands show them,
+        // numbered from the file's start across passes.
+        let at_line = |n: u32| format!("{}:{n}: malformed access-log line (", log.display());
+        assert!(first[1].contains(&at_line(1)), "{said}");
+        assert!(first[1].ends_with("): not an access-log line"), "{said}");
+        append(&log, &calls("a", 2));
+        append(&log, "nor this\n");
+        let (_, said) = pass(&s, &log, &mut at);
+        let second: Vec<&str> = said.lines().collect();
+        assert!(
+            second[0].ends_with("1 malformed access-log line since the last pass"),
+            "{said}"
+        );
+        assert!(second[1].contains(&at_line(4)), "{said}");
+        assert!(second[1].ends_with("): nor this"), "{said}");
     }
 }
