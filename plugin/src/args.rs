@@ -535,6 +535,9 @@ pub struct WatchFlags {
     /// Remove a host from a managed Sidecar once no traffic reached it for this long (--watch; never a host the mesh requires; default: never narrow)
     #[arg(long, value_name = "DURATION")]
     pub prune_after: Option<String>,
+    /// Say every so often, as a `heartbeat` event, how many passes ran, how many failed and how many Sidecars were written since the last one (--watch; 0: never)
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub heartbeat: String,
     /// Serve /metrics (Prometheus text) and /healthz on this address, such as :9090 or 127.0.0.1:9090 (--watch)
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<String>,

@@ -110,6 +110,30 @@ fn idle_workloads_are_skipped_unless_allow_idle() {
     assert_eq!(hosts(&r[0]), vec!["~/*"]);
 }
 
+/// issue #35 item 2: a workload whose callers' logs show requests to it,
+/// but whose own proxy's log is missing, is told what was seen and what
+/// is missing, not "no traffic", and is not pointed at --allow-idle (a
+/// closed scope would cut whatever it calls).
+#[test]
+fn a_workload_only_its_callers_logs_show_is_told_its_own_log_is_missing() {
+    let s = snap(&base());
+    let call = line(
+        "10.0.0.1",
+        "outbound|80||cart.shop.svc.cluster.local",
+        "10.96.0.3:80",
+    );
+    let obs = observe(&s, &format!("{call}{call}"));
+    let r = recommend::recommend(&s, &obs, &[w(&s, "cart")], &RecommendOptions::default());
+    let Outcome::Skipped(why) = &r[0].outcome else {
+        panic!("{:?}", r[0].outcome)
+    };
+    assert_eq!(
+        why,
+        "no evidence: 2 requests to it were seen in the logs of its callers (web), but none from its own proxy, so what it calls is unknown; read its own istio-proxy log too (--from-pod-logs, or add its file to --access-log)"
+    );
+    assert!(r[0].outcome.is_no_evidence());
+}
+
 #[test]
 fn user_owned_sidecars_are_never_replaced_and_missing_hosts_are_reported() {
     let yaml = base() + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata:\n  name: mine\n  namespace: shop\nspec:\n  workloadSelector:\n    labels: {tier: front}\n  egress:\n  - hosts: [\"istio-system/*\"]\n";

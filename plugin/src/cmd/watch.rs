@@ -30,7 +30,7 @@ use crate::outcome::Outcome;
 use crate::output::Printer;
 use crate::request::{ApplyRequest, WatchRequest};
 use crate::world::{Cursor, LiveCtx, World};
-use events::{emit, Event};
+use events::{emit, Event, Heartbeat};
 use metrics::Metrics;
 
 /// The watcher's state between passes.
@@ -196,9 +196,18 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         w.output,
         p,
     )?;
+    let mut heartbeat = w
+        .heartbeat
+        .map(|every| Heartbeat::new(every, Instant::now()));
     while !stop.requested() {
         let began = Instant::now();
-        if !watcher.leading(p)? {
+        let leading = watcher.leading(p)?;
+        if let Some(h) = heartbeat.as_mut() {
+            if let Some(e) = h.due(began, watcher.metrics.writes(), leading) {
+                emit(&e, w.output, p)?;
+            }
+        }
+        if !leading {
             watcher.follow()?;
             continue;
         }
@@ -237,6 +246,9 @@ pub fn run(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             }
         }
         watcher.passes += 1;
+        if let Some(h) = heartbeat.as_mut() {
+            h.pass(watcher.last_error.is_none());
+        }
         watcher.idle_until(began + w.interval);
     }
     if let Some(e) = watcher.election.take() {

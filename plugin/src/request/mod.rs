@@ -351,7 +351,7 @@ pub struct ApplyRequest {
     /// The request timeout, for istiod's port-forwards.
     pub timeout_secs: u64,
     /// `--watch`: keep running.
-    pub watch: Option<WatchRequest>,
+    pub watch: Option<Box<WatchRequest>>,
 }
 
 impl ApplyRequest {
@@ -359,7 +359,8 @@ impl ApplyRequest {
         if !c.manifests.is_empty() {
             bail!("apply changes a cluster: drop --manifests (use `recommend --manifests ... | kubectl apply -f -` for files)");
         }
-        let watch = WatchRequest::parse(&a.watch, c, a.dry_run, a.diff, a.prune_hosts)?;
+        let watch =
+            WatchRequest::parse(&a.watch, c, a.dry_run, a.diff, a.prune_hosts)?.map(Box::new);
         if watch.is_some() && !a.rec.filename.is_empty() {
             bail!("--watch follows the cluster: create the objects of -f first (kubectl apply -f), then watch them");
         }

@@ -155,6 +155,22 @@ fn watch_flags_are_checked_up_front() {
         e.starts_with("--prune-after is shorter than --interval"),
         "{e}"
     );
+    let e = error(&["apply", "--from-pod-logs", "--heartbeat", "1m"]);
+    assert!(e.starts_with("--heartbeat is a --watch flag"), "{e}");
+    let e = error(&[
+        "apply",
+        "--watch",
+        "--from-pod-logs",
+        "--heartbeat",
+        "often",
+    ]);
+    assert!(e.starts_with("--heartbeat: invalid duration"), "{e}");
+    let Request::Apply(a) =
+        parse(&["apply", "--watch", "--from-pod-logs", "--heartbeat", "0"]).unwrap()
+    else {
+        panic!("an apply request")
+    };
+    assert_eq!(a.watch.unwrap().heartbeat, None, "0: never");
     let e = error(&["apply", "--watch", "--from-pod-logs", "--lease", "nope"]);
     assert!(
         e.starts_with("--lease \"nope\": expected NAMESPACE/NAME"),
@@ -178,6 +194,11 @@ fn watch_flags_are_checked_up_front() {
     assert_eq!(w.interval, Duration::from_secs(30));
     assert_eq!(w.prune_after, Some(Duration::from_secs(3600)));
     assert_eq!(w.metrics_addr.unwrap().port(), 9090);
+    assert_eq!(
+        w.heartbeat,
+        Some(Duration::from_secs(600)),
+        "every 10m by default"
+    );
     // --watch confirms on istiod, so the RBAC check includes istiod's.
     assert_eq!(a.wait.map(|w| w.limit), Some(Duration::from_secs(120)));
     assert_eq!(

@@ -16,6 +16,8 @@ pub struct WatchRequest {
     /// `--prune-after`: narrow hosts unseen for this long.
     pub prune_after: Option<Duration>,
     pub metrics_addr: Option<SocketAddr>,
+    /// `--heartbeat`: how often to say the watcher is at work (`None`: never).
+    pub heartbeat: Option<Duration>,
     /// `--lease NAMESPACE/NAME`.
     pub lease: Option<(String, String)>,
     /// This replica's name in the Lease.
@@ -31,6 +33,8 @@ fn watch_only(w: &WatchFlags) -> Option<&'static str> {
         Some("--prune-after")
     } else if w.metrics_addr.is_some() {
         Some("--metrics-addr")
+    } else if w.heartbeat != "10m" {
+        Some("--heartbeat")
     } else if w.lease.is_some() {
         Some("--lease")
     } else if w.identity.is_some() {
@@ -88,9 +92,11 @@ impl WatchRequest {
         if prune_after.is_some_and(|p| p < interval) {
             bail!("--prune-after is shorter than --interval: a host would be dropped before one pass could see it called again");
         }
+        let heartbeat = parse_duration(&w.heartbeat).map_err(|e| anyhow!("--heartbeat: {e}"))?;
         Ok(Some(WatchRequest {
             interval,
             prune_after,
+            heartbeat: (!heartbeat.is_zero()).then_some(heartbeat),
             metrics_addr: w.metrics_addr.as_deref().map(metrics_addr).transpose()?,
             lease: w.lease.as_deref().map(lease).transpose()?,
             identity: w.identity.clone().unwrap_or_else(default_identity),

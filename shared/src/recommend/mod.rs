@@ -352,9 +352,15 @@ fn recommend_workload(
     rec.not_visible = needed.not_visible.iter().cloned().collect();
     rec.unknown = needed.unknown.iter().cloned().collect();
     if traffic.is_none() && rec.hinted.is_empty() && !opts.allow_idle {
-        rec.outcome = Outcome::Skipped(
-            format!("{NO_EVIDENCE}: no traffic from or to this workload was observed{} (use --allow-idle to close its scope anyway)", no_hints_why(opts, hints)),
-        );
+        rec.outcome = Outcome::Skipped(match called_by(snap, obs, w) {
+            // Called, but its own proxy's log is missing: what it calls is
+            // unknown, and closing its scope would cut those calls.
+            Some((requests, callers)) => format!(
+                "{NO_EVIDENCE}: {requests} requests to it were seen in the logs of its callers ({callers}), but none from its own proxy, so what it calls is unknown; read its own istio-proxy log too (--from-pod-logs, or add its file to --access-log){}",
+                no_hints_why(opts, hints)
+            ),
+            None => format!("{NO_EVIDENCE}: no traffic from or to this workload was observed{} (use --allow-idle to close its scope anyway)", no_hints_why(opts, hints)),
+        });
         return rec;
     }
     let (mut annotations, requests) = evidence_meta(obs, &[t]);
@@ -640,6 +646,32 @@ fn recommend_namespace(
 
 /// Why a workload without traffic has no hints either, for its "no
 /// evidence" reason (nothing without `--from-manifest-hints`).
+/// The requests other workloads were seen making to a Service of `w`,
+/// and those workloads (the first few, by name), when there were any.
+fn called_by(snap: &MeshSnapshot, obs: &Observations, w: WorkloadId) -> Option<(u64, String)> {
+    let mut requests = 0;
+    let mut callers = BTreeSet::new();
+    for (c, t) in &obs.traffic {
+        for ((host, _), e) in &t.outbound {
+            let serves = snap.services_named(host).iter().any(|s| snap.serves(w, *s));
+            if serves && *c != w {
+                requests += e.requests;
+                callers.insert(snap.workloads[*c].name.as_str());
+            }
+        }
+    }
+    if requests == 0 {
+        return None;
+    }
+    let shown: Vec<&str> = callers.iter().take(3).copied().collect();
+    let more = callers.len().saturating_sub(shown.len());
+    let mut named = shown.join(", ");
+    if more > 0 {
+        named += &format!(" and {more} more");
+    }
+    Some((requests, named))
+}
+
 fn no_hints_why(opts: &RecommendOptions, hints: Option<&[crate::hints::Hint]>) -> &'static str {
     match (
         opts.manifest_hints.is_some(),

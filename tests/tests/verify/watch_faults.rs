@@ -49,6 +49,8 @@ fn replica(
         url.as_str(),
         "--metrics-addr",
         addr.as_str(),
+        "--heartbeat",
+        "3s",
     ];
     if let Some(id) = lease {
         args.extend(["--lease", lease_name.as_str(), "--identity", id]);
@@ -201,6 +203,13 @@ fn api_hang(s: &Setup) {
     let istiod = FaultProxy::start(&s.istiod.monitoring).unwrap();
     let mut w = replica(s, &kc, &log, &istiod, free_port(), None);
     super::watch::created_for(s, &mut w, "client-0");
+    // At work, and saying so every --heartbeat (3 s here).
+    let beat = w.until("heartbeat", Duration::from_secs(15), |e| is(e, "heartbeat"));
+    let m = beat["message"].as_str().unwrap();
+    assert!(
+        m.contains(" passes in the last ") && m.contains("written"),
+        "{m}"
+    );
     api.set(Mode::Hang);
     // The next pass begins and sticks reading the API server.
     std::thread::sleep(Duration::from_secs(5));

@@ -8,13 +8,75 @@ use serde::Serialize;
 use crate::args::EventOutput;
 use crate::output::Printer;
 
+/// What happened since the last `heartbeat` event, for the next one.
+#[derive(Debug)]
+pub struct Heartbeat {
+    every: std::time::Duration,
+    since: std::time::Instant,
+    passes: u64,
+    failed: u64,
+    /// The writes counted when the last heartbeat was said.
+    writes_before: u64,
+}
+
+impl Heartbeat {
+    pub fn new(every: std::time::Duration, now: std::time::Instant) -> Heartbeat {
+        Heartbeat {
+            every,
+            since: now,
+            passes: 0,
+            failed: 0,
+            writes_before: 0,
+        }
+    }
+
+    pub fn pass(&mut self, ok: bool) {
+        self.passes += 1;
+        self.failed += u64::from(!ok);
+    }
+
+    /// The `heartbeat` event once `every` has passed since the last one
+    /// (`writes`: the Sidecar writes so far; `leading`: whether this
+    /// replica writes), and the counts start again.
+    pub fn due(&mut self, now: std::time::Instant, writes: u64, leading: bool) -> Option<Event> {
+        let took = now.duration_since(self.since);
+        if took < self.every {
+            return None;
+        }
+        let mut m = format!(
+            "{} in the last {}",
+            crate::output::plural(self.passes as usize, "pass", "passes"),
+            crate::duration::show_duration(took)
+        );
+        if self.failed > 0 {
+            m += &format!(" ({} failed)", self.failed);
+        }
+        m += &format!(
+            ", {} written",
+            crate::output::plural(
+                (writes - self.writes_before) as usize,
+                "Sidecar",
+                "Sidecars"
+            )
+        );
+        if !leading {
+            m += "; following: another replica holds the Lease";
+        }
+        *self = Heartbeat {
+            writes_before: writes,
+            ..Heartbeat::new(self.every, now)
+        };
+        Some(Event::new("heartbeat").message(m))
+    }
+}
+
 /// One thing the watcher did or saw.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Event {
     pub time: String,
     /// `started`, `leading`, `following`, `created`, `widened`,
     /// `narrowed`, `not-confirmed`, `failed`, `skipped`, `user-owned`,
-    /// `conflict`, `pass-error`, `stopped`.
+    /// `conflict`, `pass-error`, `heartbeat`, `stopped`.
     pub event: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
@@ -121,6 +183,34 @@ pub fn emit_now(e: &Event, output: EventOutput) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_heartbeat_says_the_passes_failures_and_writes_since_the_last() {
+        let t0 = std::time::Instant::now();
+        let mut h = Heartbeat::new(std::time::Duration::from_secs(600), t0);
+        for ok in [true, false, true] {
+            h.pass(ok);
+        }
+        assert!(h
+            .due(t0 + std::time::Duration::from_secs(599), 4, true)
+            .is_none());
+        let e = h
+            .due(t0 + std::time::Duration::from_secs(600), 4, true)
+            .unwrap();
+        assert_eq!(e.event, "heartbeat");
+        assert_eq!(
+            e.message.as_deref(),
+            Some("3 passes in the last 10m (1 failed), 4 Sidecars written")
+        );
+        // The counts start again; a follower says so.
+        let e = h
+            .due(t0 + std::time::Duration::from_secs(1200), 4, false)
+            .unwrap();
+        assert_eq!(
+            e.message.as_deref(),
+            Some("0 passes in the last 10m, 0 Sidecars written; following: another replica holds the Lease")
+        );
+    }
 
     #[test]
     fn lines_say_the_change() {

@@ -78,6 +78,12 @@ impl Metrics {
         });
     }
 
+    /// Sidecar writes so far (widenings and narrowings).
+    pub fn writes(&self) -> u64 {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.widenings + s.narrowings
+    }
+
     /// The next pass starts early: the probe saw a new series outside
     /// every scope.
     pub fn early_pass(&self) {
