@@ -395,5 +395,16 @@ pub fn summarize_recommendations(
             other_skips.len()
         ),
     )?;
+    let saved = recommend::savings(snap, recs);
+    if saved.proxies > 0 {
+        p.summary(format_args!(
+            "xDS for the {} of these workloads: {} → {} clusters, {} → {} of config (estimated; verify measures it on istiod)",
+            output::plural(saved.proxies as usize, "proxy", "proxies"),
+            saved.clusters_now,
+            saved.clusters_after,
+            bytes(saved.bytes_now),
+            bytes(saved.bytes_after)
+        ))?;
+    }
     Ok(())
 }
