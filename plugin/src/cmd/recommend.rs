@@ -202,7 +202,13 @@ fn table(
             } else if wide {
                 r.dependencies.join(",")
             } else {
-                output::bounded(&r.dependencies, SHOWN_DEPENDENCIES, ",")
+                let domain = &snap.options.cluster_domain;
+                let short: Vec<String> = r
+                    .dependencies
+                    .iter()
+                    .map(|d| short_host(d, &r.namespace, domain))
+                    .collect();
+                output::bounded(&short, SHOWN_DEPENDENCIES, ",")
             },
             svc,
             cfg,
@@ -210,6 +216,22 @@ fn table(
         ]);
     }
     t
+}
+
+/// A dependency (`ns/host`) as short as it reads from namespace `from`:
+/// a Service of `from` by its name, one of another namespace as
+/// `name.namespace`, anything else (a ServiceEntry's host) as it is.
+/// `-o wide` shows them whole.
+fn short_host(dep: &str, from: &str, domain: &str) -> String {
+    let host = dep.split_once('/').map_or(dep, |(_, h)| h);
+    let Some(svc) = host.strip_suffix(&format!(".svc.{domain}")) else {
+        return host.to_string();
+    };
+    match svc.rsplit_once('.') {
+        Some((name, ns)) if ns == from => name.to_string(),
+        Some(_) => svc.to_string(),
+        None => host.to_string(),
+    }
 }
 
 /// The ACTION and NOTES cells of one recommendation's row.
@@ -407,4 +429,30 @@ pub fn summarize_recommendations(
         ))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_host;
+
+    #[test]
+    fn dependencies_read_short_in_the_table() {
+        let d = "cluster.local";
+        assert_eq!(
+            short_host("shop/carts.shop.svc.cluster.local", "shop", d),
+            "carts"
+        );
+        assert_eq!(
+            short_host("db/mongo.db.svc.cluster.local", "shop", d),
+            "mongo.db"
+        );
+        assert_eq!(
+            short_host("shop/api.example.com", "shop", d),
+            "api.example.com"
+        );
+        assert_eq!(
+            short_host("shop/carts.shop.svc.corp.local", "shop", "corp.local"),
+            "carts"
+        );
+    }
 }
