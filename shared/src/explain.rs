@@ -498,6 +498,31 @@ impl Target {
     }
 }
 
+/// The workloads `obs` shows calling a host of `ids`, with their requests.
+fn observed_callers(
+    snap: &MeshSnapshot,
+    ids: &[SvcId],
+    obs: &crate::observe::Observations,
+) -> BTreeMap<String, u64> {
+    let hosts: Vec<&str> = ids
+        .iter()
+        .map(|i| snap.services[*i].hostname.as_str())
+        .collect();
+    let mut out = BTreeMap::new();
+    for (w, t) in &obs.traffic {
+        let n: u64 = t
+            .outbound
+            .iter()
+            .filter(|((h, _), _)| hosts.contains(&h.as_str()))
+            .map(|(_, e)| e.requests)
+            .sum();
+        if n > 0 {
+            out.insert(snap.workloads[*w].key(), n);
+        }
+    }
+    out
+}
+
 enum Keys {
     Services(Vec<SvcId>),
     Vs(VsId),
@@ -510,8 +535,9 @@ pub struct ImpactSide {
     pub bytes: u64,
     /// `kind/ns/name` -> proxies: every workload the change is pushed to.
     pub workloads: BTreeMap<String, usize>,
-    /// Those whose scope imports the target, so that they can call it.
-    pub callers: BTreeMap<String, usize>,
+    /// Those whose scope imports the target, so that they can call it
+    /// (whether or not they do: [`Impact::observed_callers`]).
+    pub importing: BTreeMap<String, usize>,
     /// Those that serve it: the target's Service or ServiceEntry selects
     /// their pods, and istiod builds their inbound config from it.
     pub serving: BTreeMap<String, usize>,
@@ -527,7 +553,7 @@ impl ImpactSide {
         self.proxies += n;
         self.bytes += bytes * n as u64;
         if calls {
-            self.callers.insert(key.clone(), n);
+            self.importing.insert(key.clone(), n);
         }
         if serves {
             self.serving.insert(key.clone(), n);
@@ -542,6 +568,10 @@ pub struct Impact {
     pub total_proxies: usize,
     pub now: ImpactSide,
     pub after: ImpactSide,
+    /// With a traffic source, for a Service or ServiceEntry: `kind/ns/name`
+    /// -> requests, of the workloads seen calling it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_callers: Option<BTreeMap<String, u64>>,
 }
 
 /// Which proxies a change to `target` is pushed to, now and under the
@@ -556,6 +586,7 @@ pub fn impact(
     target: &Target,
     proposed: &HashMap<WorkloadId, Vec<Listener>>,
     counted: &dyn Fn(WorkloadId) -> bool,
+    obs: Option<&crate::observe::Observations>,
 ) -> Result<Impact, Error> {
     let not_found = |kind: &str, ns: &str, name: &str| Error::Object {
         kind: kind.into(),
@@ -611,6 +642,10 @@ pub fn impact(
         total_proxies: 0,
         now: ImpactSide::default(),
         after: ImpactSide::default(),
+        observed_callers: match (&keys, obs) {
+            (Keys::Services(ids), Some(obs)) => Some(observed_callers(snap, ids, obs)),
+            _ => None,
+        },
     };
     for w in snap.sidecar_workloads().filter(|w| counted(*w)) {
         let wl = &snap.workloads[w];

@@ -79,7 +79,7 @@ fn mesh() -> String {
 fn run(yaml: &str, spec: &str, ns: &str) -> Impact {
     let s = snap(yaml);
     let target = Target::parse(spec, ns).unwrap();
-    impact(&s, &target, &HashMap::new(), &|_| true).unwrap()
+    impact(&s, &target, &HashMap::new(), &|_| true, None).unwrap()
 }
 
 fn keys<V>(m: &std::collections::BTreeMap<String, V>) -> BTreeSet<&str> {
@@ -94,7 +94,7 @@ fn set<'a>(items: &[&'a str]) -> BTreeSet<&'a str> {
 fn a_service_change_reaches_its_callers_and_the_pods_it_selects() {
     let imp = run(&mesh(), "service/reviews", "shop");
     let now = &imp.now;
-    assert_eq!(keys(&now.callers), set(&["Pod/shop/productpage-0"]));
+    assert_eq!(keys(&now.importing), set(&["Pod/shop/productpage-0"]));
     assert_eq!(
         keys(&now.serving),
         set(&[
@@ -124,7 +124,7 @@ fn a_proxy_that_calls_and_serves_is_counted_once() {
         .collect();
     let imp = run(&yaml, "service/reviews", "shop");
     assert_eq!(imp.now.proxies, 7);
-    assert_eq!(keys(&imp.now.callers).len(), 7);
+    assert_eq!(keys(&imp.now.importing).len(), 7);
     assert_eq!(keys(&imp.now.serving).len(), 3);
     assert_eq!(imp.now.workloads.values().sum::<usize>(), 7);
 }
@@ -133,7 +133,7 @@ fn a_proxy_that_calls_and_serves_is_counted_once() {
 fn a_service_entry_with_a_workload_selector_reaches_the_pods_it_selects() {
     let imp = run(&mesh(), "serviceentry/ratings-mesh", "shop");
     assert_eq!(
-        keys(&imp.now.callers),
+        keys(&imp.now.importing),
         set(&[
             "Pod/shop/reviews-v1-0",
             "Pod/shop/reviews-v2-0",
@@ -157,7 +157,7 @@ fn routing_changes_reach_only_the_proxies_whose_scope_holds_them() {
     for spec in ["virtualservice/reviews", "destinationrule/reviews"] {
         let imp = run(&mesh(), spec, "shop");
         assert_eq!(
-            keys(&imp.now.callers),
+            keys(&imp.now.importing),
             set(&["Pod/shop/productpage-0"]),
             "{spec}"
         );

@@ -106,7 +106,7 @@ fn a_running_pod_without_the_proxy_has_none_though_its_namespace_injects() {
 
     // impact counts the proxies version counts: those that run.
     let target = Target::parse("service/web", "shop").unwrap();
-    let imp = explain::impact(&s, &target, &HashMap::new(), &|_| true).unwrap();
+    let imp = explain::impact(&s, &target, &HashMap::new(), &|_| true, None).unwrap();
     let all = inputs(&mesh());
     let version = Evidence::from_pods(&all.pods, &[]);
     assert_eq!(imp.total_proxies, version.proxy_count);

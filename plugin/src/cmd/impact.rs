@@ -63,7 +63,13 @@ pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     if world.obs.is_none() {
         writeln!(p.err, "note: {}", scope::notes::impact_without_traffic())?;
     }
-    let imp = explain::impact(snap, &target, &proposed, &|w| world.in_scope(w))?;
+    let imp = explain::impact(
+        snap,
+        &target,
+        &proposed,
+        &|w| world.in_scope(w),
+        world.obs.as_ref(),
+    )?;
     print(r, &ns, &imp, p)
 }
 
@@ -147,13 +153,13 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
     // The headline is the table's heading: --no-headers drops both.
     if !p.no_headers {
         let a = &imp.after;
-        let why = match (a.callers.is_empty(), a.serving.is_empty()) {
+        let why = match (a.importing.is_empty(), a.serving.is_empty()) {
             (true, true) => "none".to_string(),
-            (false, true) => format!("calling it: {}", names(&a.callers)),
+            (false, true) => format!("importing it: {}", names(&a.importing)),
             (true, false) => format!("serving it: {}", names(&a.serving)),
             (false, false) => format!(
-                "calling it: {}; serving it: {}",
-                names(&a.callers),
+                "importing it: {}; serving it: {}",
+                names(&a.importing),
                 names(&a.serving)
             ),
         };
@@ -170,7 +176,7 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
         "PROXIES",
         "OF",
         "PUSHED (PROTOBUF)",
-        "CALLING",
+        "IMPORTING",
         "SERVING",
     ]);
     for (label, side) in [("now", &imp.now), ("after", &imp.after)] {
@@ -179,9 +185,25 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
             side.proxies.to_string(),
             imp.total_proxies.to_string(),
             bytes(side.bytes),
-            names(&side.callers),
+            names(&side.importing),
             names(&side.serving),
         ]);
     }
-    Ok(p.table(&t)?)
+    p.table(&t)?;
+    // Who calls it, as the traffic shows, apart from who merely imports it.
+    if let Some(seen) = &imp.observed_callers {
+        let calls: Vec<String> = seen
+            .iter()
+            .map(|(k, n)| {
+                let k = k.split_once('/').map_or(k.as_str(), |(_, rest)| rest);
+                format!("{k} ({})", plural(*n as usize, "request", "requests"))
+            })
+            .collect();
+        if calls.is_empty() {
+            writeln!(p.out, "seen calling it: none in the traffic read")?;
+        } else {
+            writeln!(p.out, "seen calling it: {}", calls.join(", "))?;
+        }
+    }
+    Ok(())
 }

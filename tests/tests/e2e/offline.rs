@@ -183,8 +183,17 @@ fn impact_of_one_httpbin_drops_from_every_proxy_to_its_caller_and_its_own_pods()
         r.stdout.starts_with(
             // Its one caller, and its own two pods: the Service selects
             // them, and their inbound config comes from it.
-            "service/httpbin-0 (namespace default): pushed to 420 proxies now, 3 proxies after (calling it: default/sleep-0; serving it: default/httpbin-0)"
+            "service/httpbin-0 (namespace default): pushed to 420 proxies now, 3 proxies after (importing it: default/sleep-0; serving it: default/httpbin-0)"
         ),
+        "{}",
+        r.stdout
+    );
+    // Importing it is not calling it: now every unscoped proxy imports it,
+    // and the traffic shows the one that calls it, apart.
+    let now = r.stdout.lines().find(|l| l.starts_with("now ")).unwrap();
+    assert!(now.contains("default/httpbin-1"), "{now}");
+    assert!(
+        r.stdout.contains("\nseen calling it: default/sleep-0 ("),
         "{}",
         r.stdout
     );
@@ -201,6 +210,11 @@ fn impact_of_one_httpbin_drops_from_every_proxy_to_its_caller_and_its_own_pods()
             "service/httpbin-0 (namespace default): pushed to 420 proxies now, 420 proxies after"
         ),
         "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("seen calling it"),
+        "no traffic read: {}",
         r.stdout
     );
     let e = format!(

@@ -200,7 +200,7 @@ impl Mesh {
                 .filter_map(|k| k.strip_prefix(&prefix).map(String::from))
                 .collect()
         };
-        [pods("workloads"), pods("callers"), pods("serving")]
+        [pods("workloads"), pods("importing"), pods("serving")]
     }
 
     /// Applies `doc` (an edit of one of the mesh's objects).
