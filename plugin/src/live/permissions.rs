@@ -321,8 +321,27 @@ pub fn rbac_error(missing: &[Need], purpose: &Purpose) -> String {
         "RBAC forbids {}; grant {}, or at least:\n{}{forward}",
         said.join(", and "),
         files.join(" and "),
-        role_for(purpose.role_name(), missing)
+        roles_for(purpose, missing)
     )
+}
+
+/// The Roles that grant `missing`: the reads under the reader's name (as
+/// `deploy/rbac/meshscope-reader.yaml` names its ClusterRole), and what
+/// the command needs besides under the command's, so that a command's
+/// role never carries the reader's rules.
+fn roles_for(purpose: &Purpose, missing: &[Need]) -> String {
+    let (own, reads): (Vec<Need>, Vec<Need>) = missing
+        .iter()
+        .cloned()
+        .partition(|n| purpose.needs(n.namespace.as_deref()).contains(n));
+    let mut roles = Vec::new();
+    if !reads.is_empty() {
+        roles.push(role_for(Purpose::Read.role_name(), &reads));
+    }
+    if !own.is_empty() {
+        roles.push(role_for(purpose.role_name(), &own));
+    }
+    roles.join("\n---\n")
 }
 
 /// One Role (or ClusterRole, when a need is cluster-wide) granting every
@@ -416,6 +435,48 @@ mod tests {
         );
     }
 
+    /// issue #35 item 20: verify missing cluster-wide reads and its
+    /// port-forward prints the reads under the reader's ClusterRole, and
+    /// only the port-forward under meshscope-verifier, a Role in istiod's
+    /// namespace as deploy/rbac/meshscope-verifier.yaml is.
+    #[test]
+    fn reads_and_a_commands_own_needs_are_granted_under_their_own_names() {
+        let need = |verb, resource, ns: Option<&str>| Need {
+            verb,
+            group: "",
+            resource,
+            namespace: ns.map(String::from),
+            name: None,
+        };
+        let verify = Purpose::Verify {
+            istiod: Some("istio-system".into()),
+        };
+        let missing = [
+            need("list", "pods", None),
+            need("get", "pods/portforward", Some("istio-system")),
+            need("create", "pods/portforward", Some("istio-system")),
+        ];
+        let roles = roles_for(&verify, &missing);
+        let docs: Vec<&str> = roles.split("\n---\n").collect();
+        assert_eq!(docs.len(), 2, "{roles}");
+        assert!(
+            docs[0].contains("kind: ClusterRole\nmetadata:\n  name: meshscope-reader\n"),
+            "{roles}"
+        );
+        assert!(
+            docs[1].contains(
+                "kind: Role\nmetadata:\n  name: meshscope-verifier\n  namespace: istio-system\n"
+            ) && !docs[1].contains("resources: [\"pods\"]"),
+            "{roles}"
+        );
+        // Only its own needs missing: one Role, as before.
+        let roles = roles_for(&verify, &missing[1..]);
+        assert!(
+            !roles.contains("---") && roles.contains("name: meshscope-verifier"),
+            "{roles}"
+        );
+    }
+
     #[test]
     fn watch_mode_holds_its_lease_by_name() {
         let purpose = Purpose::Watch {
@@ -473,7 +534,7 @@ mod tests {
         );
         assert_eq!(
             e,
-            "RBAC forbids list on namespaces in all namespaces, and list on pods, deployments.apps, replicasets.apps in namespace \"shop\", and patch on sidecars.networking.istio.io in namespace \"shop\"; grant deploy/rbac/meshscope-reader.yaml and deploy/rbac/meshscope-applier.yaml, or at least:\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: meshscope-applier\nrules:\n- apiGroups: [\"\"]\n  resources: [\"namespaces\", \"pods\"]\n  verbs: [\"list\"]\n- apiGroups: [\"apps\"]\n  resources: [\"deployments\", \"replicasets\"]\n  verbs: [\"list\"]\n- apiGroups: [\"networking.istio.io\"]\n  resources: [\"sidecars\"]\n  verbs: [\"patch\"]"
+            "RBAC forbids list on namespaces in all namespaces, and list on pods, deployments.apps, replicasets.apps in namespace \"shop\", and patch on sidecars.networking.istio.io in namespace \"shop\"; grant deploy/rbac/meshscope-reader.yaml and deploy/rbac/meshscope-applier.yaml, or at least:\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: meshscope-reader\nrules:\n- apiGroups: [\"\"]\n  resources: [\"namespaces\", \"pods\"]\n  verbs: [\"list\"]\n- apiGroups: [\"apps\"]\n  resources: [\"deployments\", \"replicasets\"]\n  verbs: [\"list\"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: meshscope-applier\n  namespace: shop\nrules:\n- apiGroups: [\"networking.istio.io\"]\n  resources: [\"sidecars\"]\n  verbs: [\"patch\"]"
         );
     }
 }

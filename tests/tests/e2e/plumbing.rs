@@ -512,7 +512,9 @@ fn a_user_without_permissions_gets_one_role_for_everything_missing() {
     );
     assert!(ok, "{}", r.stderr);
 
-    // apply: reads and writes in one Role, naming both files.
+    // apply: naming both files; the reads under the reader's name, the
+    // writes under the applier's (never the reader's rules under
+    // meshscope-applier), in one stream kubectl applies.
     c.apply(&deployment(&ns, "web"));
     let reader = format!("meshscope-applyreader-{ns}");
     let kc = namespace_reader(c, &ns, &reader, true, dir.path());
@@ -521,7 +523,18 @@ fn a_user_without_permissions_gets_one_role_for_everything_missing() {
         e.contains(&format!("and create, patch, delete on sidecars.networking.istio.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml and deploy/rbac/meshscope-applier.yaml, or at least:\n")),
         "{e}"
     );
-    assert_eq!(e.matches("kind: ").count(), 1, "{e}");
+    let docs: Vec<&str> = e.split("\n---\n").collect();
+    assert_eq!(docs.len(), 2, "{e}");
+    assert!(
+        docs[0].contains("name: meshscope-reader\n")
+            && !docs[0].contains("sidecars\"]\n  verbs: [\"create"),
+        "{e}"
+    );
+    assert!(
+        docs[1].contains("metadata:\n  name: meshscope-applier\n")
+            && docs[1].contains("\"create\", \"patch\", \"delete\"]"),
+        "{e}"
+    );
 }
 
 fn quota(c: &Cluster, ns: &str, n: u32) {
