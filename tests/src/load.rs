@@ -30,7 +30,7 @@
 //! Pods owned by anything else are loaded bare (a note says so). Pods stay
 //! bound to no Node, so `kubectl logs` has no kubelet to ask.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -371,6 +371,9 @@ pub fn load(c: &Cluster, manifests: &str) -> Result<Loaded> {
         }
     }
     apply(c, &[], &p.namespaces)?;
+    // What an earlier load (or anything else) left in these namespaces is
+    // not this file's to wait for.
+    let before = existing_pods(c, &p)?;
     apply(c, &[], &p.config)?;
     let pods: Vec<Value> = p.pods.iter().map(|v| clean(v.clone(), true)).collect();
     apply(c, &[], &pods)?;
@@ -401,7 +404,7 @@ pub fn load(c: &Cluster, manifests: &str) -> Result<Loaded> {
         .map(|v| clean(v.clone(), false))
         .collect();
     apply(c, &[], &deps)?;
-    wait_adopted(c, &p, &owner_of, Duration::from_secs(90))?;
+    wait_adopted(c, &p, &owner_of, &before, Duration::from_secs(90))?;
     for pod in &p.pods {
         let k = key(pod);
         out.pods.push(LoadedPod {
@@ -412,6 +415,25 @@ pub fn load(c: &Cluster, manifests: &str) -> Result<Loaded> {
         });
     }
     Ok(out)
+}
+
+/// The pods already in the file's namespaces, as `(namespace, name)`.
+fn existing_pods(c: &Cluster, p: &Parsed) -> Result<BTreeSet<(String, String)>> {
+    let mut out = BTreeSet::new();
+    for ns in namespaces_of(p) {
+        let pods = get_json(c, &["get", "pods", "-n", ns, "-o", "json"])?;
+        for pod in pods["items"].as_array().into_iter().flatten() {
+            out.insert(key(pod));
+        }
+    }
+    Ok(out)
+}
+
+fn namespaces_of(p: &Parsed) -> Vec<&str> {
+    let mut namespaces: Vec<&str> = p.pods.iter().map(|v| meta(v, "namespace")).collect();
+    namespaces.sort();
+    namespaces.dedup();
+    namespaces
 }
 
 fn get_json(c: &Cluster, args: &[&str]) -> Result<Value> {
@@ -426,22 +448,22 @@ fn get_json(c: &Cluster, args: &[&str]) -> Result<Value> {
     serde_json::from_slice(&o.stdout).context("kubectl printed JSON")
 }
 
-/// What still keeps the load from being done, or `None`: a Deployment
-/// without all its replicas ready, a pod without its owner, a pod the
-/// controllers made.
+/// What still keeps the load from being done, or `None`: a Deployment of
+/// the file without all its replicas ready, a pod of the file without its
+/// owner, a pod the controllers made (pods in `before` were there already).
 fn pending(
     c: &Cluster,
     p: &Parsed,
     owner_of: &BTreeMap<(String, String), String>,
+    before: &BTreeSet<(String, String)>,
 ) -> Result<Option<String>> {
-    let mut namespaces: Vec<&str> = p.pods.iter().map(|v| meta(v, "namespace")).collect();
-    namespaces.sort();
-    namespaces.dedup();
-    for ns in namespaces {
+    let ours: BTreeSet<(String, String)> = p.deployments.iter().map(key).collect();
+    for ns in namespaces_of(p) {
         for d in get_json(c, &["get", "deployments", "-n", ns, "-o", "json"])?["items"]
             .as_array()
             .into_iter()
             .flatten()
+            .filter(|d| ours.contains(&key(d)))
         {
             let want = d["spec"]["replicas"].as_u64().unwrap_or(1);
             if d["status"]["readyReplicas"].as_u64().unwrap_or(0) != want
@@ -459,6 +481,9 @@ fn pending(
             .flatten()
         {
             let k = key(pod);
+            if before.contains(&k) {
+                continue;
+            }
             match owner_of.get(&k) {
                 None => return Ok(Some(format!("pod {ns}/{} is not from the file", k.1))),
                 Some(o) if o != "Pod" && controller_of(pod).is_none() => {
@@ -475,11 +500,12 @@ fn wait_adopted(
     c: &Cluster,
     p: &Parsed,
     owner_of: &BTreeMap<(String, String), String>,
+    before: &BTreeSet<(String, String)>,
     timeout: Duration,
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        match pending(c, p, owner_of)? {
+        match pending(c, p, owner_of, before)? {
             None => return Ok(()),
             Some(why) if Instant::now() > deadline => {
                 bail!("{why} after {timeout:?} (is kube-controller-manager running? tests/cluster/up)")

@@ -441,3 +441,30 @@ fn product_page_calls(c: &Cluster, pod: &str) -> String {
     let host = "details.bookinfo.svc.cluster.local";
     meshscope_e2e::outbound_text_line(0, ip.trim(), host, 9080, "10.255.7.1:9080")
 }
+
+/// `meshscope-load` of a second file into a namespace an earlier load
+/// filled (issue #35 item 14): it waits for its own Deployment and pods
+/// only, not the earlier file's.
+#[test]
+fn a_second_load_adds_a_deployment_to_a_namespace_already_loaded() {
+    meshscope_e2e::needs_cluster!();
+    let _bookinfo = bookinfo_lock();
+    let c = Cluster::shared();
+    remove_bookinfo(c);
+    let manifests =
+        std::fs::read_to_string(repo_root().join("examples/bookinfo/manifests.yaml")).unwrap();
+    let first = meshscope_e2e::load::load(c, &manifests).expect("bookinfo loads");
+    assert!(first.pods.iter().any(|p| p.namespace == "bookinfo"));
+    let second = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: extra\n  namespace: bookinfo\n  labels: {app: extra}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: extra}\n  template:\n    metadata:\n      labels: {app: extra}\n    spec:\n      containers:\n      - {name: extra, image: example/extra:1}\n      - {name: istio-proxy, image: istio/proxyv2:1.31.0}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: extra-5d8c7f9b6-abcde\n  namespace: bookinfo\n  labels: {app: extra, pod-template-hash: 5d8c7f9b6}\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: ReplicaSet, name: extra-5d8c7f9b6, uid: 00000000-0000-0000-0000-000000000001, controller: true}\nspec:\n  containers:\n  - {name: extra, image: example/extra:1}\n  - {name: istio-proxy, image: istio/proxyv2:1.31.0}\nstatus:\n  podIP: 10.244.9.9\n";
+    let t = std::time::Instant::now();
+    let loaded = meshscope_e2e::load::load(c, second).expect("the second file loads");
+    let names: Vec<&str> = loaded.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["extra-5d8c7f9b6-abcde"]);
+    assert_eq!(loaded.pods[0].owner, "Deployment/extra");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        t.elapsed()
+    );
+    remove_bookinfo(c);
+}
