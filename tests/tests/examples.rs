@@ -468,3 +468,72 @@ fn a_second_load_adds_a_deployment_to_a_namespace_already_loaded() {
     );
     remove_bookinfo(c);
 }
+
+/// `meshscope-xds-sim --stay` (issue #35 item 13): after printing, its
+/// proxies stay connected and ACK istiod's pushes, so that `verify`
+/// checks them (without it they are "not connected").
+#[test]
+fn the_simulated_sidecars_can_stay_connected_for_verify() {
+    meshscope_e2e::needs_cluster!();
+    use std::io::BufRead as _;
+    let _bookinfo = bookinfo_lock();
+    let c = Cluster::shared();
+    remove_bookinfo(c);
+    let manifests =
+        std::fs::read_to_string(repo_root().join("examples/bookinfo/manifests.yaml")).unwrap();
+    meshscope_e2e::load::load(c, &manifests).expect("bookinfo loads");
+    let istiod = Istiod::start(c).expect("istiod starts");
+    let mut sim = Command::new(bin_dir().join("meshscope-xds-sim"))
+        .args([
+            "--istiod",
+            &istiod.grpc,
+            "--all-pods",
+            "-n",
+            "bookinfo",
+            "--stay",
+        ])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("meshscope-xds-sim starts");
+    // The document ends with its closing brace at the start of a line.
+    let mut doc = String::new();
+    let mut lines = std::io::BufReader::new(sim.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let end = line == "}";
+        doc += &line;
+        if end {
+            break;
+        }
+    }
+    let printed: serde_json::Value =
+        serde_json::from_str(&doc).expect("the document, printed first");
+    assert_eq!(printed["proxies"].as_array().map(Vec::len), Some(6));
+    // As README says: the debug endpoints at MESHSCOPE_ISTIOD_HTTP.
+    let url = format!("http://{}", istiod.http);
+    let r = meshscope_e2e::run::meshscope_at(
+        &c.kubeconfig,
+        &[
+            "verify",
+            "-n",
+            "bookinfo",
+            "--istiod-url",
+            &url,
+            "--istio-version",
+            meshscope_e2e::istiod::ENGINE_VERSION,
+        ],
+    );
+    let still_running = sim.try_wait().unwrap().is_none();
+    let _ = sim.kill();
+    let _ = sim.wait();
+    remove_bookinfo(c);
+    assert!(still_running, "--stay exited");
+    assert!(
+        r.stderr.contains("6 proxies: ") && r.stderr.contains(", 0 not connected"),
+        "{}",
+        r.stderr
+    );
+}

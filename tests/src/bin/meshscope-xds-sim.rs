@@ -41,6 +41,10 @@ OPTIONS:
   --connect-rate N       open at most N streams per second (istiod admits
                          PILOT_MAX_REQUESTS_PER_SECOND, 25 on 2 cores; the
                          rest are refused and retried) [default: no limit]
+  --stay                 after printing, stay connected and ACK every push
+                         until stopped (Ctrl-C, SIGTERM), so that istiod
+                         counts the proxies as connected: what
+                         `kubectl meshscope verify` and `apply --wait` check
   -h, --help             print this help
 
 Errors go to stderr as one line, with exit code 2.
@@ -57,6 +61,7 @@ struct Args {
     istio_version: String,
     concurrency: usize,
     connect_rate: f64,
+    stay: bool,
 }
 
 enum Parsed {
@@ -76,6 +81,7 @@ fn parse_args(argv: Vec<String>) -> Result<Parsed> {
         istio_version: DEFAULT_ISTIO_VERSION.into(),
         concurrency: 64,
         connect_rate: 0.0,
+        stay: false,
     };
     let mut it = argv.into_iter();
     while let Some(arg) = it.next() {
@@ -102,6 +108,7 @@ fn parse_args(argv: Vec<String>) -> Result<Parsed> {
                 }
             }
             "--all-pods" => a.all_pods = true,
+            "--stay" => a.stay = true,
             "-n" | "--namespace" => a.namespace = Some(value("--namespace")?),
             "--kubeconfig" => a.kubeconfig = Some(value("--kubeconfig")?),
             "--quiet-ms" => a.quiet_ms = number(&value("--quiet-ms")?, "--quiet-ms")?,
@@ -218,8 +225,27 @@ fn run(a: Args) -> Result<Value> {
         Duration::from_secs(a.timeout_s),
     )?;
     let proxies: Vec<Value> = sim.snapshots().iter().map(|c| c.to_json()).collect();
+    let doc = serde_json::json!({ "proxies": proxies });
+    if a.stay {
+        // Printed now; the streams go on ACKing until the process is
+        // stopped.
+        print_doc(&doc);
+        eprintln!("meshscope-xds-sim: staying connected; stop with Ctrl-C");
+        loop {
+            std::thread::park();
+        }
+    }
     sim.close();
-    Ok(serde_json::json!({ "proxies": proxies }))
+    Ok(doc)
+}
+
+fn print_doc(doc: &Value) {
+    use std::io::Write as _;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(doc).expect("JSON serializes")
+    );
+    let _ = std::io::stdout().flush();
 }
 
 fn main() -> ExitCode {
@@ -233,10 +259,7 @@ fn main() -> ExitCode {
     match result {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(doc)) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).expect("JSON serializes")
-            );
+            print_doc(&doc);
             ExitCode::SUCCESS
         }
         Err(e) => {
