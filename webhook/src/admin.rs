@@ -42,6 +42,13 @@ async fn readyz(Extract(state): Extract<Arc<State>>) -> impl IntoResponse {
                     "ok, but stale: the {watch} watch is failing; decisions come from the last state it saw\n"
                 )),
             ),
+            Freshness::NotServed(watch) => (
+                StatusCode::OK,
+                Cow::Owned(format!(
+                    "ok, but the API server does not serve {}: everything is allowed without checks\n",
+                    crate::state::served_name(watch)
+                )),
+            ),
             _ => (StatusCode::OK, Cow::Borrowed("ok\n")),
         }
     } else if state.is_synced() {

@@ -266,6 +266,15 @@ async fn decide(state: &State, endpoint: Endpoint, req: &ReviewRequest<'_>) -> (
             return (Decision::allow_with_warning(warning), false);
         }
         Freshness::Stale(watch) => Some(watch),
+        // Nothing in the caches describes the cluster, and a fix that
+        // writes the resource would fail: allowed, and said why.
+        Freshness::NotServed(watch) => {
+            let warning = format!(
+                "meshscope-webhook cannot check this: the API server does not serve {} (Istio's CRDs are not installed, or were deleted); allowed without checks until they are back",
+                crate::state::served_name(watch)
+            );
+            return (Decision::allow_with_warning(&warning), false);
+        }
     };
     let snap = state.snapshot();
     let fallback = if !ns.is_empty() && snap.namespace(ns).is_none() {

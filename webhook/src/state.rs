@@ -57,6 +57,15 @@ pub const WATCH_SIDECARS: &str = "sidecars";
 pub const WATCH_MESH_CONFIG: &str = "meshconfig";
 const WATCHES: [&str; 3] = [WATCH_NAMESPACES, WATCH_SIDECARS, WATCH_MESH_CONFIG];
 
+/// The resource a watch lists, as the API server names it.
+pub fn served_name(watch: &str) -> &'static str {
+    match watch {
+        WATCH_SIDECARS => "sidecars.networking.istio.io",
+        WATCH_NAMESPACES => "namespaces",
+        _ => "configmaps",
+    }
+}
+
 /// Whether decisions can be trusted right now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Freshness {
@@ -65,6 +74,11 @@ pub enum Freshness {
     NotSynced,
     /// This watch has been failing for a while, or has not re-listed in time.
     Stale(&'static str),
+    /// The API server answers this watch's list with 404: the resource is
+    /// not served (Istio's CRDs deleted, or never installed). The caches
+    /// describe a cluster that no longer exists, and no fix that writes
+    /// the resource can work.
+    NotServed(&'static str),
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -74,6 +88,8 @@ struct WatchHealth {
     /// The first error of the current failure streak.
     failing_since: Option<Instant>,
     last_error: Option<Instant>,
+    /// The last error was a 404 for the resource itself.
+    not_served: bool,
 }
 
 /// Shared by the admission handlers, the admin server and the watches.
@@ -183,7 +199,14 @@ impl State {
             return Freshness::NotSynced;
         }
         let late = self.resync * 2 + self.stale_after;
-        for (name, h) in lock(&self.watches).iter() {
+        let watches = lock(&self.watches);
+        if let Some((name, _)) = watches
+            .iter()
+            .find(|(_, h)| h.not_served && h.failing_since.is_some())
+        {
+            return Freshness::NotServed(name);
+        }
+        for (name, h) in watches.iter() {
             let failing = h
                 .failing_since
                 .is_some_and(|t| now.saturating_duration_since(t) > self.stale_after)
@@ -199,18 +222,21 @@ impl State {
         Freshness::Fresh
     }
 
-    /// Records a failed watch call (at `at`, normally now).
-    pub fn watch_failed(&self, watch: &'static str, at: Instant) {
+    /// Records a failed watch call (at `at`, normally now; `not_served`:
+    /// the API server answered 404 for the resource).
+    pub fn watch_failed(&self, watch: &'static str, at: Instant, not_served: bool) {
         let mut w = lock(&self.watches);
         let h = w.entry(watch).or_default();
         h.failing_since.get_or_insert(at);
         h.last_error = Some(at);
+        h.not_served = not_served;
     }
 
     fn watch_ok(&self, watch: &'static str, listed: bool) {
         let mut w = lock(&self.watches);
         let h = w.entry(watch).or_default();
         h.failing_since = None;
+        h.not_served = false;
         if listed {
             h.listed = Some(Instant::now());
         }
@@ -433,7 +459,7 @@ async fn watch<K>(
                     }
                     Some(Err(error)) => {
                         warn!(watch = name, %error, retry_ms = retry.as_millis() as u64, "watch failed; re-listing");
-                        state.watch_failed(name, Instant::now());
+                        state.watch_failed(name, Instant::now(), not_served(&error));
                         tokio::time::sleep(retry).await;
                         retry = (retry * 2).min(RETRY_MAX);
                         break;
@@ -443,6 +469,22 @@ async fn watch<K>(
             }
         }
     }
+}
+
+/// Whether a watch failed because the API server does not serve the
+/// resource at all (404 on its list or watch).
+fn not_served(e: &watcher::Error) -> bool {
+    let api = match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => match e {
+            kube::Error::Api(a) => Some(a.code),
+            _ => None,
+        },
+        watcher::Error::WatchError(a) => Some(a.code),
+        _ => None,
+    };
+    api == Some(404)
 }
 
 #[cfg(test)]
@@ -474,12 +516,12 @@ mod tests {
     fn a_watch_failing_for_long_makes_the_caches_stale_until_it_recovers() {
         let s = synced();
         let now = Instant::now();
-        s.watch_failed(WATCH_SIDECARS, now);
+        s.watch_failed(WATCH_SIDECARS, now, false);
         assert_eq!(
             s.freshness_at(now + Duration::from_secs(5)),
             Freshness::Fresh
         );
-        s.watch_failed(WATCH_SIDECARS, now + Duration::from_secs(40));
+        s.watch_failed(WATCH_SIDECARS, now + Duration::from_secs(40), false);
         assert_eq!(
             s.freshness_at(now + Duration::from_secs(41)),
             Freshness::Stale(WATCH_SIDECARS)
@@ -494,6 +536,19 @@ mod tests {
             s.freshness_at(now + Duration::from_secs(41)),
             Freshness::Fresh
         );
+    }
+
+    /// issue #35 item 19: a watch the API server answers 404 (the Sidecar
+    /// CRD deleted) is said to be not served at once, not stale behind an
+    /// unreachable API server, until it lists again.
+    #[test]
+    fn a_resource_no_longer_served_is_said_at_once() {
+        let s = synced();
+        let now = Instant::now();
+        s.watch_failed(WATCH_SIDECARS, now, true);
+        assert_eq!(s.freshness_at(now), Freshness::NotServed(WATCH_SIDECARS));
+        s.watch_ok(WATCH_SIDECARS, true);
+        assert_eq!(s.freshness_at(now), Freshness::Fresh);
     }
 
     #[test]

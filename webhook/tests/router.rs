@@ -628,8 +628,8 @@ async fn stale_caches_still_decide_with_a_warning_that_says_so() {
     let state = state();
     let fresh = validate(&state, &fixture_in("deployment-create.json", "enforce")).await;
     let now = Instant::now();
-    state.watch_failed("sidecars", now - Duration::from_secs(60));
-    state.watch_failed("sidecars", now);
+    state.watch_failed("sidecars", now - Duration::from_secs(60), false);
+    state.watch_failed("sidecars", now, false);
     // The same decision as from fresh caches (an unscoped Deployment in an
     // enforce namespace is denied), with a warning added.
     let reply = validate(&state, &fixture_in("deployment-create.json", "enforce")).await;
@@ -654,6 +654,30 @@ async fn stale_caches_still_decide_with_a_warning_that_says_so() {
             StatusCode::OK,
             "ok, but stale: the sidecars watch is failing; decisions come from the last state it saw\n".into()
         )
+    );
+}
+
+/// issue #35 item 19: with the Sidecar CRD deleted (the API server answers
+/// the sidecars watch 404), an unscoped Deployment that fresh caches would
+/// deny is allowed, with a warning that names the missing resource, not
+/// an unreachable API server; /readyz says so too.
+#[tokio::test]
+async fn a_sidecar_crd_no_longer_served_allows_without_checks_and_says_why() {
+    let state = state();
+    let fresh = validate(&state, &fixture_in("deployment-create.json", "enforce")).await;
+    assert!(!fresh.allowed());
+    state.watch_failed("sidecars", Instant::now(), true);
+    let reply = validate(&state, &fixture_in("deployment-create.json", "enforce")).await;
+    assert!(reply.allowed());
+    assert_eq!(
+        reply.warnings(),
+        vec!["meshscope-webhook cannot check this: the API server does not serve sidecars.networking.istio.io (Istio's CRDs are not installed, or were deleted); allowed without checks until they are back"]
+    );
+    let (status, body) = admin_get(&state, "/readyz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains("does not serve sidecars.networking.istio.io"),
+        "{body}"
     );
 }
 
