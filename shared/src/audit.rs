@@ -184,12 +184,17 @@ pub fn scoped_by_another_workload(snap: &MeshSnapshot, w: WorkloadId) -> Option<
 /// with `applyToSidecars`) already keeps it to its namespace or hides it;
 /// the message of one that is reported offers that setting besides
 /// `exportTo`.
+///
+/// `creating`: the webhook's decision on a CREATE. The object is not in
+/// the cluster yet, so no command can read it: the fix is an exportTo in
+/// the manifest being applied.
 pub fn dns_service_entry(
     snap: &MeshSnapshot,
     ns: &str,
     name: &str,
     resolution: &str,
     export_to: Option<&[String]>,
+    creating: bool,
 ) -> Option<Finding> {
     use crate::visibility::{Visibility, SINCE_MINOR};
     let dns = resolution == "DNS" || resolution == "DNS_ROUND_ROBIN";
@@ -221,10 +226,16 @@ pub fn dns_service_entry(
         "ServiceEntry",
         ns,
         name,
-        format!(
-            "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo to the namespaces that call them: {}{mesh_fix}",
-            crate::exports::exports_command(ns)
-        ),
+        if creating {
+            format!(
+                "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh would resolve its hosts; add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace {ns}, or list the namespaces that call its hosts{mesh_fix}"
+            )
+        } else {
+            format!(
+                "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh resolves its hosts; set spec.exportTo to the namespaces that call them: {}{mesh_fix}",
+                crate::exports::exports_command(ns)
+            )
+        },
     ))
 }
 
@@ -724,6 +735,7 @@ pub fn audit(
                 &se.name,
                 &se.resolution,
                 se.export_to.as_deref(),
+                false,
             );
             out.extend(marked(
                 found.into_iter().collect(),

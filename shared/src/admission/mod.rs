@@ -602,9 +602,9 @@ fn review_service_entry(
     if req.endpoint == Endpoint::Validate {
         review_entry_exports(d, snap, ns, name, &se);
     }
-    let Some(f) =
-        audit::dns_service_entry(snap, ns, name, resolution, se.spec.export_to.as_deref())
-    else {
+    let creating = req.operation == Operation::Create;
+    let export_to = se.spec.export_to.as_deref();
+    let Some(f) = audit::dns_service_entry(snap, ns, name, resolution, export_to, creating) else {
         return;
     };
     match req.endpoint {
@@ -622,7 +622,10 @@ fn review_service_entry(
             Some(Policy::Enforce) => d.deny(&f),
             _ => {
                 d.warn(&f);
-                d.warnings.push(exports_hint(f.code, ns));
+                // A new object's fix is in its manifest (the message).
+                if !creating {
+                    d.warnings.push(exports_hint(f.code, ns));
+                }
             }
         },
     }

@@ -548,11 +548,30 @@ fn dns_service_entries_without_export_to_are_denied_or_warned() {
     assert!(
         message.starts_with("MS0002: ServiceEntry enforce/api has resolution DNS and no exportTo")
     );
-    // The webhook has no traffic: it names the command that computes the list.
-    assert!(message.contains("kubectl meshscope recommend --exports -n enforce --from-pod-logs"));
+    // A creation: the object is not in the cluster, so no command can read
+    // it; the fix is an exportTo in the manifest being applied (issue #35
+    // item 3).
+    assert!(
+        message.contains("add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace enforce"),
+        "{message}"
+    );
+    assert!(!message.contains("kubectl meshscope"), "{message}");
     let d = validate(
         &snap,
         &mk_service_entry("warn", "api", "DNS_ROUND_ROBIN", None),
+    );
+    assert!(
+        d.allowed && codes(&d) == ["MS0002"] && d.warnings.len() == 1,
+        "{:?}",
+        d.warnings
+    );
+    // An update of one in the cluster: the webhook has no traffic, so it
+    // names the command that computes the list.
+    let updated = mk_service_entry("warn", "api", "DNS_ROUND_ROBIN", None);
+    let d = review(
+        &request(Endpoint::Validate, Operation::Update, &updated),
+        &snap,
+        &enforce_cfg(),
     );
     assert!(d.allowed && codes(&d) == ["MS0002"] && d.warnings.len() == 2);
     assert!(d
