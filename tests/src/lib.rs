@@ -33,6 +33,19 @@ pub mod world;
 pub mod xds;
 pub mod xdsbench;
 
+/// How this crate's tools end: 0, or the error on stderr as `error: …`,
+/// as `kubectl meshscope` says it, and exit code 2 (a benchmark that
+/// misses a target exits 1 on its own).
+pub fn tool_exit(r: anyhow::Result<()>) -> std::process::ExitCode {
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// The forms an access log can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogForm {

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use meshscope_e2e::{fidelity, LogForm, Scenario};
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let mut out: Option<PathBuf> = None;
     let mut s = Scenario::reference();

@@ -850,7 +850,11 @@ fn run(c: &Cluster, m: &Mesh, r: &mut Results) -> Result<()> {
     selectors_phase(c, m, &log, r)
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let (scale, seed) = args()?;
     let tag = u64::from(std::process::id()) % 1000;
     let m = build_mesh(scale, seed, tag);

@@ -1082,7 +1082,11 @@ fn args() -> Result<Args> {
     Ok(a)
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let a = args()?;
     if a.print_yaml || a.print_log {
         let t = meshgen::by_name(&a.scenario, a.scales[0], a.seed)

@@ -831,7 +831,11 @@ fn print(r: &Report) {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let a = args()?;
     let c = Cluster::shared();
     let t0 = Instant::now();

@@ -1157,7 +1157,11 @@ fn print_tables(results: &[Value]) {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let o = parse_opts()?;
     let c = Cluster::shared();
     let work = tempfile::tempdir()?;

@@ -10,7 +10,11 @@ use std::io::BufWriter;
 use anyhow::{bail, Context, Result};
 use meshscope_e2e::bench::{write_logs, Format, Mesh};
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     match a.as_slice() {

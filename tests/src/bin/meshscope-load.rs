@@ -90,7 +90,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("meshscope-load: {msg}");
+            eprintln!("error: {msg}");
             ExitCode::from(2)
         }
     }

@@ -649,7 +649,11 @@ impl Soak {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let duration = Duration::from_secs(
         std::env::var("MESHSCOPE_SOAK_DURATION")
             .ok()

@@ -820,7 +820,11 @@ struct Observed {
     readyz_non_200_during_outage: u64,
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    meshscope_e2e::tool_exit(try_main())
+}
+
+fn try_main() -> Result<()> {
     let args = Args::parse();
     if rustls::crypto::ring::default_provider()
         .install_default()

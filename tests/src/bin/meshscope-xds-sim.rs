@@ -264,7 +264,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("meshscope-xds-sim: {msg}");
+            eprintln!("error: {msg}");
             ExitCode::from(2)
         }
     }

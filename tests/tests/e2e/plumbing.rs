@@ -651,3 +651,32 @@ fn the_help_says_the_timeout_default_and_applys_exit_codes() {
         "{apply}"
     );
 }
+
+/// The plugin and the tools beside it say an error alike: one line on
+/// stderr starting `error: `, exit code 2 (issue #35 item 15).
+#[test]
+fn every_binary_says_an_error_as_kubectl_meshscope_does() {
+    let dir = meshscope_e2e::cluster::bin_dir();
+    for (tool, args) in [
+        (
+            "kubectl-meshscope",
+            &["recommend", "--manifests", "/nonexistent"][..],
+        ),
+        ("meshscope-scenario", &["--bogus"][..]),
+        ("meshscope-xds-sim", &["--bogus"][..]),
+        ("meshscope-load", &["/nonexistent"][..]),
+        ("meshscope-benchgen", &["nope"][..]),
+    ] {
+        let path = dir.join(tool);
+        assert!(
+            path.exists(),
+            "{} is missing: build the workspace first",
+            path.display()
+        );
+        let out = Command::new(&path).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool}: {err}");
+        assert!(err.starts_with("error: "), "{tool}: {err}");
+        assert_eq!(err.lines().count(), 1, "{tool}: {err}");
+    }
+}
