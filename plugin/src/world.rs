@@ -470,7 +470,7 @@ impl World {
                 writeln!(
                     err,
                     "warning: {}",
-                    scope::notes::empty_pod_logs(&logs.empty, pods.len())
+                    scope::notes::empty_pod_logs(snap, &logs.empty, pods.len())
                 )?;
             }
             add(&mut obs, logs.obs);

@@ -31,6 +31,10 @@ pub struct MeshConfig {
     /// them selects (ORed; empty: every namespace).
     /// `pkg/kube/namespace/filter.go` (1.31).
     pub discovery_selectors: Vec<crate::visibility::NamespaceSelector>,
+    /// `accessLogFile`: where every proxy writes its access log (`None`:
+    /// unset or empty, no log unless a Telemetry or the default providers
+    /// turn it on).
+    pub access_log_file: Option<String>,
 }
 
 impl MeshConfig {
@@ -128,6 +132,7 @@ impl Default for MeshConfig {
             service_entry_visibility: None,
             dns_capture: false,
             discovery_selectors: Vec::new(),
+            access_log_file: None,
         }
     }
 }
@@ -145,6 +150,7 @@ struct RawMesh {
     service_entry_visibility: Option<crate::visibility::RawServiceEntryVisibility>,
     discovery_selectors: Option<Vec<crate::visibility::RawSelector>>,
     default_config: Option<RawProxyConfig>,
+    access_log_file: Option<String>,
 }
 
 /// The part of a ProxyConfig (`meshConfig.defaultConfig`, or a pod's
@@ -303,6 +309,7 @@ impl MeshConfig {
             .into_iter()
             .map(crate::visibility::RawSelector::parse)
             .collect();
+        out.access_log_file = raw.access_log_file.filter(|f| !f.is_empty());
         if let Some(v) = raw.service_entry_visibility {
             out.service_entry_visibility =
                 Some(crate::visibility::ServiceEntryVisibility::parse(v)?);

@@ -60,15 +60,45 @@ pub fn no_traffic_source(allow_idle: bool) -> String {
 
 /// The warning when no pod log held an access-log line and `empty` (of
 /// `read` pods) held no line at all: which pods, and the likely causes.
-pub fn empty_pod_logs(empty: &[String], read: usize) -> String {
+pub fn empty_pod_logs(snap: &MeshSnapshot, empty: &[String], read: usize) -> String {
     let shown: Vec<&str> = empty.iter().take(5).map(String::as_str).collect();
     let more = empty.len().saturating_sub(shown.len());
+    let cause = match access_logging_on(snap) {
+        Some(why) => format!("access logging is on ({why}), so these pods served and sent nothing within --since, or their logs were rotated away"),
+        None => "access logging is off: the mesh config sets no accessLogFile and no Telemetry or defaultProviders.accessLogging turns it on (set meshConfig.accessLogFile: /dev/stdout, or add a Telemetry with accessLogging, then read again after traffic)".to_string(),
+    };
     format!(
-        "the istio-proxy logs of {} of {read} pods were empty ({}{}): access logging is likely off (meshConfig accessLogFile, or a Telemetry resource's accessLogging), or the pods served and sent nothing within --since",
+        "the istio-proxy logs of {} of {read} pods were empty ({}{}): {cause}",
         empty.len(),
         shown.join(", "),
-        if more > 0 { format!(", +{more} more") } else { String::new() }
+        if more > 0 {
+            format!(", +{more} more")
+        } else {
+            String::new()
+        }
     )
+}
+
+/// What turns the proxies' access logs on, as the mesh config and the
+/// Telemetries read say, or `None` when nothing does.
+fn access_logging_on(snap: &MeshSnapshot) -> Option<String> {
+    if let Some(f) = &snap.mesh.access_log_file {
+        return Some(format!("meshConfig.accessLogFile is {f}"));
+    }
+    if let Some(p) = snap.mesh.default_providers.access_logging.first() {
+        return Some(format!(
+            "meshConfig.defaultProviders.accessLogging names {p}"
+        ));
+    }
+    snap.telemetries
+        .iter()
+        .find(|t| {
+            t.spec
+                .access_logging
+                .iter()
+                .any(|a| a.disabled != Some(true))
+        })
+        .map(|t| format!("Telemetry {}/{} has accessLogging", t.namespace, t.name))
 }
 
 /// The note when `impact` has no traffic, so no recommendations.
