@@ -14,7 +14,7 @@ use meshscope_shared::IstioVersion;
 use crate::args::VersionOutput;
 use crate::detect;
 use crate::input;
-use crate::live::{ConnectOptions, FailureKind, Live, Select};
+use crate::live::{ConnectOptions, FailureKind, Live, Select, WebhookState};
 use crate::outcome::Outcome;
 use crate::output::{self, Printer};
 use crate::request::{VersionRequest, VersionSource};
@@ -33,6 +33,10 @@ struct Report {
     /// Where it comes from: `flag`, `cluster` (istiod's or the proxies'
     /// `--domain`) or `default`.
     cluster_domain_source: &'static str,
+    /// meshscope's validating webhooks, from the cluster (`None`: not
+    /// read, offline or not allowed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    webhooks: Option<Vec<WebhookState>>,
     notes: Vec<String>,
 }
 
@@ -60,7 +64,10 @@ pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             if r.output.is_none() {
                 writeln!(out, "Client Version: {VERSION}")?;
             }
-            live_evidence(connect, p.err)?
+            let (evidence, webhooks) = live_evidence(connect, p.err)?;
+            let mut report = report(&evidence, r.istio_version, r.cluster_domain.as_deref());
+            report.webhooks = webhooks;
+            return print(&report, r.output, p);
         }
         VersionSource::Manifests(paths) => {
             let inputs = input::load_manifests(paths)?;
@@ -98,6 +105,7 @@ fn report(evidence: &Evidence, flag: Option<IstioVersion>, domain_flag: Option<&
         semantics: semantics.to_string(),
         cluster_domain,
         cluster_domain_source,
+        webhooks: None,
         notes,
     }
 }
@@ -136,6 +144,9 @@ fn print(r: &Report, format: Option<VersionOutput>, p: &mut Printer<'_>) -> Resu
                 _ => " (the default: neither istiod nor the proxies name one)",
             };
             writeln!(out, "Cluster domain: {}{from}", r.cluster_domain)?;
+            if let Some(w) = &r.webhooks {
+                print_webhooks(w, out)?;
+            }
             for n in &r.notes {
                 writeln!(err, "note: {n}")?;
             }
@@ -144,10 +155,40 @@ fn print(r: &Report, format: Option<VersionOutput>, p: &mut Printer<'_>) -> Resu
     Ok(Outcome::Ok)
 }
 
+/// One line per webhook: where it calls and whether anything answers
+/// there. With `failurePolicy: Ignore` and no ready endpoint the API
+/// server skips it, so it enforces nothing.
+fn print_webhooks(w: &[WebhookState], out: &mut dyn std::io::Write) -> Result<()> {
+    if w.is_empty() {
+        writeln!(out, "Admission webhook: not installed")?;
+    }
+    for s in w {
+        let at = s.service.as_deref().unwrap_or("a URL");
+        let state = match s.ready_endpoints {
+            None => String::new(),
+            Some(0) if s.failure_policy == "Ignore" => {
+                ": no ready endpoint, so the API server skips it (failurePolicy Ignore) and nothing is enforced; check its pods".to_string()
+            }
+            Some(0) => ": no ready endpoint, so the API server rejects what it checks (failurePolicy Fail); check its pods".to_string(),
+            Some(n) => format!(", {}", output::plural(n, "ready endpoint", "ready endpoints")),
+        };
+        writeln!(
+            out,
+            "Admission webhook: {} ({}) calls {at}{state}",
+            s.configuration, s.webhook
+        )?;
+    }
+    Ok(())
+}
+
 /// Every pod's images (lean, page by page) and istiod's; for a user who
 /// may not list pods in all namespaces, those of the context's namespace,
-/// said on stderr, as the other commands narrow.
-fn live_evidence(connect: &ConnectOptions, err: &mut dyn std::io::Write) -> Result<Evidence> {
+/// said on stderr, as the other commands narrow. And meshscope's
+/// webhooks, when the user may read them.
+fn live_evidence(
+    connect: &ConnectOptions,
+    err: &mut dyn std::io::Write,
+) -> Result<(Evidence, Option<Vec<WebhookState>>)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -169,6 +210,13 @@ fn live_evidence(connect: &ConnectOptions, err: &mut dyn std::io::Write) -> Resu
             )?;
         }
         let istiod = detect::istiod_pods(&live).await;
-        Ok(Evidence::from_pods(&all, &istiod))
+        let webhooks = match live.meshscope_webhooks().await {
+            Ok(w) => Some(w),
+            Err(f) => {
+                writeln!(err, "note: the admission webhook's state unknown: {f}")?;
+                None
+            }
+        };
+        Ok((Evidence::from_pods(&all, &istiod), webhooks))
     })
 }

@@ -798,3 +798,41 @@ fn a_deployment_scoped_by_another_workloads_generated_sidecar_is_admitted_with_m
     let (ok, _, err) = apply(c, &with_version("reviews-v2", "reviews"), &[]);
     assert!(ok && !err.contains("Warning"), "{err}");
 }
+
+/// `version` says whether meshscope's webhook can enforce anything: a
+/// configuration whose Service has no ready endpoint is skipped by the API
+/// server (failurePolicy Ignore), and the install enforces nothing (issue
+/// #35 item 9).
+#[test]
+fn version_says_when_the_installed_webhook_has_no_ready_endpoint() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let ns = c.namespace("whver", &[]);
+    let name = format!("meshscope-version-{ns}");
+    c.apply(&format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: {name}\n  labels: {{app.kubernetes.io/part-of: meshscope}}\nwebhooks:\n- name: version.meshscope.io\n  admissionReviewVersions: [v1]\n  sideEffects: None\n  failurePolicy: Ignore\n  clientConfig:\n    service: {{name: hook, namespace: {ns}, port: 443}}\n  namespaceSelector:\n    matchLabels: {{meshscope-test-never: \"true\"}}\n  rules:\n  - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps], scope: Namespaced}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: hook\n  namespace: {ns}\nspec:\n  ports: [{{name: https, port: 443}}]\n"
+    ));
+    let line = |c: &Cluster| -> String {
+        let r = meshscope_e2e::run::meshscope_at(&c.kubeconfig, &["version"]);
+        assert!(r.outcome.is_ok(), "{}", r.stderr);
+        r.stdout
+            .lines()
+            .find(|l| l.contains(&name))
+            .unwrap_or_else(|| panic!("no line for {name}: {}\n{}", r.stdout, r.stderr))
+            .to_string()
+    };
+    assert_eq!(
+        line(c),
+        format!("Admission webhook: {name} (version.meshscope.io) calls {ns}/hook: no ready endpoint, so the API server skips it (failurePolicy Ignore) and nothing is enforced; check its pods")
+    );
+    c.apply(&format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: hook-1\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: hook}}\naddressType: IPv4\nports: [{{name: https, port: 443}}]\nendpoints:\n- addresses: [10.77.9.9]\n  conditions: {{ready: true}}\n"
+    ));
+    assert_eq!(
+        line(c),
+        format!(
+            "Admission webhook: {name} (version.meshscope.io) calls {ns}/hook, 1 ready endpoint"
+        )
+    );
+    c.kubectl_ok(&["delete", "validatingwebhookconfiguration", &name], None);
+}
