@@ -444,6 +444,13 @@ pub enum RecommendOutput {
     Name,
 }
 
+impl RecommendOutput {
+    /// Whether it prints the objects themselves (not a table or names).
+    pub fn prints_objects(self) -> bool {
+        matches!(self, RecommendOutput::Yaml | RecommendOutput::Json)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RecommendArgs {
     #[command(flatten)]

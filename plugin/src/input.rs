@@ -107,6 +107,26 @@ pub fn load_objects_into(flag: &str, paths: &[PathBuf], mut inputs: Inputs) -> R
     Ok(inputs)
 }
 
+/// The documents of YAML or JSON manifest files, as they are written
+/// (every field kept), for commands that print them back changed.
+pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
+    for p in paths {
+        for file in expand(p, Some(MANIFEST_EXTS))? {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let v = serde_json::Value::deserialize(doc)
+                    .with_context(|| format!("in {}", file.display()))?;
+                if v.is_object() {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub fn add_documents(inputs: &mut Inputs, text: &str) -> Result<()> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {

@@ -228,7 +228,7 @@ pub fn dns_service_entry(
         name,
         if creating {
             format!(
-                "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh would resolve its hosts; add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace {ns}, or list the namespaces that call its hosts{mesh_fix}"
+                "ServiceEntry {ns}/{name} has resolution {resolution} and no exportTo, so every proxy in the mesh would resolve its hosts; add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace {ns}, or list the namespaces that call its hosts (kubectl meshscope recommend --exports -f FILE -n {ns} --from-pod-logs plans it from their traffic){mesh_fix}"
             )
         } else {
             format!(

@@ -415,7 +415,7 @@ async fn dns_service_entries_without_export_to_are_denied_or_warned() {
     assert_eq!(
         reply.message(),
         // A creation: the fix is in the manifest being applied.
-        "MS0002: ServiceEntry enforce/payments-api has resolution DNS and no exportTo, so every proxy in the mesh would resolve its hosts; add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace enforce, or list the namespaces that call its hosts, or cap ServiceEntries in the mesh config: meshConfig.serviceEntryVisibility with visibility NAMESPACE for namespace enforce (a policy or defaultVisibility) and applyToSidecars: true"
+        "MS0002: ServiceEntry enforce/payments-api has resolution DNS and no exportTo, so every proxy in the mesh would resolve its hosts; add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace enforce, or list the namespaces that call its hosts (kubectl meshscope recommend --exports -f FILE -n enforce --from-pod-logs plans it from their traffic), or cap ServiceEntries in the mesh config: meshConfig.serviceEntryVisibility with visibility NAMESPACE for namespace enforce (a policy or defaultVisibility) and applyToSidecars: true"
     );
     let reply = validate(
         &state,

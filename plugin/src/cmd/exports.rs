@@ -23,6 +23,15 @@ const APPLY_HINT: &str = "# exportTo patches: apply them server-side, as they ar
 
 pub fn recommend(r: &RecommendRequest, e: &ExportsSpec, p: &mut Printer<'_>) -> Result<Outcome> {
     let (world, recs) = load(&r.spec, e, p)?;
+    if !r.spec.mesh.planned.is_empty() && r.output.prints_objects() {
+        let docs = crate::input::read_documents(&r.spec.mesh.planned)?;
+        let ns = world
+            .default_namespace()
+            .unwrap_or_else(|| "default".into());
+        print_planned(&planned(docs, &recs, &ns), r.output, p)?;
+        summarize(&world, &recs, p)?;
+        return Ok(Outcome::Ok);
+    }
     let writes: Vec<&ExportRec> = recs
         .iter()
         .filter(|x| x.action == ExportAction::Write)
@@ -115,6 +124,57 @@ fn warn_silent_namespaces(
 /// The server-side apply body that sets only the exportTo (a Service's
 /// annotation), with the `resourceVersion` read, which makes the API server
 /// refuse the write if the object changed or is gone.
+/// `-f`'s objects as their manifests say them, each with the exportTo
+/// its recommendation gives where it narrows (`ns`: the namespace of
+/// those that name none). They are not in the cluster yet: a patch of one
+/// field would create them incomplete, so the whole manifest is printed.
+fn planned(mut docs: Vec<Value>, recs: &[ExportRec], ns: &str) -> Vec<Value> {
+    for d in &mut docs {
+        let kind = d["kind"].as_str().unwrap_or("").to_string();
+        let name = d["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let at = d["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(ns)
+            .to_string();
+        let Some(x) = recs.iter().find(|x| {
+            x.kind.as_str() == kind
+                && x.name == name
+                && x.namespace == at
+                && x.action == ExportAction::Write
+        }) else {
+            continue;
+        };
+        if x.kind == ExportKind::Service {
+            let list = x.recommended.join(",");
+            d["metadata"]["annotations"][EXPORT_TO_ANNOTATION] = list.into();
+        } else {
+            d["spec"]["exportTo"] = json!(x.recommended);
+        }
+    }
+    docs
+}
+
+const PLANNED_HINT: &str =
+    "# -f's objects, each with the exportTo the traffic gives it: apply them as
+#   kubectl apply -f -";
+
+fn print_planned(docs: &[Value], out: RecommendOutput, p: &mut Printer<'_>) -> Result<()> {
+    match out {
+        RecommendOutput::Json => output::json(
+            p.out,
+            &json!({"apiVersion": "v1", "kind": "List", "items": docs}),
+        )?,
+        _ => {
+            writeln!(p.out, "{PLANNED_HINT}")?;
+            for d in docs {
+                writeln!(p.out, "---")?;
+                output::yaml(p.out, d)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn body(x: &ExportRec, resource_version: Option<&str>) -> Value {
     let mut meta = json!({"name": x.name, "namespace": x.namespace});
     if let Some(rv) = resource_version {

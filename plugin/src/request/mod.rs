@@ -238,10 +238,14 @@ pub struct ExportsSpec {
 impl ExportsSpec {
     /// Checks that the Sidecar-only flags are absent and that a traffic
     /// source is given.
+    /// `plans`: `recommend`, which plans the exportTo of `-f`'s objects
+    /// (not in the cluster yet) into their manifests; `apply` and `diff`
+    /// patch objects in the cluster and refuse `-f`.
     fn parse(
         c: &Common,
         flags: &args::RecommendFlags,
         prune_hosts: bool,
+        plans: bool,
     ) -> Result<Option<Box<Self>>> {
         if !flags.exports {
             return Ok(None);
@@ -252,11 +256,16 @@ impl ExportsSpec {
             ("--allow-idle", flags.allow_idle),
             ("--per-namespace", flags.per_namespace),
             ("--from-manifest-hints", flags.from_manifest_hints),
-            ("-f", !flags.filename.is_empty()),
             ("--prune-hosts", prune_hosts),
         ];
         if let Some((flag, _)) = sidecar_only.iter().find(|(_, given)| *given) {
             bail!("{flag} shapes Sidecars; --exports recommends exportTo and does not take it");
+        }
+        if !flags.filename.is_empty() && !plans {
+            bail!("--exports patches objects in the cluster, and -f's are not there yet: plan their exportTo with `kubectl meshscope recommend --exports -f FILE` and apply the manifest it prints");
+        }
+        if flags.filename.iter().any(|f| f.as_os_str() == "-") {
+            bail!("recommend --exports -f prints the files back with their exportTo, so it reads them twice: give a file, not -");
         }
         if c.access_logs.is_empty() && !c.from_pod_logs && c.prometheus.is_none() {
             bail!("--exports keeps the namespaces observed calling each object: give a traffic source (--access-log FILE, --from-pod-logs or --prometheus URL)");
@@ -274,8 +283,14 @@ impl ExportsSpec {
 }
 
 impl RecommendSpec {
-    fn parse(c: &Common, flags: &args::RecommendFlags, prune_hosts: bool) -> Result<Self> {
-        let exports = ExportsSpec::parse(c, flags, prune_hosts)?;
+    /// `plans`: see [`ExportsSpec::parse`].
+    fn parse(
+        c: &Common,
+        flags: &args::RecommendFlags,
+        prune_hosts: bool,
+        plans: bool,
+    ) -> Result<Self> {
+        let exports = ExportsSpec::parse(c, flags, prune_hosts, plans)?;
         let version = istio_version(c)?;
         for h in &flags.include {
             scope::notes::check_include(h, version.unwrap_or_default()).map_err(|e| anyhow!(e))?;
@@ -380,7 +395,7 @@ impl ApplyRequest {
             None => None,
         };
         let istiod = IstiodRequest::parse(&a.istiod);
-        let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts)?;
+        let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts, false)?;
         if let Some(e) = &spec.exports {
             let sidecar_only = [
                 ("--prune", a.prune),
@@ -442,7 +457,7 @@ impl DiffRequest {
         if !c.manifests.is_empty() {
             bail!("diff compares with the cluster: drop --manifests (for files, `recommend --manifests ...` prints the Sidecars)");
         }
-        let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts)?;
+        let mut spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts, false)?;
         // The dry-run applies are checked with the reads, in one pass.
         spec.mesh.purpose = match &spec.exports {
             Some(_) if a.prune => {
@@ -765,7 +780,7 @@ impl Request {
                 "recommend --prune is now --prune-hosts (drop hosts not seen in the window); --prune means deleting Sidecars of workloads that are gone, in apply and diff"
             ),
             Command::Recommend(a) => Request::Recommend(RecommendRequest {
-                spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts)?,
+                spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts, true)?,
                 output: a.output.get(),
             }),
             Command::Apply(a) => Request::Apply(ApplyRequest::parse(*a, c)?),

@@ -555,7 +555,12 @@ fn dns_service_entries_without_export_to_are_denied_or_warned() {
         message.contains("add exportTo to its manifest before applying it: spec.exportTo: [\".\"] keeps it to namespace enforce"),
         "{message}"
     );
-    assert!(!message.contains("kubectl meshscope"), "{message}");
+    assert!(
+        message.contains(
+            "kubectl meshscope recommend --exports -f FILE -n enforce --from-pod-logs plans it"
+        ),
+        "{message}"
+    );
     let d = validate(
         &snap,
         &mk_service_entry("warn", "api", "DNS_ROUND_ROBIN", None),

@@ -418,3 +418,85 @@ fn offline_recommend_exports_prints_export_to_patches_and_needs_traffic() {
         r.error()
     );
 }
+
+/// `recommend --exports -f FILE` (issue #35 item 3): a DNS ServiceEntry
+/// that is not in the cluster yet gets its exportTo planned into its
+/// manifest, from the traffic that calls its host, every other field as
+/// written; the manifest applies as printed. apply --exports refuses -f.
+#[test]
+fn recommend_exports_plans_the_export_to_of_a_manifest_not_applied_yet() {
+    meshscope_e2e::needs_cluster!();
+    let c = Cluster::shared();
+    let caller = c.namespace("expf-caller", &[]);
+    let owner = c.namespace("expf-owner", &[]);
+    let _clean = CleanUp(c, vec![caller.clone(), owner.clone()]);
+    c.apply(&proxied_pod(&caller, "web"));
+    c.set_pod_ip(&caller, "web", &pod_ip(11)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let call = access_log::line(
+        &pod_ip(11),
+        "api.payments.example:443",
+        "outbound|443||api.payments.example",
+        "203.0.113.10:443",
+    );
+    std::fs::write(&log, call).unwrap();
+    let file = dir.path().join("entry.yaml");
+    std::fs::write(
+        &file,
+        format!("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: payments\n  namespace: {owner}\n  labels: {{team: payments}}\nspec:\n  hosts: [api.payments.example]\n  location: MESH_EXTERNAL\n  resolution: DNS\n  ports:\n  - {{number: 443, name: tls, protocol: TLS}}\n  subjectAltNames: [spiffe://payments.example/api]\n"),
+    )
+    .unwrap();
+    let (log, file) = (log.to_str().unwrap(), file.to_str().unwrap());
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "recommend",
+            "--exports",
+            "-f",
+            file,
+            "-n",
+            &owner,
+            "--access-log",
+            log,
+        ],
+    );
+    assert_eq!(r.outcome.unwrap(), Outcome::Ok, "{}", r.stderr);
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&r.stdout)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .filter(|v: &Value| v.is_object())
+        .collect();
+    assert_eq!(docs.len(), 1, "{}", r.stdout);
+    let se = &docs[0];
+    assert_eq!(
+        se["spec"]["exportTo"],
+        serde_json::json!([".", caller]),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        se["spec"]["subjectAltNames"][0],
+        "spiffe://payments.example/api"
+    );
+    assert_eq!(se["metadata"]["labels"]["team"], "payments");
+    // It applies as printed (the API server validates it whole).
+    c.kubectl_ok(&["apply", "--dry-run=server", "-f", "-"], Some(&r.stdout));
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "apply",
+            "--exports",
+            "-f",
+            file,
+            "-n",
+            &owner,
+            "--access-log",
+            log,
+        ],
+    );
+    let e = format!("{:#}", r.outcome.unwrap_err());
+    assert!(
+        e.contains("plan their exportTo with `kubectl meshscope recommend --exports -f FILE`"),
+        "{e}"
+    );
+}
