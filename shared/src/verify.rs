@@ -510,6 +510,11 @@ pub struct Summary {
     pub stale: usize,
     pub not_connected: usize,
     pub missing_edges: usize,
+    /// The outbound, inbound and fixed clusters istiod sends the connected
+    /// proxies, in all: the measured total of what scoping saves.
+    pub clusters_istiod: u64,
+    /// What the engine predicts for those same proxies.
+    pub clusters_predicted: u64,
 }
 
 pub fn summarize(checks: &[ProxyCheck]) -> Summary {
@@ -526,6 +531,10 @@ pub fn summarize(checks: &[ProxyCheck]) -> Summary {
             Status::NotConnected => s.not_connected += 1,
         }
         s.missing_edges += c.missing_edges.len();
+        if let Some(i) = &c.istiod_counts {
+            s.clusters_istiod += i.clusters;
+            s.clusters_predicted += c.predicted.clusters;
+        }
     }
     s
 }

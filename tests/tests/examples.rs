@@ -536,4 +536,16 @@ fn the_simulated_sidecars_can_stay_connected_for_verify() {
         "{}",
         r.stderr
     );
+    // The measured total, beside the engine's: what scoping saves, as
+    // istiod sends it.
+    let total = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("istiod sends the connected proxies "))
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    let (sent, predicted) = total
+        .split_once(" clusters in all (the engine predicts ")
+        .unwrap();
+    assert_eq!(Some(sent), predicted.strip_suffix(')'), "{total}");
+    assert!(sent.parse::<u64>().unwrap() > 6 * 3, "{total}");
 }

@@ -327,6 +327,12 @@ pub fn report(checks: &[ProxyCheck], output: ReportOutput, p: &mut Printer<'_>) 
         summary.stale,
         summary.not_connected
     ))?;
+    if summary.clusters_istiod > 0 {
+        p.summary(format_args!(
+            "istiod sends the connected proxies {} clusters in all (the engine predicts {})",
+            summary.clusters_istiod, summary.clusters_predicted
+        ))?;
+    }
     Ok(if summary.ok == summary.proxies {
         Outcome::Ok
     } else {
