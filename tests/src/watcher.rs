@@ -129,6 +129,21 @@ impl Watcher {
         }
     }
 
+    /// Sends SIGTERM and waits for the exit (panicking after `limit`):
+    /// the `stopped` event, the exit status, and how long it took.
+    pub fn terminate(&mut self, limit: Duration) -> (Value, ExitStatus, Duration) {
+        let t = Instant::now();
+        self.sigterm();
+        let stopped = self.until("stopped", limit, |e| e["event"] == "stopped");
+        loop {
+            if let Some(st) = self.child.try_wait().ok().flatten() {
+                return (stopped, st, t.elapsed());
+            }
+            assert!(t.elapsed() < limit, "still running {limit:?} after SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// The exit status, if it has ended.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()

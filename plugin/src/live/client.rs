@@ -202,7 +202,7 @@ pub fn istio(kind: &str, plural: &str) -> ApiResource {
     istio_in(meshscope_shared::istio::NETWORKING_GROUP, kind, plural)
 }
 
-/// An Istio kind (`v1`) of another API group.
+/// A `v1` kind of API group `group` (another of Istio's, or any other).
 pub fn istio_in(group: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: group.into(),

@@ -7,10 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use kube::discovery::ApiResource;
 use serde::Serialize;
 
-use super::client::Live;
+use super::client::{istio_in as resource, Live};
 use super::failure::ApiFailure;
 use super::list::Select;
 
@@ -24,16 +23,6 @@ pub struct WebhookState {
     pub failure_policy: String,
     /// Ready endpoints of that Service (`None` for a URL).
     pub ready_endpoints: Option<usize>,
-}
-
-fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: "v1".into(),
-        api_version: format!("{group}/v1"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
 }
 
 impl Live {

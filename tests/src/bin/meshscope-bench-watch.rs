@@ -53,6 +53,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use meshscope_e2e::bench::Rng;
 use meshscope_e2e::cluster::{Cluster, Prometheus};
 use meshscope_e2e::istiod::{process_usage, Istiod, ProcessUsage, ENGINE_VERSION};
 use meshscope_e2e::kubelet::{Logs, StandInKubelet};
@@ -81,20 +82,6 @@ struct Opts {
     steady_s: u64,
     sources: Vec<String>,
     seed: u64,
-}
-
-/// xorshift64*: the new edges and their times, reproducible from a seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// One new dependency, as the generator and the monitor share it.
@@ -1165,7 +1152,7 @@ fn try_main() -> Result<()> {
     let o = parse_opts()?;
     let c = Cluster::shared();
     let work = tempfile::tempdir()?;
-    let mut rng = Rng(o.seed.max(1));
+    let mut rng = Rng::new(o.seed);
     let mut results = Vec::new();
     let mut scales = Vec::new();
     for &k in &o.scales {

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use k8s_openapi::jiff::Timestamp;
+use meshscope_e2e::bench::Rng;
 use meshscope_e2e::cluster::{Cluster, Prometheus};
 use meshscope_e2e::faults::{api_server, kubeconfig_through, FaultProxy, Mode};
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
@@ -62,24 +63,9 @@ const WAIT: &str = "10s";
 /// How long the soak runs without faults before its final check.
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// xorshift64*: the soak's random choices, from a printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn secs(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_secs(lo + self.below(hi - lo + 1))
-    }
+/// A random duration of `lo..=hi` whole seconds.
+fn secs(rng: &mut Rng, lo: u64, hi: u64) -> Duration {
+    Duration::from_secs(lo + rng.below((hi - lo + 1) as usize) as u64)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -415,17 +401,17 @@ impl Soak {
     /// A client starts calling a destination it does not call, or an edge
     /// stops being called (a client keeps at least one).
     fn churn(&mut self, start: bool) {
-        let c = self.rng.below(CLIENTS as u64) as usize;
+        let c = self.rng.below(CLIENTS);
         let mine: Vec<usize> = (0..DESTS)
             .filter(|d| self.book.edges.get(&(c, *d)).is_some_and(|e| e.active))
             .collect();
         if start {
             let free: Vec<usize> = (0..DESTS).filter(|d| !mine.contains(d)).collect();
-            if let Some(&d) = free.get(self.rng.below(free.len() as u64) as usize) {
+            if let Some(&d) = free.get(self.rng.below(free.len())) {
                 self.book.edges.entry((c, d)).or_default().active = true;
             }
         } else if mine.len() > 1 {
-            let d = mine[self.rng.below(mine.len() as u64) as usize];
+            let d = mine[self.rng.below(mine.len())];
             if let Some(e) = self.book.edges.get_mut(&(c, d)) {
                 e.active = false;
             }
@@ -572,7 +558,7 @@ impl Soak {
     /// how long the proxies keep it.
     fn inject(&mut self, f: Fault, p: &Proxies) -> Result<Duration> {
         *self.faults.entry(f.name()).or_default() += 1;
-        let hold = self.rng.secs(10, 40);
+        let hold = secs(&mut self.rng, 10, 40);
         match f {
             Fault::ApiDown => p.api.set(Mode::Down),
             Fault::ApiHang => p.api.set(Mode::Hang),
@@ -584,7 +570,7 @@ impl Soak {
             Fault::RotateCopyTruncate => self.rotate(true)?,
             Fault::KillLeader | Fault::TermLeader => {
                 if let Some(i) = self.leader() {
-                    let back = self.rng.secs(5, 15);
+                    let back = secs(&mut self.rng, 5, 15);
                     let r = &mut self.replicas[i];
                     r.stopped_by_soak = true;
                     r.restart_at = Some(Instant::now() + back);
@@ -725,7 +711,7 @@ fn try_main() -> Result<()> {
                 stopped_by_soak: false,
             })
             .collect(),
-        rng: Rng(seed),
+        rng: Rng::new(seed),
         faults: BTreeMap::new(),
         n: 0,
     };
@@ -761,13 +747,13 @@ fn run(soak: &mut Soak, proxies: &Proxies, duration: Duration) -> Result<()> {
         if clear_at.is_some_and(|at| now >= at) {
             proxies.clear();
             clear_at = None;
-            next_fault = now + soak.rng.secs(5, 20);
+            next_fault = now + secs(&mut soak.rng, 5, 20);
         } else if clear_at.is_none() && now >= next_fault {
-            let f = Fault::ALL[soak.rng.below(Fault::ALL.len() as u64) as usize];
+            let f = Fault::ALL[soak.rng.below(Fault::ALL.len())];
             eprintln!("[soak] {:>5}s {}", t0.elapsed().as_secs(), f.name());
             let hold = soak.inject(f, proxies)?;
             if hold.is_zero() {
-                next_fault = now + soak.rng.secs(5, 20);
+                next_fault = now + secs(&mut soak.rng, 5, 20);
             } else {
                 clear_at = Some(now + hold);
             }

@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use meshscope_e2e::bench::Rng;
 use meshscope_e2e::cluster::Cluster;
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
 use meshscope_e2e::istiod::{Istiod, ENGINE_VERSION};
@@ -59,23 +60,6 @@ fn port_of(d: usize) -> u32 {
         80
     } else {
         5432
-    }
-}
-
-/// A small deterministic random source (xorshift64*), seeded per run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
     }
 }
 
@@ -322,7 +306,7 @@ fn transitions(w: &World) {
         })
         | 1;
     eprintln!("MESHSCOPE_DANGLING_SEED={seed} MESHSCOPE_DANGLING_TRANSITIONS={want}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let ips: Vec<String> = (0..CLIENTS).map(|i| w.ip(&format!("client-{i}"))).collect();
     // Each client starts with two destinations.
     let mut active: Vec<BTreeSet<usize>> = (0..CLIENTS)

@@ -740,22 +740,7 @@ fn stuck_read(s: &Setup) {
     // The probe between passes gives up on Prometheus after 5 s; the next
     // pass then begins and sticks in its Prometheus read.
     std::thread::sleep(Duration::from_secs(10));
-    let t = Instant::now();
-    w.sigterm();
-    let stopped = w.until("stopped", Duration::from_secs(30), |e| {
-        e["event"] == "stopped"
-    });
-    let status = loop {
-        if let Some(st) = w.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "still running after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let took = t.elapsed();
+    let (stopped, status, took) = w.terminate(Duration::from_secs(30));
     assert!(status.success(), "{status:?}\n{}", w.stderr());
     assert!(
         took < Duration::from_secs(12),

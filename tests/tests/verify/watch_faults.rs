@@ -213,20 +213,7 @@ fn api_hang(s: &Setup) {
     api.set(Mode::Hang);
     // The next pass begins and sticks reading the API server.
     std::thread::sleep(Duration::from_secs(5));
-    let t = Instant::now();
-    w.sigterm();
-    let stopped = w.until("stopped", Duration::from_secs(30), |e| is(e, "stopped"));
-    let status = loop {
-        if let Some(st) = w.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "running after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let took = t.elapsed();
+    let (stopped, status, took) = w.terminate(Duration::from_secs(30));
     api.set(Mode::Pass);
     assert!(status.success(), "{status:?}\n{}", w.stderr());
     assert!(took < Duration::from_secs(12), "SIGTERM took {took:?}");
