@@ -373,6 +373,12 @@ mod tests {
         f.write_all(text.as_bytes()).unwrap();
     }
 
+    /// Truncated in place, as copytruncate leaves it (the same inode).
+    fn truncate(path: &Path) {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(0).unwrap();
+    }
+
     /// One pass over `path` (a file or a directory): the lines read and
     /// what was said.
     fn pass(s: &MeshSnapshot, path: &Path, offsets: &mut FileOffsets) -> (u64, String) {
@@ -406,12 +412,7 @@ mod tests {
         // Copied away and truncated in place (same inode), then five new
         // lines, longer than the three read: the old offset is mid-line.
         std::fs::copy(&log, dir.path().join("access.log.1")).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&log)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        truncate(&log);
         append(&log, &calls("bb", 5));
         let (lines, said) = pass(&s, &log, &mut at);
         assert_eq!(lines, 5, "{said}");
@@ -429,12 +430,7 @@ mod tests {
         // then four new lines.
         append(&log, &calls("b", 2));
         std::fs::copy(&log, dir.path().join("access.log.1")).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&log)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        truncate(&log);
         append(&log, &calls("c", 4));
         let (lines, said) = pass(&s, &log, &mut at);
         assert_eq!(lines, 6, "the copy's 2 unread and the file's 4: {said}");
@@ -446,12 +442,7 @@ mod tests {
         let mine = dir.path().join("mine.log");
         append(&mine, &calls("m", 1));
         assert_eq!(pass(&s, &mine, &mut at).0, 1);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&mine)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        truncate(&mine);
         append(&mine, &calls("n", 1));
         assert_eq!(pass(&s, &mine, &mut at).0, 1);
     }
