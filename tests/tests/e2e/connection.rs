@@ -135,7 +135,13 @@ fn diff_checks_its_dry_run_permissions_before_it_reads() {
         "{e}"
     );
     assert!(first.contains("deploy/rbac/meshscope-applier.yaml"), "{e}");
-    assert_eq!(e.matches("kind: ").count(), 1, "{e}");
+    // The reads under the reader's name, diff's dry runs under the
+    // applier's: two roles, in one stream.
+    assert_eq!(e.matches("kind: ").count(), 2, "{e}");
+    assert!(
+        e.contains("name: meshscope-reader\n") && e.contains("name: meshscope-applier\n"),
+        "{e}"
+    );
 }
 
 #[test]
