@@ -26,7 +26,11 @@ pub(crate) fn finding(
     name: &str,
     message: String,
 ) -> Finding {
-    let severity = code_doc(code).map_or(Severity::Warning, |d| d.severity);
+    let doc = code_doc(code);
+    // A code codes.rs does not document is a typo: caught by every test
+    // that makes the finding (and by `every_code_the_engine_emits_is_documented`).
+    debug_assert!(doc.is_some(), "finding code {code} is not in codes.rs");
+    let severity = doc.map_or(Severity::Warning, |d| d.severity);
     Finding {
         code,
         severity,
@@ -35,5 +39,38 @@ pub(crate) fn finding(
         name: name.to_string(),
         message,
         exempt: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_doc;
+
+    /// Every `MSnnnn` written in the engine's source is a documented code:
+    /// a mistyped one would otherwise become a warning without a text.
+    #[test]
+    fn every_code_the_engine_emits_is_documented() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let mut files = vec![std::path::PathBuf::from(dir)];
+        let mut seen = 0;
+        while let Some(p) = files.pop() {
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (i, _) in text.match_indices("\"MS") {
+                let code = &text[i + 1..(i + 7).min(text.len())];
+                if code.len() == 6 && code[2..].bytes().all(|b| b.is_ascii_digit()) {
+                    seen += 1;
+                    assert!(
+                        code_doc(code).is_some(),
+                        "{code} in {} is not in codes.rs",
+                        p.display()
+                    );
+                }
+            }
+        }
+        assert!(seen > 20, "only {seen} codes found");
     }
 }
