@@ -177,7 +177,7 @@ impl Visible {
 
 impl MeshSnapshot {
     /// Files the DestinationRules istiod returns for each imported
-    /// service ([`DrIndex::lookup`]); which one a proxy uses depends on
+    /// service (`DrIndex::lookup`, `snapshot/destination_rules.rs`); which one a proxy uses depends on
     /// its labels ([`MeshSnapshot::subsets_for`]).
     pub(crate) fn choose_destination_rules(&self, scope_ns: &str, out: &mut Visible) {
         let ids: Vec<SvcId> = out.services.keys().copied().collect();

@@ -42,7 +42,7 @@ enum Entry {
     Skipped { label: String, reason: String },
 }
 
-/// The whole diff: what [`print`] renders.
+/// The whole diff: what [`print()`] renders.
 #[derive(Default)]
 struct Diff {
     entries: Vec<Entry>,

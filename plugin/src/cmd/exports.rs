@@ -1,7 +1,7 @@
 //! `recommend --exports`: the exportTo each Service, ServiceEntry,
 //! VirtualService and DestinationRule needs ([`scope::exports`]), as
 //! server-side apply patches of that one field, or a table. `apply
-//! --exports` and `diff --exports` are in [`write`].
+//! --exports` and `diff --exports` are in [`write`](mod@write).
 
 pub mod write;
 

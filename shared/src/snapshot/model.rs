@@ -391,7 +391,7 @@ pub struct DrInfo {
     pub subset_labels: Vec<Labels>,
     pub export: Export,
     /// `exportTo` as written (trimmed of nothing: istiod keeps `.` as
-    /// `.`); [`crate::destination_rules`] files the rule by it.
+    /// `.`); `snapshot/destination_rules.rs` files the rule by it.
     pub export_to: Vec<String>,
     /// `workloadSelector.labels`.
     pub selector: Option<Labels>,

@@ -128,7 +128,7 @@ struct Edge {
 
 /// What the soak knows and counts, apart from the components: the edges,
 /// the Sidecars as polled, the replicas' events; no I/O, so that each
-/// count is tested on its own ([`tests`]).
+/// count is tested on its own (the tests below).
 #[derive(Default)]
 struct Book {
     ns: String,
