@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
-use meshscope_shared::recommend::{Outcome as RecOutcome, Recommendation};
+use meshscope_shared::recommend::{Action, Outcome as RecOutcome, Recommendation};
 use meshscope_shared::watch::{self as plan, Change, Ledger, PassSettings};
 
 use crate::args::EventOutput;
@@ -663,11 +663,17 @@ fn conflict_event(c: &plan::Conflict) -> Event {
         .message(m)
 }
 
-/// `r` with `sc` as the Sidecar to write.
+/// `r` with `sc` as the Sidecar to write. The plan writes only a change
+/// of scope, so a recommendation that found the live Sidecar unchanged (a
+/// narrowing: the recommendation still holds the stale hosts) becomes an
+/// update; apply would skip it otherwise.
 fn with_object(r: &Recommendation, sc: &meshscope_shared::istio::Sidecar) -> Recommendation {
     let mut r = r.clone();
-    if let RecOutcome::Sidecar { object, .. } = &mut r.outcome {
+    if let RecOutcome::Sidecar { object, action, .. } = &mut r.outcome {
         **object = sc.clone();
+        if *action == Action::Unchanged {
+            *action = Action::Update;
+        }
     }
     r
 }
@@ -691,6 +697,46 @@ mod tests {
             e.message.as_deref(),
             Some("2 Sidecars select Deployment/shop/web (web-own, web-deployment); istiod applies only web-own, the oldest: not meshscope's, so the scope meshscope writes is ignored. Keep one: delete the others (kubectl delete sidecar -n shop NAME), or narrow their selectors (audit: MS0004)")
         );
+    }
+
+    /// A narrowing: the recommendation saw the live scope unchanged (it
+    /// still holds the stale host), the plan removes a host. Apply skips
+    /// an unchanged recommendation, so the write must be an update.
+    #[test]
+    fn a_planned_write_of_an_unchanged_recommendation_is_an_update() {
+        let sc = |hosts: &[&str]| {
+            meshscope_shared::recommend::with_hosts(
+                &Default::default(),
+                hosts.iter().map(|h| h.to_string()).collect(),
+            )
+        };
+        let r = Recommendation {
+            workloads: Vec::new(),
+            namespace: "shop".into(),
+            outcome: RecOutcome::Sidecar {
+                object: Box::new(sc(&["shop/db", "shop/web"])),
+                action: Action::Unchanged,
+                added: Vec::new(),
+                removed: Vec::new(),
+            },
+            dependencies: Vec::new(),
+            hinted: Vec::new(),
+            not_visible: Vec::new(),
+            required: Vec::new(),
+            unknown: Vec::new(),
+            edges: Vec::new(),
+            before: Default::default(),
+            after: None,
+            requests: 0,
+            notes: Vec::new(),
+        };
+        let narrowed = with_object(&r, &sc(&["shop/web"]));
+        assert!(!narrowed.unchanged());
+        let RecOutcome::Sidecar { object, action, .. } = &narrowed.outcome else {
+            panic!("{:?}", narrowed.outcome)
+        };
+        assert_eq!(*action, Action::Update);
+        assert_eq!(object.spec.egress[0].hosts, ["shop/web"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use meshscope_e2e::kubelet::{Logs, StandInKubelet};
 use meshscope_e2e::outbound_text_line;
 use meshscope_e2e::watcher::Watcher;
@@ -360,7 +361,9 @@ fn pod_logs(s: &Setup) {
         s.c.bind_pod(ns, &p.name, &node).unwrap();
     }
     let key = format!("{ns}/client-0/istio-proxy");
+    let mut before_third = Timestamp::now();
     for n in 0..3 {
+        before_third = Timestamp::now();
         kubelet.append(
             &key,
             &outbound_text_line(n, &ip("client-0"), &s.host("web"), 80, "10.255.0.1:80"),
@@ -401,7 +404,31 @@ fn pod_logs(s: &Setup) {
         "{widened}"
     );
     assert!(s.outbound("client-0").contains(&s.cluster("extra", 80)));
-    // The widening pass read only the new line, not the three before it.
+    // Every read after the first asks from where the last one ended: from
+    // the third line's second on (sinceTime has whole seconds; the kubelet
+    // serves the lines at or after it, and the reader skips those it has).
+    let before_third = Timestamp::from_second(before_third.as_second()).unwrap();
+    let asked: Vec<String> = kubelet
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("/client-0/istio-proxy"))
+        .collect();
+    assert!(asked[0].contains("sinceSeconds="), "{asked:?}");
+    let since = |r: &str| -> Option<Timestamp> {
+        let v = r.split_once("sinceTime=")?.1.split('&').next()?;
+        v.replace("%3A", ":").replace("%3a", ":").parse().ok()
+    };
+    assert!(
+        asked.len() >= 2
+            && asked[1..]
+                .iter()
+                .all(|r| r.contains("timestamps=true")
+                    && since(r).is_some_and(|t| t >= before_third)),
+        "{asked:?} (the third line was written at or after {before_third})"
+    );
+    // The evidence adds the new line to the three the Sidecar held (a
+    // pass that took the third line again would have replaced the count
+    // with its own two: its window would overlap the Sidecar's).
     let requests = s.c.sidecar_jsonpath(
         ns,
         &client,
@@ -409,22 +436,8 @@ fn pod_logs(s: &Setup) {
     );
     assert_eq!(
         requests.trim(),
-        "1",
-        "the pass that widened counted {requests} requests"
-    );
-    // Every read after the first asks from where the last one ended.
-    let asked: Vec<String> = kubelet
-        .requests()
-        .into_iter()
-        .filter(|r| r.contains("/client-0/istio-proxy"))
-        .collect();
-    assert!(asked[0].contains("sinceSeconds="), "{asked:?}");
-    assert!(
-        asked.len() >= 2
-            && asked[1..]
-                .iter()
-                .all(|r| r.contains("sinceTime=") && r.contains("timestamps=true")),
-        "{asked:?}"
+        "4",
+        "3 requests before, 1 in the pass that widened; the Sidecar says {requests}"
     );
     let (_, metrics) = admin_get(port, "/metrics", Duration::from_secs(5));
     assert!(
