@@ -196,6 +196,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "A Sidecar labelled app.kubernetes.io/managed-by: kubectl-meshscope has fields meshscope writes (its spec, or its meshscope.io/ annotations and labels) owned by another field manager: someone edited it with kubectl edit, kubectl apply or another tool. meshscope writes with server-side apply and never takes over another manager's fields on its own, so apply skips this Sidecar on a field-ownership conflict and apply --watch skips it pass after pass: its scope no longer follows the traffic, and a new dependency of its workload stays outside it (passthrough, or blocked under REGISTRY_ONLY) while the edit stands.",
         fix: "Take the fields back with kubectl meshscope apply -n NS --force-conflicts (once), or run the watcher with apply --watch --force-conflicts (at every pass); to keep the hand edit instead, remove the label app.kubernetes.io/managed-by so that the Sidecar is the user's and meshscope never writes it.",
     },
+    CodeDoc {
+        code: "MS0022",
+        severity: Severity::Warning,
+        title: "meshscope's admission webhook has no ready endpoint",
+        description: "A ValidatingWebhookConfiguration labelled app.kubernetes.io/part-of: meshscope calls a Service with no ready endpoint (its pods never started, crash, or fail readiness). The API server cannot call the webhook: with failurePolicy Ignore (the shipped default) it skips it, so unscoped workloads and DNS ServiceEntries without exportTo are admitted without a warning and the install enforces nothing; with failurePolicy Fail it rejects every request the webhook matches.",
+        fix: "Find why the pods the Service selects are not ready: kubectl describe service -n NS NAME, kubectl get pods -n NS, and their events and logs (an image that cannot be pulled, a missing TLS Secret). kubectl meshscope version lists each webhook with its ready endpoints.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {

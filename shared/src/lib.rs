@@ -32,6 +32,7 @@ pub mod host;
 pub mod imports;
 pub mod inject;
 pub mod inputs;
+pub mod installed;
 pub mod istio;
 pub mod labels;
 pub mod listeners;

@@ -8,6 +8,7 @@ use scope::audit::{self, AuditScope, Finding};
 use scope::snapshot::WorkloadId;
 
 use crate::args::ReportOutput;
+use crate::live::FailureKind;
 use crate::outcome::Outcome;
 use crate::output::{self, plural, Printer, Table};
 use crate::request::AuditRequest;
@@ -43,14 +44,17 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
     for w in audit::ignored_exemptions(&world.snap, &scope) {
         writeln!(p.err, "warning: {w}")?;
     }
-    let (kept, suppressed): (Vec<Finding>, Vec<Finding>) =
-        audit::audit(&world.snap, world.obs.as_ref(), &scope)
-            .into_iter()
-            // Without the Gateways, a namespace holding one could be
-            // proposed for dropping.
-            .filter(|f| !(world.gateways_unknown && f.code == "MS0020"))
-            .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
-            .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
+    let mut found = audit::audit(&world.snap, world.obs.as_ref(), &scope);
+    if workloads.is_none() {
+        found.extend(installed_webhook(&world, p)?);
+    }
+    let (kept, suppressed): (Vec<Finding>, Vec<Finding>) = found
+        .into_iter()
+        // Without the Gateways, a namespace holding one could be
+        // proposed for dropping.
+        .filter(|f| !(world.gateways_unknown && f.code == "MS0020"))
+        .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
+        .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
     world.warn_missing_kinds("audit", Some(&kept), p.err)?;
     discovery_selectors(&world, &kept, p)?;
     let (exempt, findings) = kept.into_iter().partition(|f| f.exempt.is_some());
@@ -59,6 +63,27 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
         exempt,
         suppressed,
     })
+}
+
+/// MS0022 for meshscope's own webhook when its Service has no ready
+/// endpoint (live only: a cluster-scoped install, whatever `-n` says). A
+/// user who may not read webhook configurations gets no finding, and a
+/// note only when the failure is another one.
+fn installed_webhook(world: &World, p: &mut Printer<'_>) -> Result<Vec<Finding>> {
+    let Some(ctx) = world.live.as_ref() else {
+        return Ok(Vec::new());
+    };
+    match ctx.rt.block_on(ctx.live.meshscope_webhooks()) {
+        Ok(w) => Ok(scope::installed::webhook_findings(&w)),
+        Err(f) if matches!(f.kind, FailureKind::Forbidden(_)) => Ok(Vec::new()),
+        Err(f) => {
+            writeln!(
+                p.err,
+                "note: the admission webhook's state unknown (MS0022 not checked): {f}"
+            )?;
+            Ok(Vec::new())
+        }
+    }
 }
 
 /// With MS0020 findings: the mesh config that drops those namespaces

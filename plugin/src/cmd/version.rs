@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use meshscope_shared::detect::{DomainSource, Evidence};
 use meshscope_shared::inputs::Pod as ObservedPod;
+use meshscope_shared::installed::WebhookState;
 use serde::Serialize;
 
 use meshscope_shared::IstioVersion;
@@ -14,7 +15,7 @@ use meshscope_shared::IstioVersion;
 use crate::args::VersionOutput;
 use crate::detect;
 use crate::input;
-use crate::live::{ConnectOptions, FailureKind, Live, Select, WebhookState};
+use crate::live::{ConnectOptions, FailureKind, Live, Select};
 use crate::outcome::Outcome;
 use crate::output::{self, Printer};
 use crate::request::{VersionRequest, VersionSource};
@@ -164,13 +165,13 @@ fn print_webhooks(w: &[WebhookState], out: &mut dyn std::io::Write) -> Result<()
     }
     for s in w {
         let at = s.service.as_deref().unwrap_or("a URL");
-        let state = match s.ready_endpoints {
-            None => String::new(),
-            Some(0) if s.failure_policy == "Ignore" => {
-                ": no ready endpoint, so the API server skips it (failurePolicy Ignore) and nothing is enforced; check its pods".to_string()
-            }
-            Some(0) => ": no ready endpoint, so the API server rejects what it checks (failurePolicy Fail); check its pods".to_string(),
-            Some(n) => format!(", {}", output::plural(n, "ready endpoint", "ready endpoints")),
+        let state = match (s.unserved(), s.ready_endpoints) {
+            (Some(what), _) => format!(": no ready endpoint, so {what}; check its pods"),
+            (None, Some(n)) => format!(
+                ", {}",
+                output::plural(n, "ready endpoint", "ready endpoints")
+            ),
+            (None, None) => String::new(),
         };
         writeln!(
             out,

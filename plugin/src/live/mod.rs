@@ -50,5 +50,4 @@ pub use list::{resource_of, Select};
 pub use logs::{LogCursor, LogWindow, PodLogs};
 pub use permissions::{lease_needs, rbac_error, role_for, Need, Purpose, LEASE_GROUP};
 pub use read::{everything_needed, read_needs, Read};
-pub use webhooks::WebhookState;
 pub use write::Patched;

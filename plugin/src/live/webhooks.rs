@@ -2,28 +2,17 @@
 //! ValidatingWebhookConfiguration labelled `app.kubernetes.io/part-of:
 //! meshscope`, and the ready endpoints of the Service it calls. With
 //! `failurePolicy: Ignore` a webhook without one is skipped by the API
-//! server, so an install whose pods never started enforces nothing, and
-//! `version` says so.
+//! server, so an install whose pods never started enforces nothing:
+//! `version` says so, and `audit` reports MS0022
+//! (`meshscope_shared::installed`).
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use meshscope_shared::installed::WebhookState;
 
 use super::client::{istio_in as resource, Live};
 use super::failure::ApiFailure;
 use super::list::Select;
-
-/// One webhook of a configuration, and its Service's ready endpoints.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct WebhookState {
-    pub configuration: String,
-    pub webhook: String,
-    /// `namespace/name` of the Service it calls (`None`: a URL).
-    pub service: Option<String>,
-    pub failure_policy: String,
-    /// Ready endpoints of that Service (`None` for a URL).
-    pub ready_endpoints: Option<usize>,
-}
 
 impl Live {
     /// meshscope's validating webhooks and how many ready endpoints each

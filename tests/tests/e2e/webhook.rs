@@ -17,6 +17,7 @@ use meshscope_e2e::setup::{
     install_webhook_rbac, webhook_files, webhook_manifests_args, WebhookFiles,
 };
 use meshscope_test_support::net::free_port;
+use serde_json::Value;
 use serde_yaml::Value as Yaml;
 
 /// The label that sends a namespace to one test's webhook.
@@ -799,12 +800,13 @@ fn a_deployment_scoped_by_another_workloads_generated_sidecar_is_admitted_with_m
     assert!(ok && !err.contains("Warning"), "{err}");
 }
 
-/// `version` says whether meshscope's webhook can enforce anything: a
+/// `version` and `audit` (MS0022) say whether meshscope's webhook can
+/// enforce anything: a
 /// configuration whose Service has no ready endpoint is skipped by the API
 /// server (failurePolicy Ignore), and the install enforces nothing (issue
 /// #35 item 9).
 #[test]
-fn version_says_when_the_installed_webhook_has_no_ready_endpoint() {
+fn version_and_audit_say_when_the_installed_webhook_has_no_ready_endpoint() {
     meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = c.namespace("whver", &[]);
@@ -825,6 +827,28 @@ fn version_says_when_the_installed_webhook_has_no_ready_endpoint() {
         line(c),
         format!("Admission webhook: {name} (version.meshscope.io) calls {ns}/hook: no ready endpoint, so the API server skips it (failurePolicy Ignore) and nothing is enforced; check its pods")
     );
+    // audit reports it too, as MS0022, whatever namespace it audits.
+    let ms0022 = |c: &Cluster| -> Vec<Value> {
+        let r = meshscope_e2e::run::meshscope_at(
+            &c.kubeconfig,
+            &["audit", "-n", &ns, "--code", "MS0022", "-o", "json"],
+        );
+        assert!(r.outcome.is_ok(), "{}", r.stderr);
+        let v: Value = serde_json::from_str(&r.stdout).expect(&r.stdout);
+        v["findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .filter(|f| f["name"] == name.as_str())
+            .cloned()
+            .collect()
+    };
+    let found = ms0022(c);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        found[0]["message"],
+        format!("webhook version.meshscope.io calls Service {ns}/hook, which has no ready endpoint: the API server skips it (failurePolicy Ignore) and nothing is enforced. Check the pods it selects: kubectl describe service -n {ns} hook; kubectl get pods -n {ns}"),
+    );
     c.apply(&format!(
         "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: hook-1\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: hook}}\naddressType: IPv4\nports: [{{name: https, port: 443}}]\nendpoints:\n- addresses: [10.77.9.9]\n  conditions: {{ready: true}}\n"
     ));
@@ -834,5 +858,6 @@ fn version_says_when_the_installed_webhook_has_no_ready_endpoint() {
             "Admission webhook: {name} (version.meshscope.io) calls {ns}/hook, 1 ready endpoint"
         )
     );
+    assert!(ms0022(c).is_empty());
     c.kubectl_ok(&["delete", "validatingwebhookconfiguration", &name], None);
 }
