@@ -189,6 +189,27 @@ fn the_example_run_from_the_readme_works() {
         rest.ends_with("of config (estimated; verify measures it on istiod)"),
         "{line}"
     );
+    // The same total in -o json, beside the List's items.
+    let o = run(&[
+        "recommend",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(6));
+    let s = &list["savings"];
+    assert_eq!(s["proxies"], 6, "{s}");
+    assert_eq!(
+        (s["clusters_now"].as_u64(), s["clusters_after"].as_u64()),
+        (Some(now), Some(after)),
+        "{s}"
+    );
+    assert!(s["bytes_after"].as_u64() < s["bytes_now"].as_u64(), "{s}");
     let o = run(&[
         "explain",
         "pod",

@@ -32,7 +32,10 @@ pub fn run(r: &RecommendRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             }
         }
         RecommendOutput::Json => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            // The savings ride beside the items: kubectl apply -f reads a
+            // List's items only, so the output still applies as is.
+            let savings = recommend::savings(&world.snap, &recs);
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "savings": savings, "items": objects});
             output::json(p.out, &list)?;
         }
         RecommendOutput::Name => output::names(

@@ -94,6 +94,18 @@ fn a_namespaces_user_gets_answers_for_the_context_namespace_from_every_command()
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["target"], format!("service/web -n {ns}"), "{}", r.stdout);
 
+    // recommend -o json carries the savings beside the items, and kubectl
+    // still applies it as it is (the API server checks each item).
+    let r = meshscope(
+        &c.kubeconfig,
+        &["recommend", "-n", &ns, "--allow-idle", "-o", "json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(1), "{}", r.stdout);
+    assert_eq!(v["savings"]["proxies"], 1, "{}", r.stdout);
+    let applied = c.kubectl_ok(&["apply", "--dry-run=server", "-f", "-"], Some(&r.stdout));
+    assert!(applied.contains("created (server dry run)"), "{applied}");
+
     // version counts the proxies it may see, and says so.
     let r = meshscope(&kc, &["version"]);
     assert!(r.outcome.is_ok(), "{:#}", r.outcome.unwrap_err());
