@@ -60,6 +60,7 @@ pub enum Command {
     Diff(DiffArgs),
     /// Check against the cluster's istiod what each proxy really got
     #[command(
+        mut_arg("namespace", |a| a.help("Namespace to look at (default: the context's namespace)")),
         after_help = "Examples:\n  kubectl meshscope verify -n bookinfo\n  kubectl meshscope verify deployment/reviews-v1 -n bookinfo --from-pod-logs\n  kubectl meshscope verify -A -o json\n  kubectl -n istio-system port-forward deploy/istiod 15014 &\n  kubectl meshscope verify -n bookinfo --istiod-url http://localhost:15014\n\nExit codes: 0 every proxy matches, 1 any difference, missing edge, stale or unconnected proxy, 2 error."
     )]
     Verify(VerifyArgs),

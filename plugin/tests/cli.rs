@@ -41,11 +41,15 @@ fn help_speaks_of_kubectl_meshscope() {
 }
 
 /// A command that refuses --manifests does not offer its default in -n's
-/// help (issue #35 item 16); one that takes it does.
+/// help (issue #35 item 16: apply and diff; verify too); one that takes it
+/// does.
 #[test]
 fn namespace_help_names_manifests_only_where_they_are_taken() {
-    for cmd in ["apply", "diff"] {
-        let help = text(&run(&[cmd, "--help"]).stdout);
+    for cmd in ["apply", "diff", "verify"] {
+        let refused = text(&run(&[cmd, "--manifests", "m"]).stderr);
+        assert!(refused.contains("drop --manifests"), "{cmd}: {refused}");
+        // -h: the one-line form of each flag's help.
+        let help = text(&run(&[cmd, "-h"]).stdout);
         let line = help
             .lines()
             .find(|l| l.contains("--namespace <NAMESPACE>"))
@@ -54,6 +58,7 @@ fn namespace_help_names_manifests_only_where_they_are_taken() {
             line.ends_with("Namespace to look at (default: the context's namespace)"),
             "{cmd}: {line}"
         );
+        let help = text(&run(&[cmd, "--help"]).stdout);
         assert!(
             !help.contains("with --manifests, all namespaces"),
             "{cmd}: {help}"
