@@ -521,7 +521,7 @@ pub struct ApplyArgs {
     /// Drop hosts of managed Sidecars that were not seen in the observed window
     #[arg(long)]
     pub prune_hosts: bool,
-    /// Wait until istiod has pushed the new scopes and the proxies ACKed them, then verify them (default timeout 5m)
+    /// Wait until istiod has pushed the new scopes (Sidecars, or with --exports the new exportTo) and the proxies ACKed them, then verify them (default timeout 5m)
     #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, require_equals = true, default_missing_value = "5m")]
     pub wait: Option<String>,
     #[command(flatten)]

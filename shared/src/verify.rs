@@ -517,6 +517,43 @@ pub struct Summary {
     pub clusters_predicted: u64,
 }
 
+/// What a proxy's check still waits for after an exportTo write (`apply
+/// --exports --wait`), or `None` when it confirms the write. A proxy whose
+/// predicted clusters the write `changed` must get exactly what the engine
+/// predicts; a caller whose clusters it did not change, every cluster its
+/// observed edges need (a difference the write did not make is verify's
+/// to report, not a reason to wait). Either must have ACKed all it was sent.
+pub fn unconfirmed(c: &ProxyCheck, changed: bool) -> Option<String> {
+    if !c.nacks.is_empty() {
+        let types: Vec<&str> = c.nacks.keys().map(String::as_str).collect();
+        return Some(format!("NACKed {}", types.join(", ")));
+    }
+    if !c.pending.is_empty() {
+        return Some(format!("not yet ACKed: {}", c.pending.join(", ")));
+    }
+    if !c.missing_edges.is_empty() {
+        let edges: Vec<String> = c
+            .missing_edges
+            .iter()
+            .map(|m| format!("{}:{}", m.host, m.port))
+            .collect();
+        return Some(format!("istiod sends no cluster for {}", edges.join(", ")));
+    }
+    if !changed || c.status == Status::Ok {
+        return None;
+    }
+    let mut d: Vec<String> = c.only_istiod.iter().map(|x| format!("+{x}")).collect();
+    d.extend(c.only_predicted.iter().map(|x| format!("-{x}")));
+    Some(if d.is_empty() {
+        format!("istiod's scope is {}, not the predicted one", c.label())
+    } else {
+        format!(
+            "istiod's clusters differ from the prediction: {}",
+            d.join(" ")
+        )
+    })
+}
+
 pub fn summarize(checks: &[ProxyCheck]) -> Summary {
     let mut s = Summary {
         proxies: checks.len(),
@@ -882,5 +919,78 @@ spec:
         };
         assert!(scope_applied(&applied, &new));
         assert!(!scope_applied(&applied, &old));
+    }
+
+    fn check(status: Status) -> ProxyCheck {
+        ProxyCheck {
+            pod: "web-0".into(),
+            namespace: "shop".into(),
+            workload: "deployment/shop/web".into(),
+            status,
+            istiod: Some("istiod-0".into()),
+            predicted_sidecar: None,
+            applied_sidecar: None,
+            connected: true,
+            sidecar_matches: true,
+            only_istiod: Vec::new(),
+            only_predicted: Vec::new(),
+            missing_edges: Vec::new(),
+            pending: Vec::new(),
+            nacks: BTreeMap::new(),
+            predicted: Counts {
+                clusters: 0,
+                listeners: 0,
+                routes: 0,
+            },
+            istiod_counts: None,
+            predicted_bytes: 0,
+            proxy_version: None,
+            drift: None,
+        }
+    }
+
+    #[test]
+    fn an_export_write_is_confirmed_by_exact_clusters_where_it_changed_them_and_by_edges_elsewhere()
+    {
+        assert_eq!(unconfirmed(&check(Status::Ok), true), None);
+        // Still sending the host a namespace left: the write is not in yet.
+        let mut c = check(Status::Differs);
+        c.only_istiod = vec!["outbound|80||api.b.svc.cluster.local".into()];
+        assert_eq!(
+            unconfirmed(&c, true).as_deref(),
+            Some("istiod's clusters differ from the prediction: +outbound|80||api.b.svc.cluster.local")
+        );
+        // A caller the write did not change: a difference it did not make
+        // is verify's to report.
+        assert_eq!(unconfirmed(&c, false), None);
+        c.sidecar_matches = false;
+        c.only_istiod.clear();
+        assert_eq!(
+            unconfirmed(&c, true).as_deref(),
+            Some("istiod's scope is DIFFERS, not the predicted one")
+        );
+        // A caller blackholed, changed or not: never confirmed.
+        let mut c = check(Status::Missing);
+        c.missing_edges.push(MissingEdge {
+            host: "api.b.svc.cluster.local".into(),
+            port: 80,
+            cluster: "outbound|80||api.b.svc.cluster.local".into(),
+            requests: 3,
+        });
+        for changed in [false, true] {
+            assert_eq!(
+                unconfirmed(&c, changed).as_deref(),
+                Some("istiod sends no cluster for api.b.svc.cluster.local:80")
+            );
+        }
+        // Sent and not ACKed, or NACKed: not applied yet.
+        let mut c = check(Status::Stale);
+        c.pending = vec!["cds".into()];
+        assert_eq!(
+            unconfirmed(&c, false).as_deref(),
+            Some("not yet ACKed: cds")
+        );
+        c.nacks.insert("lds".into(), "bad listener".into());
+        assert_eq!(unconfirmed(&c, true).as_deref(), Some("NACKed lds"));
     }
 }

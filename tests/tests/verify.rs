@@ -34,6 +34,9 @@ mod dangling;
 #[path = "verify/impact.rs"]
 mod impact;
 
+#[path = "verify/exports.rs"]
+mod exports;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {

@@ -732,16 +732,7 @@ fn report_waits(
     }
     // Verify against a fresh read: the snapshot above predates the writes.
     let traffic = verify::traffic_by_workload(world);
-    // The mesh as the flags give it, every namespace, no traffic: a read
-    // only (the writes' permissions were checked before them).
-    let mut again = a.spec.mesh.clone();
-    again.purpose = Purpose::Read;
-    again.pod_logs = PodLogScope::Listed;
-    again.all_namespaces = true;
-    again.access_logs.clear();
-    again.from_pod_logs = false;
-    again.prometheus = None;
-    let fresh = World::load(&again, p.err)?;
+    let fresh = read_again(a, p.err)?;
     let keys: Vec<(String, String)> = waited
         .iter()
         .map(|p| {
@@ -765,6 +756,19 @@ fn report_waits(
         outcome = Outcome::Findings;
     }
     Ok(outcome)
+}
+
+/// The mesh after the writes, as the flags give it, every namespace, no
+/// traffic: a read only (the writes' permissions were checked before them).
+pub(crate) fn read_again(a: &ApplyRequest, err: &mut dyn Write) -> Result<World> {
+    let mut again = a.spec.mesh.clone();
+    again.purpose = Purpose::Read;
+    again.pod_logs = PodLogScope::Listed;
+    again.all_namespaces = true;
+    again.access_logs.clear();
+    again.from_pod_logs = false;
+    again.prometheus = None;
+    World::load(&again, err)
 }
 
 fn result_of(p: &Planned, applied: &Value) -> ApplyResult {

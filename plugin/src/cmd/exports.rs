@@ -3,6 +3,7 @@
 //! server-side apply patches of that one field, or a table. `apply
 //! --exports` and `diff --exports` are in [`write`](mod@write).
 
+mod confirm;
 pub mod write;
 
 use anyhow::{bail, Result};

@@ -38,10 +38,12 @@ pub enum Purpose {
     /// applying (`patch`, never `create`) the exportTo of Services,
     /// ServiceEntries, VirtualServices and DestinationRules in `namespace`
     /// (`-n`; the context's when `None`, see [`Purpose::in_context`]), or
-    /// in all namespaces with `all`.
+    /// in all namespaces with `all`; `istiod`: the namespace of the
+    /// istiod `--wait` port-forwards to.
     Exports {
         namespace: Option<String>,
         all: bool,
+        istiod: Option<String>,
     },
 }
 
@@ -53,9 +55,11 @@ impl Purpose {
             Purpose::Exports {
                 namespace: None,
                 all: false,
+                istiod,
             } => Purpose::Exports {
                 namespace: Some(context_ns.to_string()),
                 all: false,
+                istiod: istiod.clone(),
             },
             other => other.clone(),
         }
@@ -106,7 +110,11 @@ impl Purpose {
                 ]
             }
             Purpose::Verify { istiod: i } => i.as_deref().map(istiod).unwrap_or_default(),
-            Purpose::Exports { namespace, all } => {
+            Purpose::Exports {
+                namespace,
+                all,
+                istiod: i,
+            } => {
                 let g = meshscope_shared::istio::NETWORKING_GROUP;
                 let at = if *all { None } else { namespace.as_deref() };
                 let mut v = Vec::new();
@@ -119,6 +127,7 @@ impl Purpose {
                     v.push(need("get", group, resource, at));
                     v.push(need("patch", group, resource, at));
                 }
+                v.extend(i.as_deref().map(istiod).unwrap_or_default());
                 v
             }
             Purpose::Watch {

@@ -399,7 +399,6 @@ impl ApplyRequest {
         if let Some(e) = &spec.exports {
             let sidecar_only = [
                 ("--prune", a.prune),
-                ("--wait", wait.is_some()),
                 ("--watch", watch.is_some()),
                 ("--diff", a.diff),
             ];
@@ -410,6 +409,7 @@ impl ApplyRequest {
                 spec.mesh.purpose = Purpose::Exports {
                     namespace: e.namespace.clone(),
                     all: e.all_namespaces,
+                    istiod: wait.as_ref().and_then(|_| istiod.port_forward_namespace()),
                 };
             }
         } else if a.dry_run != DryRun::Client {
@@ -466,6 +466,7 @@ impl DiffRequest {
             Some(e) => Purpose::Exports {
                 namespace: e.namespace.clone(),
                 all: e.all_namespaces,
+                istiod: None,
             },
             None => Purpose::Diff,
         };

@@ -629,7 +629,7 @@ fn exports_refuses_the_flags_that_shape_sidecars() {
     }
     for (extra, flag) in [
         (&["--prune"][..], "--prune"),
-        (&["--wait=1m"], "--wait"),
+        (&["--watch"], "--watch"),
         (&["--diff"], "--diff"),
     ] {
         let mut args = vec!["apply", "--exports", "--from-pod-logs"];
@@ -662,7 +662,8 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
         a.spec.mesh.purpose,
         Purpose::Exports {
             namespace: Some("shop".into()),
-            all: false
+            all: false,
+            istiod: None,
         }
     );
     // Without -n: the context's namespace, once the kubeconfig is read.
@@ -673,7 +674,8 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
         a.spec.mesh.purpose.in_context("home"),
         Purpose::Exports {
             namespace: Some("home".into()),
-            all: false
+            all: false,
+            istiod: None,
         }
     );
     let Request::Apply(a) = parse(&["apply", "--exports", "-A", "--from-pod-logs"]).unwrap() else {
@@ -682,6 +684,7 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
     let all = Purpose::Exports {
         namespace: None,
         all: true,
+        istiod: None,
     };
     assert_eq!(a.spec.mesh.purpose.in_context("home"), all);
     let Request::Apply(a) = parse(&["apply", "--exports", "--dry-run", "--from-pod-logs"]).unwrap()
@@ -689,6 +692,26 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
         panic!("an apply request")
     };
     assert_eq!(a.spec.mesh.purpose, Purpose::Read);
+    // --wait port-forwards to istiod: checked with the rest.
+    let Request::Apply(a) = parse(&[
+        "apply",
+        "--exports",
+        "-n",
+        "shop",
+        "--from-pod-logs",
+        "--wait",
+    ])
+    .unwrap() else {
+        panic!("an apply request")
+    };
+    assert_eq!(
+        a.spec.mesh.purpose,
+        Purpose::Exports {
+            namespace: Some("shop".into()),
+            all: false,
+            istiod: Some("istio-system".into()),
+        }
+    );
 }
 
 #[test]

@@ -16,13 +16,17 @@ use scope::exports::{ExportAction, ExportKind, ExportRec};
 use scope::snapshot::EXPORT_TO_ANNOTATION;
 use serde_json::Value;
 
-use super::{body, load};
-use crate::args::DryRun;
-use crate::cmd::apply::{diffable, summarize, unified, ApplyResult, FIELD_MANAGER};
+use super::{body, confirm, load};
+use crate::args::{DryRun, ReportOutput};
+use crate::cmd::apply::{
+    connect_for_wait, diffable, read_again, summarize, unified, ApplyResult, FIELD_MANAGER,
+};
+use crate::cmd::verify;
+use crate::istiod::Istiod;
 use crate::live::{istio, resource_of, Patched};
 use crate::outcome::Outcome;
-use crate::output::Printer;
-use crate::request::{ApplyRequest, DiffRequest, ExportsSpec};
+use crate::output::{plural, Printer};
+use crate::request::{ApplyRequest, DiffRequest, ExportsSpec, Wait};
 use crate::world::{LiveCtx, World};
 
 /// The API resource of a kind whose exportTo is written.
@@ -193,6 +197,20 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         pp = pp.force();
     }
     let pp = (a.dry_run != DryRun::Client).then_some(pp);
+    // --wait needs istiod, and what it sent each proxy before the writes.
+    let mut waiting = match &a.wait {
+        Some(w) => {
+            let mut istiods = connect_for_wait(&world, a)?;
+            let before = ctx
+                .rt
+                .block_on(confirm::snapshot(&mut istiods, w.limit, p.err))
+                .map_err(|e| {
+                    anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+                })?;
+            Some((istiods, before))
+        }
+        None => None,
+    };
     let suffix = match a.dry_run {
         DryRun::None => "",
         DryRun::Server => " (server dry run)",
@@ -222,11 +240,78 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         "nothing to narrow",
     )?;
     report_owner_set(&recs, p)?;
-    Ok(if counts.contains_key(&ApplyResult::Failed) {
+    let mut outcome = if counts.contains_key(&ApplyResult::Failed) {
         Outcome::Findings
     } else {
         Outcome::Ok
-    })
+    };
+    if let (Some((istiods, before)), Some(w)) = (waiting.as_mut(), &a.wait) {
+        let written = counts.get(&ApplyResult::Configured).copied().unwrap_or(0);
+        if wait_for_istiod(&world, a, istiods, before, written, w, p)? == Outcome::Findings {
+            outcome = Outcome::Findings;
+        }
+    }
+    Ok(outcome)
+}
+
+/// `--wait`: confirms the `written` exportTo changes on istiod (see
+/// [`confirm`]), says what it waited for, and prints the check of each
+/// proxy it waited for.
+fn wait_for_istiod(
+    world: &World,
+    a: &ApplyRequest,
+    istiods: &mut [Istiod],
+    before: &confirm::Before,
+    written: usize,
+    w: &Wait,
+    p: &mut Printer<'_>,
+) -> Result<Outcome> {
+    if written == 0 {
+        writeln!(p.err, "nothing written, so nothing to wait for")?;
+        return Ok(Outcome::Ok);
+    }
+    let ctx = live_ctx(world)?;
+    let traffic = verify::traffic_by_workload(world);
+    let fresh = read_again(a, p.err)?;
+    let targets = confirm::targets(world, &fresh, &traffic);
+    let pushed = targets.iter().filter(|t| t.changed).count();
+    let done = ctx.rt.block_on(confirm::wait(
+        &fresh, &traffic, istiods, &targets, before, w.limit, p.err,
+    ));
+    writeln!(
+        p.err,
+        "waited {:.2} s for istiod to push {} ({} whose clusters change) and for {} to ACK and match the prediction, every observed edge included",
+        done.elapsed.as_secs_f64(),
+        plural(written, "exportTo change", "exportTo changes"),
+        plural(pushed, "proxy", "proxies"),
+        plural(done.confirmed, "proxy", "proxies"),
+    )?;
+    if !done.not_connected.is_empty() {
+        writeln!(
+            p.err,
+            "not waited for (not connected to istiod): {}",
+            done.not_connected.join(", ")
+        )?;
+    }
+    let mut outcome = Outcome::Ok;
+    if !done.timed_out.is_empty() {
+        writeln!(
+            p.err,
+            "timed out after {} waiting for: {}",
+            w.given,
+            done.timed_out.join(", ")
+        )?;
+        outcome = Outcome::Findings;
+    }
+    if done.checks.is_empty() {
+        return Ok(outcome);
+    }
+    writeln!(p.out)?;
+    verify::warn_version_skew(&fresh, &done.checks, p.err)?;
+    if verify::report(&done.checks, ReportOutput::Table, p)? == Outcome::Findings {
+        outcome = Outcome::Findings;
+    }
+    Ok(outcome)
 }
 
 pub fn diff(d: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
