@@ -49,6 +49,58 @@ pub struct Cluster {
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
 
+/// A control plane of one test's own (`tests/cluster/up` in a state
+/// directory of its own), for a test that changes what the whole API
+/// server serves, as deleting a CRD does; stopped and removed when
+/// dropped. No stand-in injector runs for it: its pods are not injected.
+pub struct PrivateCluster {
+    pub cluster: &'static Cluster,
+    state: PathBuf,
+}
+
+impl PrivateCluster {
+    pub fn start(tag: &str) -> PrivateCluster {
+        ledger::record(ledger::Component::ApiServer);
+        let state = std::env::temp_dir().join(format!(
+            "meshscope-cluster-{tag}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let up = repo_root().join("tests/cluster/up");
+        let out = Command::new(&up)
+            .env("MESHSCOPE_CLUSTER_DIR", &state)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", up.display()));
+        let private = PrivateCluster {
+            cluster: Box::leak(Box::new(Cluster {
+                kubeconfig: PathBuf::from(
+                    String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                        .trim(),
+                ),
+            })),
+            state,
+        };
+        assert!(out.status.success(), "tests/cluster/up failed");
+        private
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("tests/cluster/down"))
+            .env("MESHSCOPE_CLUSTER_DIR", &self.state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        // `tests/cluster/up`'s lock file, beside the state directory.
+        let _ = std::fs::remove_file(self.state.with_extension("lock"));
+    }
+}
+
 /// Whether Istio's CRDs, which `tests/cluster/up` installs, are next to
 /// the repository (`../shared/crds/istio-crds.yaml`, or under
 /// `$MESHSCOPE_SHARED_DIR`); when not, a line on stderr says that `test`

@@ -3,8 +3,9 @@
 //! identity (Namespace, ServiceAccount, RBAC) with the files one webhook
 //! process starts from.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use kubectl_meshscope::install::{generate_pki, render, Pki, Settings};
 use meshscope_shared::admission::Policy;
@@ -58,10 +59,12 @@ pub fn webhook_manifests_args() -> Settings {
 }
 
 /// The webhook install's Namespace, ServiceAccount and RBAC, applied once
-/// per test process.
+/// per control plane and test process.
 pub fn install_webhook_rbac(c: &Cluster) {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
+    // Once per control plane (a test may start one of its own).
+    static DONE: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    if done.insert(c.kubeconfig.clone()) {
         let pki = generate_pki(&["127.0.0.1".into()], 1).unwrap();
         let docs = render(&webhook_manifests_args(), &pki).unwrap();
         let keep = [
@@ -76,7 +79,7 @@ pub fn install_webhook_rbac(c: &Cluster) {
         {
             c.apply(&serde_yaml::to_string(d).unwrap());
         }
-    });
+    }
 }
 
 /// The webhook install's ServiceAccount, as the API server names it.

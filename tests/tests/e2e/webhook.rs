@@ -46,6 +46,8 @@ fn text(o: &Output) -> (String, String) {
 // === one webhook process ===
 
 struct Webhook {
+    /// The control plane it is registered with.
+    cluster: &'static Cluster,
     child: Option<Child>,
     port: u16,
     admin_port: u16,
@@ -96,6 +98,7 @@ impl Webhook {
         };
         let scope = Cluster::unique_ns(tag);
         let mut wh = Webhook {
+            cluster: c,
             child: Some(child),
             port,
             admin_port,
@@ -189,9 +192,17 @@ impl Webhook {
 
     /// GET /metrics from the admin port.
     fn metrics(&self) -> String {
+        self.admin("/metrics")
+    }
+
+    /// GET `path` from the admin port: the whole HTTP response.
+    fn admin(&self, path: &str) -> String {
         let mut s = TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
         out
@@ -231,7 +242,7 @@ impl Drop for Webhook {
         if std::thread::panicking() {
             eprintln!("--- meshscope-webhook log ---\n{}", self.log_text());
         }
-        let c = Cluster::shared();
+        let c = self.cluster;
         for kind in [
             "validatingwebhookconfiguration",
             "mutatingwebhookconfiguration",
@@ -860,4 +871,71 @@ fn version_and_audit_say_when_the_installed_webhook_has_no_ready_endpoint() {
     );
     assert!(ms0022(c).is_empty());
     c.kubectl_ok(&["delete", "validatingwebhookconfiguration", &name], None);
+}
+
+/// Issue #35, item 19: with the Sidecar CRD deleted, the webhook does not
+/// blame an unreachable API server and keep denying with a fix that can
+/// no longer be applied: it allows the object unchecked with a warning
+/// that names the resource not served, says so on /readyz, and enforces
+/// again once the CRD is back. On a control plane of the test's own, so
+/// that no other test loses the CRD.
+#[test]
+fn with_the_sidecar_crd_deleted_the_webhook_says_so_and_enforces_again_once_it_is_back() {
+    meshscope_e2e::needs_cluster!();
+    let private = meshscope_e2e::cluster::PrivateCluster::start("crd");
+    let c = private.cluster;
+    let wh = Webhook::start(c, "crd", &[]);
+    let ns = wh.namespace(c, "enforce");
+    let create = |name: &str| {
+        let o = c.kubectl(
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&deployment(&ns, name, None)),
+        );
+        (o.status.success(), text(&o).1)
+    };
+    let (ok, err) = create("before");
+    assert!(!ok && err.contains("denied the request: MS0001"), "{err}");
+
+    c.kubectl_ok(&["delete", "crd", "sidecars.networking.istio.io"], None);
+    let unchecked = "meshscope-webhook allowed this unchecked: the API server does not serve sidecars.networking.istio.io";
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let (ok, err) = create("without-crd");
+        if ok && err.contains(unchecked) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still ({ok}) after the CRD was deleted: {err}\n{}",
+            wh.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let health = wh.admin("/readyz");
+    assert!(
+        health.contains("the API server does not serve sidecars.networking.istio.io")
+            && !health.contains("unreachable"),
+        "{health}"
+    );
+
+    let crds = meshscope_test_support::outside::istio_crds(module_path!()).expect("the CRDs");
+    c.kubectl_ok(
+        &["apply", "--server-side", "-f", crds.to_str().unwrap()],
+        None,
+    );
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let (ok, err) = create("with-crd-again");
+        if !ok && err.contains("denied the request: MS0001") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not enforcing again after the CRD came back ({ok}): {err}\n{}",
+            wh.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    drop(wh);
+    drop(private);
 }
