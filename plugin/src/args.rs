@@ -443,6 +443,11 @@ pub enum RecommendOutput {
     Table,
     Wide,
     Name,
+    /// The observed dependency graph with each workload's scope, for
+    /// Graphviz (`dot -Tsvg`).
+    Dot,
+    /// The same graph as a Mermaid flowchart.
+    Mermaid,
 }
 
 impl RecommendOutput {
@@ -458,7 +463,7 @@ pub struct RecommendArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mesh: MeshFlags,
-    /// Output format: yaml (for kubectl apply -f -), json (a v1 List, with the estimated savings beside its items), table, wide (every dependency), name (each Sidecar as sidecar.networking.istio.io/NAME), or jsonpath=TEMPLATE (kubectl's, over the json)
+    /// Output format: yaml (for kubectl apply -f -), json (a v1 List, with the estimated savings beside its items), table, wide (every dependency), name (each Sidecar as sidecar.networking.istio.io/NAME), dot or mermaid (the observed dependency graph with each workload's scope, for Graphviz or Mermaid), or jsonpath=TEMPLATE (kubectl's, over the json)
     #[arg(short = 'o', long, default_value = "yaml", value_parser = FormatParser::<RecommendOutput>::new())]
     pub output: Format<RecommendOutput>,
     #[command(flatten)]

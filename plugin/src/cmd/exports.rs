@@ -59,6 +59,10 @@ pub fn recommend(r: &RecommendRequest, e: &ExportsSpec, p: &mut Printer<'_>) -> 
         RecommendOutput::Table | RecommendOutput::Wide => {
             p.table(&table(&recs, r.output == RecommendOutput::Wide))?;
         }
+        // Refused with --exports when the flags were read.
+        RecommendOutput::Dot | RecommendOutput::Mermaid => {
+            bail!("--exports prints exportTo, not a graph")
+        }
     }
     summarize(&world, &recs, p)?;
     Ok(Outcome::Ok)

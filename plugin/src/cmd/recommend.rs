@@ -49,6 +49,16 @@ pub fn run(r: &RecommendRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             let t = table(&world, &recs, r.spec.per_namespace, wide);
             p.table(&t)?;
         }
+        RecommendOutput::Dot => write!(
+            p.out,
+            "{}",
+            scope::graph::dot(&scope::graph::build(&world.snap, &recs))
+        )?,
+        RecommendOutput::Mermaid => write!(
+            p.out,
+            "{}",
+            scope::graph::mermaid(&scope::graph::build(&world.snap, &recs))
+        )?,
     }
     summarize_recommendations(&world, &recs, p)?;
     Ok(Outcome::Ok)

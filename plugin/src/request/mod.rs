@@ -780,10 +780,16 @@ impl Request {
             Command::Recommend(a) if a.prune => bail!(
                 "recommend --prune is now --prune-hosts (drop hosts not seen in the window); --prune means deleting Sidecars of workloads that are gone, in apply and diff"
             ),
-            Command::Recommend(a) => Request::Recommend(RecommendRequest {
-                spec: RecommendSpec::parse(c, &a.rec, a.prune_hosts, true)?,
-                output: a.output.get(),
-            }),
+            Command::Recommend(a) => {
+                let spec = RecommendSpec::parse(c, &a.rec, a.prune_hosts, true)?;
+                let output = a.output.get();
+                if spec.exports.is_some()
+                    && matches!(output, RecommendOutput::Dot | RecommendOutput::Mermaid)
+                {
+                    bail!("-o dot and -o mermaid draw the Sidecar recommendations' dependency graph; --exports prints exportTo (-o table, wide, yaml, json or name)");
+                }
+                Request::Recommend(RecommendRequest { spec, output })
+            }
             Command::Apply(a) => Request::Apply(ApplyRequest::parse(*a, c)?),
             Command::Diff(a) => Request::Diff(DiffRequest::parse(a, c)?),
             Command::Verify(a) => Request::Verify(VerifyRequest::parse(a, c)?),

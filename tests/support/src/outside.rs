@@ -52,6 +52,26 @@ pub fn istio_crds(test: &str) -> Option<PathBuf> {
     Some(file)
 }
 
+/// A program a test runs as users would (Graphviz's `dot`), from PATH, or
+/// `None` (with a line on stderr; under `CI=true` a failure) when it is not
+/// installed. `scripts/setup` installs them.
+pub fn program(test: &str, name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let why = format!("{name} is not on PATH (scripts/setup installs it)");
+        if in_ci() {
+            panic!("{test}: {why}; under CI=true a test whose program is missing fails instead of skipping");
+        }
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
+    }
+    found
+}
+
 /// Whether this is a CI run (`CI=true`, as CI sets it, or `CI=1`): there a
 /// test never skips for a missing input or component, it fails.
 pub fn in_ci() -> bool {

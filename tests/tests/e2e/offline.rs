@@ -949,3 +949,88 @@ fn an_access_log_directory_skips_what_is_not_a_log_and_never_echoes_it() {
         "{summary}"
     );
 }
+
+/// `recommend -o dot` is what Graphviz draws (the real `dot`, which
+/// scripts/setup installs), and `-o mermaid` the same graph: a node per
+/// workload recommended for and per host called, an edge per observed
+/// `host:port`, on the Bookinfo example.
+#[test]
+fn recommend_draws_the_dependency_graph_for_graphviz_and_mermaid() {
+    let root = repo_root();
+    let m = root.join("examples/bookinfo/manifests.yaml");
+    let log = root.join("examples/bookinfo/access.log");
+    let args = |o: &'static str| {
+        vec![
+            "recommend".to_string(),
+            "-n".into(),
+            "bookinfo".into(),
+            "--manifests".into(),
+            m.to_str().unwrap().into(),
+            "--access-log".into(),
+            log.to_str().unwrap().into(),
+            "-o".into(),
+            o.into(),
+        ]
+    };
+    let run = |o: &'static str| {
+        let a = args(o);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r = meshscope(&a);
+        assert_eq!(r.outcome.as_ref().ok(), Some(&Outcome::Ok), "{}", r.stderr);
+        r.stdout
+    };
+    let dot = run("dot");
+    let edges = [
+        ("productpage-v1", "details", 9080),
+        ("productpage-v1", "reviews", 9080),
+        ("productpage-v1", "api.github.com", 443),
+        ("reviews-v2", "ratings", 9080),
+        ("reviews-v3", "ratings", 9080),
+    ];
+    assert_eq!(dot.matches(" -> ").count(), edges.len(), "{dot}");
+    let Some(graphviz) = meshscope_test_support::outside::program(module_path!(), "dot") else {
+        return;
+    };
+    let mut child = std::process::Command::new(graphviz)
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("dot runs");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), dot.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    // Graphviz writes '-' in text as an entity.
+    let svg = String::from_utf8_lossy(&out.stdout).replace("&#45;", "-");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "dot -Tsvg: {}\n{dot}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Graphviz drew every edge and every node, with their text.
+    assert_eq!(svg.matches("class=\"edge\"").count(), edges.len(), "{svg}");
+    assert_eq!(svg.matches("class=\"node\"").count(), 10, "{svg}");
+    for (from, to, port) in edges {
+        assert!(svg.contains(&format!("deployment/{from}")), "{from}");
+        assert!(svg.contains(&format!(">{to}</text>")), "{to}");
+        assert!(svg.contains(&format!(":{port} · ")), "{port}");
+    }
+    assert!(
+        svg.contains("new Sidecar: 3 hosts, 12 → 10 clusters"),
+        "{svg}"
+    );
+
+    let mermaid = run("mermaid");
+    assert!(mermaid.starts_with("flowchart LR\n"), "{mermaid}");
+    assert_eq!(mermaid.matches(" -->|").count(), edges.len(), "{mermaid}");
+    assert_eq!(mermaid.matches("  subgraph ").count(), 2, "{mermaid}");
+
+    let mut a = args("dot");
+    a.push("--exports".into());
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let e = meshscope(&a).outcome.unwrap_err();
+    assert!(
+        e.to_string().starts_with("-o dot and -o mermaid draw the Sidecar recommendations' dependency graph; --exports prints exportTo"),
+        "{e}"
+    );
+}
