@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use meshscope_shared::explain::{self, Explanation};
+use meshscope_shared::labels::Labels;
 use meshscope_shared::observe::WorkloadTraffic;
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::verify::{self as verify_shared, ProxyCheck};
@@ -64,35 +65,44 @@ pub async fn snapshot(
 
 /// The proxies to confirm: each injected pod of `fresh` (the mesh after
 /// the writes) whose predicted outbound clusters differ from those `old`
-/// predicted, and each that `traffic` shows calling something.
+/// predicted, and each that `traffic` shows calling something. Pods of
+/// one workload with the same labels share a prediction, computed once.
 pub fn targets(
     old: &World,
     fresh: &World,
     traffic: &HashMap<String, WorkloadTraffic>,
 ) -> Vec<Target> {
     let snap = &fresh.snap;
-    (0..snap.pods.len())
-        .filter(|p| snap.pods[*p].injection.sidecar)
-        .filter_map(|p| {
-            let pod = &snap.pods[p];
-            let e = explain::explain(snap, pod.workload, Some(p), None);
-            let changed = old
-                .snap
-                .find_pod(&pod.namespace, &pod.name)
-                .is_some_and(|o| {
-                    let was = explain::explain(&old.snap, old.snap.pods[o].workload, Some(o), None);
-                    was.outbound_clusters != e.outbound_clusters
+    let mut now: HashMap<(usize, &Labels), Explanation> = HashMap::new();
+    let mut before: HashMap<(usize, &Labels), Vec<String>> = HashMap::new();
+    let mut out = Vec::new();
+    for p in (0..snap.pods.len()).filter(|p| snap.pods[*p].injection.sidecar) {
+        let pod = &snap.pods[p];
+        let e = now
+            .entry((pod.workload, &pod.labels))
+            .or_insert_with(|| explain::explain(snap, pod.workload, Some(p), None));
+        let changed = old
+            .snap
+            .find_pod(&pod.namespace, &pod.name)
+            .is_some_and(|o| {
+                let op = &old.snap.pods[o];
+                let was = before.entry((op.workload, &op.labels)).or_insert_with(|| {
+                    explain::explain(&old.snap, op.workload, Some(o), None).outbound_clusters
                 });
-            let calls = traffic
-                .get(&snap.workloads[pod.workload].key())
-                .is_some_and(|t| !t.outbound.is_empty());
-            (changed || calls).then_some(Target {
+                *was != e.outbound_clusters
+            });
+        let calls = traffic
+            .get(&snap.workloads[pod.workload].key())
+            .is_some_and(|t| !t.outbound.is_empty());
+        if changed || calls {
+            out.push(Target {
                 pod: p,
                 changed,
-                explanation: e,
-            })
-        })
-        .collect()
+                explanation: e.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// Asks istiod until every target is confirmed, or `limit` passes (every
