@@ -1,6 +1,6 @@
 //! Every `kubectl meshscope` example in the README's shell blocks and in
 //! `--help` runs as written: through bash, with kubectl and the built
-//! plugin on PATH, from the repository root, against the test control plane
+//! plugin on PATH, from a directory that looks like the repository root, against the test control plane
 //! holding `examples/bookinfo` (the mesh the examples name), a real istiod
 //! reached through a port-forward, and a real Prometheus.
 //!
@@ -24,6 +24,18 @@ use kubectl_meshscope::args::Cli;
 use meshscope_e2e::cluster::{bin_dir, repo_root, Cluster, Prometheus};
 use meshscope_e2e::istiod::Istiod;
 use meshscope_e2e::kubelet::{Forwards, LogReply, Logs, StandInKubelet};
+
+/// A working directory that looks like the repository's root (each of its
+/// entries linked), so that an example that writes a file (`> report.html`)
+/// writes it there, not into the checkout.
+fn workdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(repo_root()).unwrap() {
+        let e = e.unwrap();
+        std::os::unix::fs::symlink(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
 
 /// The commands of the README's ```sh blocks that run kubectl meshscope,
 /// with continuation lines joined and trailing comments dropped.
@@ -238,6 +250,7 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
     commands.extend(help_commands());
     assert!(commands.len() > 20, "examples found: {commands:#?}");
     let mut failures = Vec::new();
+    let work = workdir();
     for cmd in &commands {
         let run = cmd
             .replace("http://prometheus.istio-system:9090", &prometheus.url)
@@ -271,7 +284,7 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
                 "-c",
                 &script,
             ])
-            .current_dir(repo_root())
+            .current_dir(work.path())
             .env("PATH", &path)
             .env("KUBECONFIG", &c.kubeconfig)
             .output()
