@@ -64,6 +64,11 @@ pub enum Command {
         after_help = "Examples:\n  kubectl meshscope verify -n bookinfo\n  kubectl meshscope verify deployment/reviews-v1 -n bookinfo --from-pod-logs\n  kubectl meshscope verify -A -o json\n  kubectl -n istio-system port-forward deploy/istiod 15014 &\n  kubectl meshscope verify -n bookinfo --istiod-url http://localhost:15014\n\nExit codes: 0 every proxy matches, 1 any difference, missing edge, stale or unconnected proxy, 2 error."
     )]
     Verify(VerifyArgs),
+    /// Write a self-contained HTML report: per namespace the recommended scopes, xDS before and after, findings and the dependency graph
+    #[command(
+        after_help = "Examples:\n  kubectl meshscope report -A --from-pod-logs --since 24h > report.html\n  kubectl meshscope report --manifests examples/bookinfo --access-log examples/bookinfo/access.log > bookinfo.html\n\nThe page needs no network to open: no script, and nothing fetched. Exit codes: 0 written, 2 error."
+    )]
+    Report(ReportArgs),
     /// Document the finding codes (MS0001...)
     #[command(
         after_help = "Examples:\n  kubectl meshscope codes\n  kubectl meshscope codes MS0006\n  kubectl meshscope codes -o name"
@@ -393,9 +398,11 @@ impl Command {
             Command::Verify(a) => a.output.template(),
             Command::Codes(a) => a.output.template(),
             Command::Version(a) => a.output.as_ref().and_then(|o| o.template()),
-            Command::Apply(_) | Command::Diff(_) | Command::Completion(_) | Command::Webhook(_) => {
-                None
-            }
+            Command::Apply(_)
+            | Command::Diff(_)
+            | Command::Report(_)
+            | Command::Completion(_)
+            | Command::Webhook(_) => None,
         }
     }
 
@@ -410,6 +417,7 @@ impl Command {
             Command::Explain(a) => Some(a.mesh.common(&a.selection)),
             Command::Impact(a) => Some(a.mesh.common(&(&a.selection).into())),
             Command::Verify(a) => Some(a.mesh.common(&a.selection)),
+            Command::Report(a) => Some(a.mesh.common(&a.selection)),
             Command::Version(a) => Some(Common::of(
                 &Selection::default(),
                 &a.manifests,
@@ -646,6 +654,14 @@ pub enum ReportOutput {
     Json,
     Yaml,
     Name,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mesh: MeshFlags,
 }
 
 #[derive(Debug, Args)]

@@ -112,15 +112,7 @@ pub fn yaml<T: Serialize>(out: &mut dyn Write, v: &T) -> anyhow::Result<()> {
 }
 
 /// Human-readable bytes (KB and MB are powers of 1000, as in the docs).
-pub fn bytes(n: u64) -> String {
-    if n >= 1_000_000 {
-        format!("{:.1} MB", n as f64 / 1e6)
-    } else if n >= 1_000 {
-        format!("{:.0} KB", n as f64 / 1e3)
-    } else {
-        format!("{n} B")
-    }
-}
+pub use meshscope_shared::units::bytes;
 
 /// `1 proxy`, `2 proxies`.
 pub fn plural(n: usize, one: &str, many: &str) -> String {

@@ -53,18 +53,13 @@ pub fn build(snap: &MeshSnapshot, recs: &[Recommendation]) -> Graph {
         let Some(&w) = r.workloads.first() else {
             continue;
         };
-        let wl = &snap.workloads[w];
-        let mut name = format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name);
-        if r.workloads.len() > 1 {
-            name = format!("{name} (+{} in the namespace)", r.workloads.len() - 1);
-        }
-        let id = wl.key();
+        let id = snap.workloads[w].key();
         nodes.insert(
             id.clone(),
             Node {
                 id: id.clone(),
                 group: r.namespace.clone(),
-                lines: vec![name, scope_line(snap, r)],
+                lines: workload_lines(snap, r),
                 workload: true,
             },
         );
@@ -109,6 +104,20 @@ fn host_node(id: &str, host: &str, domain: &str) -> Node {
         lines: vec![name],
         workload: false,
     }
+}
+
+/// A recommendation's workload as drawn: its name, and what its scope
+/// becomes in a few words.
+pub fn workload_lines(snap: &MeshSnapshot, r: &Recommendation) -> Vec<String> {
+    let Some(&w) = r.workloads.first() else {
+        return vec![r.namespace.clone(), scope_line(snap, r)];
+    };
+    let wl = &snap.workloads[w];
+    let mut name = format!("{}/{}", wl.kind.as_str().to_ascii_lowercase(), wl.name);
+    if r.workloads.len() > 1 {
+        name = format!("{name} (+{} in the namespace)", r.workloads.len() - 1);
+    }
+    vec![name, scope_line(snap, r)]
 }
 
 /// What the workload's scope becomes, in a few words.

@@ -32,6 +32,24 @@ pub fn run(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Outcome> {
 fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
     let world = World::load(&r.mesh, p.err)?;
     world.report_ingest(p)?;
+    let found = find(&world, p)?;
+    let (kept, suppressed): (Vec<Finding>, Vec<Finding>) = found
+        .into_iter()
+        .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
+        .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
+    world.warn_missing_kinds("audit", Some(&kept), p.err)?;
+    discovery_selectors(&world, &kept, p)?;
+    let (exempt, findings) = kept.into_iter().partition(|f| f.exempt.is_some());
+    Ok(Audited {
+        findings,
+        exempt,
+        suppressed,
+    })
+}
+
+/// Every finding in the world's namespaces and selection (`report` shows
+/// them too), exempt ones included.
+pub(crate) fn find(world: &World, p: &mut Printer<'_>) -> Result<Vec<Finding>> {
     let workloads: Option<BTreeSet<WorkloadId>> = world.selector.as_ref().map(|_| {
         (0..world.snap.workloads.len())
             .filter(|w| world.in_scope(*w))
@@ -46,23 +64,12 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
     }
     let mut found = audit::audit(&world.snap, world.obs.as_ref(), &scope);
     if workloads.is_none() {
-        found.extend(installed_webhook(&world, p)?);
+        found.extend(installed_webhook(world, p)?);
     }
-    let (kept, suppressed): (Vec<Finding>, Vec<Finding>) = found
-        .into_iter()
-        // Without the Gateways, a namespace holding one could be
-        // proposed for dropping.
-        .filter(|f| !(world.gateways_unknown && f.code == "MS0020"))
-        .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
-        .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
-    world.warn_missing_kinds("audit", Some(&kept), p.err)?;
-    discovery_selectors(&world, &kept, p)?;
-    let (exempt, findings) = kept.into_iter().partition(|f| f.exempt.is_some());
-    Ok(Audited {
-        findings,
-        exempt,
-        suppressed,
-    })
+    // Without the Gateways, a namespace holding one could be proposed for
+    // dropping.
+    found.retain(|f| !(world.gateways_unknown && f.code == "MS0020"));
+    Ok(found)
 }
 
 /// MS0022 for meshscope's own webhook when its Service has no ready

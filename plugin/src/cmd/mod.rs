@@ -10,6 +10,7 @@ pub mod explain;
 pub mod exports;
 pub mod impact;
 pub mod recommend;
+pub mod report;
 pub mod verify;
 pub mod version;
 pub mod watch;
@@ -38,6 +39,7 @@ pub fn run(req: Request, p: &mut Printer<'_>) -> Result<Outcome> {
         Request::Audit(r) => audit::run(&r, p),
         Request::Explain(r) => explain::run(&r, p),
         Request::Impact(r) => impact::run(&r, p),
+        Request::Report(r) => report::run(&r, p),
         Request::Codes(r) => codes::run(&r, p),
         Request::Version(r) => version::run(&r, p),
         Request::Webhook(r) => webhook::run(&r, p),

@@ -70,7 +70,8 @@ fn subcommands_come_from_the_clap_definition() {
         .as_deref()
         .unwrap()
         .starts_with("Audit namespaces"));
-    assert_eq!(run("re").values(), ["recommend"]);
+    assert_eq!(run("rec").values(), ["recommend"]);
+    assert_eq!(run("re").values(), ["recommend", "report"]);
 }
 
 #[test]

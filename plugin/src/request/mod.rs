@@ -563,6 +563,35 @@ impl AuditRequest {
     }
 }
 
+/// `report`: what recommend (with its defaults) and audit say, as one page.
+#[derive(Debug)]
+pub struct ReportRequest {
+    pub spec: RecommendSpec,
+}
+
+impl ReportRequest {
+    fn parse(c: &Common) -> Result<Self> {
+        let version = istio_version(c)?;
+        check_sources(c)?;
+        let mut mesh = MeshRequest::parse_rest(c, version)?;
+        if !c.access_logs.is_empty() || c.from_pod_logs || c.prometheus.is_some() {
+            // MS0020 never proposes dropping a namespace that holds a Gateway.
+            mesh.gateways = GatewayRead::IfAllowed;
+        }
+        Ok(ReportRequest {
+            spec: RecommendSpec {
+                mesh,
+                workload: None,
+                include: Vec::new(),
+                allow_idle: false,
+                per_namespace: false,
+                prune_hosts: false,
+                exports: None,
+            },
+        })
+    }
+}
+
 /// A finding code as `--code` and `--suppress` take it.
 fn known_code(code: &str, flag: &str) -> Result<&'static str> {
     audit::code_doc(code.trim()).map(|d| d.code).ok_or_else(|| {
@@ -734,6 +763,7 @@ pub enum Request {
     Audit(AuditRequest),
     Explain(ExplainRequest),
     Impact(ImpactRequest),
+    Report(ReportRequest),
     Codes(CodesRequest),
     Version(VersionRequest),
     Webhook(WebhookRequest),
@@ -796,6 +826,7 @@ impl Request {
             Command::Audit(a) => Request::Audit(AuditRequest::parse(a, c)?),
             Command::Explain(a) => Request::Explain(ExplainRequest::parse(a, c)?),
             Command::Impact(a) => Request::Impact(ImpactRequest::parse(a, c)?),
+            Command::Report(_) => Request::Report(ReportRequest::parse(c)?),
             Command::Codes(a) => Request::Codes(CodesRequest::parse(&a)?),
             Command::Version(a) => Request::Version(VersionRequest::parse(a, c)?),
             Command::Webhook(a) => Request::Webhook(WebhookRequest::parse(a)?),

@@ -1034,3 +1034,87 @@ fn recommend_draws_the_dependency_graph_for_graphviz_and_mermaid() {
         "{e}"
     );
 }
+
+/// `report` writes one self-contained page that a real browser (headless
+/// Chromium, which scripts/setup installs) opens and draws: the mesh's
+/// total, a section per namespace with its scopes, the graph as SVG (a box
+/// per workload and per host called, an arrow per observed edge) and the
+/// findings; nothing in it is fetched.
+#[test]
+fn report_is_one_page_a_headless_browser_draws() {
+    let root = repo_root();
+    let m = root.join("examples/bookinfo/manifests.yaml");
+    let log = root.join("examples/bookinfo/access.log");
+    let r = meshscope(&[
+        "report",
+        "--manifests",
+        m.to_str().unwrap(),
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(r.outcome.as_ref().ok(), Some(&Outcome::Ok), "{}", r.stderr);
+    assert!(r.stderr.contains("report: 6 workloads, "), "{}", r.stderr);
+    let page = &r.stdout;
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    for fetched in ["<script", "<link", "src=", "@import", "url(http"] {
+        assert!(
+            !page.contains(fetched),
+            "the page fetches or runs something: {fetched}"
+        );
+    }
+    let Some(chromium) = meshscope_test_support::outside::program(module_path!(), "chromium")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.html");
+    std::fs::write(&file, page).unwrap();
+    let url = format!("file://{}", file.display());
+    let browser = |extra: &[&str]| {
+        let out = std::process::Command::new(&chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu"])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.path().join("profile").display()
+            ))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("chromium runs");
+        assert!(
+            out.status.success(),
+            "chromium {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The DOM as the browser parsed it: the inline SVG is SVG to it.
+    let dom = browser(&["--dump-dom"]);
+    assert!(dom.contains("<section id=\"ns-bookinfo\">"), "{dom}");
+    assert!(
+        dom.contains("Mesh: 6 proxies, 72 → 32 clusters, 173 KB → 101 KB of xDS"),
+        "{dom}"
+    );
+    assert_eq!(dom.matches("<svg class=\"graph\"").count(), 1, "{dom}");
+    assert_eq!(
+        dom.matches("<g class=\"node workload\">").count(),
+        6,
+        "{dom}"
+    );
+    assert_eq!(dom.matches("<g class=\"node host\">").count(), 4, "{dom}");
+    assert_eq!(dom.matches("<g class=\"edge\">").count(), 5, "{dom}");
+    assert!(dom.contains(">deployment/productpage-v1</td>"), "{dom}");
+    assert!(dom.contains("<td>MS0001</td>"), "{dom}");
+    // And it draws it.
+    let png = dir.path().join("report.png");
+    browser(&[
+        &format!("--screenshot={}", png.display()),
+        "--window-size=1000,1400",
+    ]);
+    let shot = std::fs::read(&png).expect("a screenshot");
+    assert!(
+        shot.starts_with(b"\x89PNG") && shot.len() > 20_000,
+        "{} bytes",
+        shot.len()
+    );
+}
