@@ -1120,6 +1120,26 @@ impl Sim {
         )
     }
 
+    /// [`connect_with`](Self::connect_with), then until the config settles
+    /// (1.5 s without a push, 90 s at most): how a test with simulated
+    /// sidecars starts. Panics, naming the step, when either fails.
+    pub fn connect_settled(addr: &str, specs: Vec<ProxySpec>, opts: SimOptions) -> Sim {
+        let sim = Sim::connect_with(addr, specs, opts).expect("sidecars connect");
+        sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
+            .expect("config settles");
+        sim
+    }
+
+    /// [`connect_settled`](Self::connect_settled) with `concurrency` and
+    /// the other options' defaults.
+    pub fn connect_many_settled(addr: &str, specs: Vec<ProxySpec>, concurrency: usize) -> Sim {
+        let opts = SimOptions {
+            concurrency,
+            ..SimOptions::default()
+        };
+        Sim::connect_settled(addr, specs, opts)
+    }
+
     /// One proxy.
     pub fn connect(addr: &str, spec: ProxySpec) -> Result<Sim> {
         Sim::connect_many(addr, vec![spec], 1)

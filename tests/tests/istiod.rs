@@ -114,10 +114,7 @@ fn start_world_with(c: &Cluster, sc: &Scenario, options: SimOptions) -> (Istiod,
     sc.world.apply(c).expect("world applied");
     let istiod = Istiod::start(c).expect("istiod starts");
     wait_for_world(&istiod, sc).expect("istiod sees the scenario");
-    let sim =
-        Sim::connect_with(&istiod.grpc_url(), specs(&sc.world), options).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let sim = Sim::connect_settled(&istiod.grpc_url(), specs(&sc.world), options);
     (istiod, sim)
 }
 
@@ -531,10 +528,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
     sc.world.apply(c).expect("world applied");
     let istiod = Istiod::start(c).expect("istiod starts");
     wait_for_world(&istiod, &sc).expect("istiod sees the scenario");
-    let sim =
-        Sim::connect_many(&istiod.grpc_url(), specs(&sc.world), 16).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), specs(&sc.world), 16);
     let before: usize = sim.proxies().iter().map(|p| p.cluster_names().len()).sum();
 
     let ns_arg = format!("{a},{b}");

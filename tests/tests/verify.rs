@@ -280,9 +280,7 @@ fn setup(prefix: &str, slot: u64) -> Setup {
         .filter(|p| p.name != "ghost-0")
         .map(|p| p.proxy_spec())
         .collect();
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs, 8).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), specs, 8);
     let url = format!("http://{}", istiod.monitoring);
     Setup {
         c,

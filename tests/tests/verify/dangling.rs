@@ -158,9 +158,7 @@ fn setup() -> World {
         references: true,
         ..SimOptions::default()
     };
-    let sim = Sim::connect_with(&istiod.grpc_url(), specs, opts).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let sim = Sim::connect_settled(&istiod.grpc_url(), specs, opts);
     let url = format!("http://{}", istiod.monitoring);
     World {
         c,

@@ -139,9 +139,7 @@ fn mesh(istiod: &mut Option<Istiod>) -> Mesh {
         .wait_for(&[(b.clone(), host)], &[], Duration::from_secs(60))
         .expect("istiod sees the service");
     let specs = sc.world.pods.iter().map(|p| p.proxy_spec()).collect();
-    let sim = Sim::connect_many(&started.grpc_url(), specs, 4).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let sim = Sim::connect_many_settled(&started.grpc_url(), specs, 4);
     let url = format!("http://{}", started.monitoring);
     Mesh {
         c,

@@ -144,9 +144,7 @@ fn setup() -> Mesh {
         .wait_for(&services, &configs, Duration::from_secs(60))
         .expect("istiod sees the mesh");
     let specs = sc.world.pods.iter().map(|p| p.proxy_spec()).collect();
-    let sim = Sim::connect_many(&istiod.grpc_url(), specs, 8).expect("sidecars connect");
-    sim.wait_stable(Duration::from_millis(1500), Duration::from_secs(90))
-        .expect("config settles");
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), specs, 8);
     Mesh {
         c,
         ns,
