@@ -305,8 +305,13 @@ impl Watcher<'_> {
             };
             emit(&e, self.w.output, p)?;
             // A replica that leads again starts afresh: what it read as a
-            // follower (nothing) is no guide to what changed meanwhile.
+            // follower (nothing) is no guide to what changed meanwhile. So
+            // are the times it last saw each host: hosts called while it
+            // followed would look silent since then, and be narrowed at
+            // once (the watch-faults soak, seed 41). Forgotten, each counts
+            // as seen when it first looks again, as at start.
             self.cursor = Cursor::new(self.w.prune_after);
+            self.ledger = Ledger::default();
             self.istiods = None;
         }
         self.led = Some(leading);
