@@ -261,7 +261,7 @@ fn wait_limit(a: &ApplyRequest) -> Duration {
 
 /// What to do when istiod cannot confirm: `apply` can do without it,
 /// `apply --watch` cannot (it confirms every widening before narrowing).
-fn wait_advice(a: &ApplyRequest) -> &'static str {
+pub(crate) fn wait_advice(a: &ApplyRequest) -> &'static str {
     if a.watch.is_some() {
         "(apply --watch confirms each write on istiod: give --istiod-url, or let it port-forward to istiod's pods as verify does)"
     } else {
@@ -708,23 +708,12 @@ fn report_waits(
             String::new()
         }
     )?;
-    if !waits.not_connected.is_empty() {
-        writeln!(
-            p.err,
-            "not waited for (not connected to istiod): {}",
-            waits.not_connected.join(", ")
-        )?;
-    }
-    if !waits.timed_out.is_empty() {
-        writeln!(
-            p.err,
-            "timed out after {} waiting for: {}",
-            a.wait
-                .as_ref()
-                .map(|w| w.given.as_str())
-                .unwrap_or_default(),
-            waits.timed_out.join(", ")
-        )?;
+    let given = a
+        .wait
+        .as_ref()
+        .map(|w| w.given.as_str())
+        .unwrap_or_default();
+    if unconfirmed(&waits.not_connected, &waits.timed_out, given, p.err)? {
         outcome = Outcome::Findings;
     }
     if waited.is_empty() {
@@ -756,6 +745,32 @@ fn report_waits(
         outcome = Outcome::Findings;
     }
     Ok(outcome)
+}
+
+/// Names the proxies a `--wait` did not confirm: those not connected to
+/// istiod (not waited for) and those still waiting at the timeout `given`.
+/// Whether any timed out (a finding).
+pub(crate) fn unconfirmed(
+    not_connected: &[String],
+    timed_out: &[String],
+    given: &str,
+    err: &mut dyn Write,
+) -> Result<bool> {
+    if !not_connected.is_empty() {
+        writeln!(
+            err,
+            "not waited for (not connected to istiod): {}",
+            not_connected.join(", ")
+        )?;
+    }
+    if !timed_out.is_empty() {
+        writeln!(
+            err,
+            "timed out after {given} waiting for: {}",
+            timed_out.join(", ")
+        )?;
+    }
+    Ok(!timed_out.is_empty())
 }
 
 /// The mesh after the writes, as the flags give it, every namespace, no

@@ -19,7 +19,8 @@ use serde_json::Value;
 use super::{body, confirm, load};
 use crate::args::{DryRun, ReportOutput};
 use crate::cmd::apply::{
-    connect_for_wait, diffable, read_again, summarize, unified, ApplyResult, FIELD_MANAGER,
+    connect_for_wait, diffable, read_again, summarize, unconfirmed, unified, wait_advice,
+    ApplyResult, FIELD_MANAGER,
 };
 use crate::cmd::verify;
 use crate::istiod::Istiod;
@@ -205,7 +206,10 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
                 .rt
                 .block_on(confirm::snapshot(&mut istiods, w.limit, p.err))
                 .map_err(|e| {
-                    anyhow!("cannot --wait, so nothing was applied: {e:#}\n(drop --wait to apply without waiting)")
+                    anyhow!(
+                        "cannot --wait, so nothing was applied: {e:#}\n{}",
+                        wait_advice(a)
+                    )
                 })?;
             Some((istiods, before))
         }
@@ -286,21 +290,8 @@ fn wait_for_istiod(
         plural(pushed, "proxy", "proxies"),
         plural(done.confirmed, "proxy", "proxies"),
     )?;
-    if !done.not_connected.is_empty() {
-        writeln!(
-            p.err,
-            "not waited for (not connected to istiod): {}",
-            done.not_connected.join(", ")
-        )?;
-    }
     let mut outcome = Outcome::Ok;
-    if !done.timed_out.is_empty() {
-        writeln!(
-            p.err,
-            "timed out after {} waiting for: {}",
-            w.given,
-            done.timed_out.join(", ")
-        )?;
+    if unconfirmed(&done.not_connected, &done.timed_out, &w.given, p.err)? {
         outcome = Outcome::Findings;
     }
     if done.checks.is_empty() {
