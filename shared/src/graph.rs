@@ -45,7 +45,7 @@ pub struct Graph {
 
 /// The graph of `recs` (per workload; a `--per-namespace` recommendation
 /// is drawn as its namespace's first workload, labelled with the count).
-pub fn build(snap: &MeshSnapshot, recs: &[Recommendation]) -> Graph {
+pub fn build<'r>(snap: &MeshSnapshot, recs: impl IntoIterator<Item = &'r Recommendation>) -> Graph {
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
     let mut edges = Vec::new();
     let domain = format!(".svc.{}", snap.options.cluster_domain);
