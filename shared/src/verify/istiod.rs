@@ -1,0 +1,296 @@
+//! Reading istiod's debug endpoints: which proxies ACKed the last push
+//! (`/debug/syncz`), which Sidecar a proxy's scope came from
+//! (`/debug/sidecarz`) and what istiod generates for it
+//! (`/debug/config_dump`). Fetching them is the plugin's job.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Error;
+
+/// istiod's id for a sidecar proxy: `<pod>.<namespace>`.
+pub fn proxy_id(pod: &str, namespace: &str) -> String {
+    format!("{pod}.{namespace}")
+}
+
+fn invalid(what: &str, reason: impl std::fmt::Display) -> Error {
+    Error::Object {
+        kind: "istiod response".into(),
+        name: what.into(),
+        reason: reason.to_string(),
+    }
+}
+
+/// One proxy's line in `/debug/syncz`: per xDS type, the last nonce sent
+/// and the last one the proxy ACKed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SyncStatus {
+    pub proxy: String,
+    pub istio_version: String,
+    /// Short type (`cds`, `lds`, ...) → (sent, acked).
+    pub nonces: BTreeMap<String, (String, String)>,
+    /// Short type → the proxy's last NACK message.
+    pub errors: BTreeMap<String, String>,
+}
+
+impl SyncStatus {
+    /// Types whose last push the proxy has not ACKed yet.
+    pub fn pending(&self) -> Vec<String> {
+        self.nonces
+            .iter()
+            .filter(|(_, (sent, acked))| !sent.is_empty() && sent != acked)
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    pub fn in_sync(&self) -> bool {
+        self.pending().is_empty() && self.errors.is_empty()
+    }
+
+    /// The nonce of the last CDS push: it changes with every full push.
+    pub fn cds_sent(&self) -> &str {
+        self.nonces.get("cds").map_or("", |(s, _)| s.as_str())
+    }
+}
+
+/// `cds` for `type.googleapis.com/envoy.config.cluster.v3.Cluster`.
+pub fn short_type(type_url: &str) -> String {
+    let t = type_url.rsplit('/').next().unwrap_or(type_url);
+    match t {
+        "envoy.config.cluster.v3.Cluster" => "cds".into(),
+        "envoy.config.listener.v3.Listener" => "lds".into(),
+        "envoy.config.route.v3.RouteConfiguration" => "rds".into(),
+        "envoy.config.endpoint.v3.ClusterLoadAssignment" => "eds".into(),
+        "envoy.extensions.transport_sockets.tls.v3.Secret" => "sds".into(),
+        "envoy.config.core.v3.TypedExtensionConfig" => "ecds".into(),
+        "istio.workload.Address" => "wds".into(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+struct RawSync {
+    #[serde(default)]
+    proxy: String,
+    #[serde(default)]
+    istio_version: String,
+    #[serde(default)]
+    resources: BTreeMap<String, RawResource>,
+    #[serde(flatten)]
+    fields: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct RawResource {
+    #[serde(default)]
+    sent: String,
+    #[serde(default)]
+    acked: String,
+    #[serde(default, rename = "lastError")]
+    last_error: String,
+}
+
+/// Parses `/debug/syncz`. Per-type nonces come from `resources` (istiod
+/// 1.22+), else from the `cluster_sent`/`cluster_acked`... fields.
+pub fn parse_syncz(body: &[u8]) -> Result<Vec<SyncStatus>, Error> {
+    let raw: Vec<RawSync> = serde_json::from_slice(body).map_err(|e| invalid("/debug/syncz", e))?;
+    Ok(raw
+        .into_iter()
+        .map(|r| {
+            let mut s = SyncStatus {
+                proxy: r.proxy,
+                istio_version: r.istio_version,
+                ..SyncStatus::default()
+            };
+            if r.resources.is_empty() {
+                for (field, short) in [
+                    ("cluster", "cds"),
+                    ("listener", "lds"),
+                    ("route", "rds"),
+                    ("endpoint", "eds"),
+                    ("extensionconfig", "ecds"),
+                ] {
+                    let get = |k: &str| {
+                        r.fields
+                            .get(&format!("{field}_{k}"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    let (sent, acked) = (get("sent"), get("acked"));
+                    if !sent.is_empty() || !acked.is_empty() {
+                        s.nonces.insert(short.into(), (sent, acked));
+                    }
+                }
+            }
+            for (url, res) in r.resources {
+                let t = short_type(&url);
+                if !res.last_error.is_empty() {
+                    s.errors.insert(t.clone(), res.last_error);
+                }
+                s.nonces.insert(t, (res.sent, res.acked));
+            }
+            s
+        })
+        .collect())
+}
+
+/// The SidecarScope istiod computed for a proxy (`/debug/sidecarz`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AppliedScope {
+    /// `ns/name` of the Sidecar it came from; `None` for istiod's implicit
+    /// default (no Sidecar at all). A root-namespace default is shown
+    /// under the proxy's namespace, as istiod evaluates it there.
+    pub sidecar: Option<String>,
+    /// The egress hosts of that Sidecar, flattened and sorted.
+    pub hosts: Vec<String>,
+    /// istiod's push version the scope was computed for.
+    pub version: String,
+}
+
+pub fn parse_sidecarz(body: &[u8]) -> Result<AppliedScope, Error> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| invalid("/debug/sidecarz", e))?;
+    if !v.is_object() {
+        return Err(invalid("/debug/sidecarz", "expected a JSON object"));
+    }
+    let version = v["version"].as_str().unwrap_or("").to_string();
+    if v["sidecar"].is_null() {
+        return Ok(AppliedScope {
+            sidecar: None,
+            hosts: Vec::new(),
+            version,
+        });
+    }
+    let name = v["name"].as_str().unwrap_or("");
+    let ns = v["namespace"].as_str().unwrap_or("");
+    let mut hosts: Vec<String> = v["sidecar"]["egress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| l["hosts"].as_array().into_iter().flatten())
+        .filter_map(|h| h.as_str().map(String::from))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    Ok(AppliedScope {
+        sidecar: Some(format!("{ns}/{name}")),
+        hosts,
+        version,
+    })
+}
+
+/// What istiod generates for a proxy (`/debug/config_dump?types=cds,lds,rds`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Generated {
+    pub clusters: BTreeSet<String>,
+    pub listeners: usize,
+    pub routes: usize,
+}
+
+impl Generated {
+    pub fn outbound_clusters(&self) -> impl Iterator<Item = &String> {
+        self.clusters.iter().filter(|c| c.starts_with("outbound|"))
+    }
+}
+
+pub fn parse_config_dump(body: &[u8]) -> Result<Generated, Error> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| invalid("/debug/config_dump", e))?;
+    let configs = v
+        .get("configs")
+        .map(|c| {
+            c.as_array()
+                .ok_or_else(|| invalid("/debug/config_dump", "configs is not a list"))
+        })
+        .transpose()?
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut g = Generated::default();
+    for c in configs {
+        match short_type(c["@type"].as_str().unwrap_or("")).as_str() {
+            "cds" => {
+                if let Some(n) = c["name"].as_str() {
+                    g.clusters.insert(n.to_string());
+                }
+            }
+            "lds" => g.listeners += 1,
+            "rds" => g.routes += 1,
+            _ => {}
+        }
+    }
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::has_cluster;
+
+    const SYNCZ: &str = r#"[
+      {"cluster_id":"Kubernetes","proxy":"sleep-0.apps","proxy_type":"sidecar","istio_version":"1.31.0",
+       "cluster_sent":"a1","cluster_acked":"a1","listener_sent":"b1","listener_acked":"b0",
+       "resources":{
+         "type.googleapis.com/envoy.config.cluster.v3.Cluster":{"sent":"a1","acked":"a1","sentTime":"2026-12-01T10:00:00Z"},
+         "type.googleapis.com/envoy.config.listener.v3.Listener":{"sent":"b1","acked":"b0"},
+         "type.googleapis.com/envoy.config.route.v3.RouteConfiguration":{"sent":"c1","acked":"c1","lastError":"route rejected"}
+       }},
+      {"proxy":"old.apps","cluster_sent":"x","cluster_acked":"x","endpoint_sent":"y","endpoint_acked":""}
+    ]"#;
+
+    #[test]
+    fn syncz_gives_per_type_nonces_pending_types_and_nacks() {
+        let s = parse_syncz(SYNCZ.as_bytes()).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].proxy, "sleep-0.apps");
+        assert_eq!(s[0].istio_version, "1.31.0");
+        assert_eq!(s[0].pending(), vec!["lds"]);
+        assert_eq!(s[0].errors["rds"], "route rejected");
+        assert_eq!(s[0].cds_sent(), "a1");
+        assert!(!s[0].in_sync());
+        // Without `resources` (older istiod), the flat fields.
+        assert_eq!(s[1].pending(), vec!["eds"]);
+        assert_eq!(s[1].nonces["cds"], ("x".to_string(), "x".to_string()));
+        assert!(parse_syncz(b"{\"not\": \"a list\"}").is_err());
+        assert!(parse_syncz(b"<html>").is_err());
+    }
+
+    #[test]
+    fn sidecarz_names_the_sidecar_and_its_hosts() {
+        let z = parse_sidecarz(
+            br#"{"version":"2026-12-01T10:00:00Z/7","name":"sleep","namespace":"apps",
+                 "sidecar":{"egress":[{"hosts":["./*","istio-system/*"]},{"port":{"number":9080},"hosts":["./*"]}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(z.sidecar.as_deref(), Some("apps/sleep"));
+        assert_eq!(z.hosts, vec!["./*", "istio-system/*"]);
+        let d = parse_sidecarz(br#"{"name":"default-sidecar","namespace":"apps","sidecar":null}"#)
+            .unwrap();
+        assert_eq!(d.sidecar, None);
+        assert!(parse_sidecarz(b"[]").is_err());
+        assert!(parse_sidecarz(b"Proxy not connected").is_err());
+    }
+
+    #[test]
+    fn config_dump_counts_resources_by_type() {
+        let g = parse_config_dump(
+            br#"{"configs":[
+              {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"outbound|80||a.apps.svc.cluster.local"},
+              {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"outbound|80|v1|b.apps.svc.cluster.local"},
+              {"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"BlackHoleCluster"},
+              {"@type":"type.googleapis.com/envoy.config.listener.v3.Listener","name":"virtualOutbound"},
+              {"@type":"type.googleapis.com/envoy.config.route.v3.RouteConfiguration","name":"80"}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(g.clusters.len(), 3);
+        assert_eq!(g.outbound_clusters().count(), 2);
+        assert_eq!((g.listeners, g.routes), (1, 1));
+        assert!(has_cluster(&g.clusters, "b.apps.svc.cluster.local", 80));
+        assert!(has_cluster(&g.clusters, "a.apps.svc.cluster.local", 80));
+        assert!(!has_cluster(&g.clusters, "a.apps.svc.cluster.local", 81));
+        assert!(!has_cluster(&g.clusters, "c.apps.svc.cluster.local", 80));
+        assert_eq!(parse_config_dump(b"{}").unwrap(), Generated::default());
+        assert!(parse_config_dump(br#"{"configs": 3}"#).is_err());
+    }
+}
