@@ -377,6 +377,17 @@ pub fn inbound_text_line(n: u64, src_ip: &str, host: &str, port: u32, dst_ip: &s
     out
 }
 
+/// `line` (one of the access-log lines above) stamped with the time now,
+/// as Envoy stamps a request when it logs it: for traffic a watcher reads
+/// as it happens.
+pub fn stamped_now(line: &str) -> String {
+    let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ");
+    match line.find(']') {
+        Some(i) => format!("[{stamp}{}", &line[i..]),
+        None => line.to_string(),
+    }
+}
+
 /// One client-side access-log line in Istio's default TEXT format: the
 /// proxy at `src_ip` sent a request to `host:port` through cluster
 /// `outbound|port||host`, answered by `upstream`.

@@ -47,16 +47,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use k8s_openapi::jiff::Timestamp;
 use meshscope_e2e::bench::Rng;
 use meshscope_e2e::cluster::{Cluster, Prometheus};
 use meshscope_e2e::faults::{api_server, kubeconfig_through, FaultProxy, Mode};
 use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
 use meshscope_e2e::istiod::Istiod;
-use meshscope_e2e::outbound_text_line;
 use meshscope_e2e::watcher::Watcher;
 use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::{Sim, SimOptions};
+use meshscope_e2e::{outbound_text_line, stamped_now};
 use serde_json::{json, Value};
 
 const CLIENTS: usize = 6;
@@ -67,6 +66,14 @@ const PRUNE_AFTER: Duration = Duration::from_secs(40);
 const WAIT: &str = "10s";
 /// How long the soak runs without faults before its final check.
 const SETTLE: Duration = Duration::from_secs(90);
+/// How long before a poll a call may have come too late for the pass
+/// whose narrowing the poll saw: the pass read the log, waited up to
+/// `--wait` (10 s) for its widenings, then narrowed, and the poll came up
+/// to 2 s later; 2 s more for the read itself.
+const UNSEEN: Duration = Duration::from_secs(10 + 2 + 2);
+/// How long an edge's calls are remembered: enough to find the last one
+/// before [`UNSEEN`] that is less than `--prune-after` old.
+const REMEMBERED: Duration = Duration::from_secs(40 + 14 + 6);
 
 /// A random duration of `lo..=hi` whole seconds.
 fn secs(rng: &mut Rng, lo: u64, hi: u64) -> Duration {
@@ -122,6 +129,8 @@ struct Edge {
     active: bool,
     first_call: Option<Instant>,
     last_call: Option<Instant>,
+    /// Its calls of the last [`REMEMBERED`], oldest first.
+    calls: Vec<Instant>,
     /// Its host is in the client's Sidecar, as last polled.
     present: bool,
     ever_present: bool,
@@ -142,6 +151,14 @@ struct Book {
     sidecar_client: BTreeMap<String, usize>,
     lost: Vec<String>,
     wrong_narrowings: Vec<String>,
+    /// Hosts narrowed as their edge was called again after over
+    /// `--prune-after` of silence, too late for the narrowing pass to
+    /// read: not a target (no watcher can know a call made after its
+    /// read), reported.
+    resumed: Vec<String>,
+    /// Per client, its Sidecar's last writes as the replicas reported
+    /// them, to say with a wrong narrowing.
+    recent: BTreeMap<usize, Vec<String>>,
     double_writes: Vec<String>,
     missed_narrowings: Vec<String>,
     writes: usize,
@@ -151,26 +168,48 @@ struct Book {
 }
 
 impl Book {
+    /// Client `c` called destination `d` at `at`.
+    fn called(&mut self, c: usize, d: usize, at: Instant) {
+        let e = self.edges.entry((c, d)).or_default();
+        e.first_call.get_or_insert(at);
+        e.last_call = Some(at);
+        e.calls
+            .retain(|t| at.saturating_duration_since(*t) < REMEMBERED);
+        e.calls.push(at);
+    }
+
     /// A poll of the Sidecars at `now`: `held` is each client's hosts.
-    /// A host that left while its edge is still called, or sooner than
-    /// `--prune-after` after its last call, is a wrong narrowing.
-    fn polled(&mut self, held: &BTreeMap<usize, BTreeSet<usize>>, now: Instant) {
+    /// A host that left less than `--prune-after` after a call the
+    /// narrowing pass could have read (one made over [`UNSEEN`] before the
+    /// poll) is a wrong narrowing: an edge called every 3 s all along has
+    /// such calls. Returns the wrong narrowings it found.
+    fn polled(&mut self, held: &BTreeMap<usize, BTreeSet<usize>>, now: Instant) -> Vec<String> {
+        let mut found = Vec::new();
         for ((c, d), e) in self.edges.iter_mut() {
             let present = held.get(c).is_some_and(|h| h.contains(d));
             if e.present && !present {
                 e.left += 1;
-                let since = e.last_call.map(|t| now.saturating_duration_since(t));
-                let early = since.is_some_and(|s| s + Duration::from_secs(1) < PRUNE_AFTER);
-                if e.active || early {
-                    self.wrong_narrowings.push(format!(
-                        "client-{c} lost dst-{d} {since:?} after its last call (still called: {})",
+                let ago = |t: &Instant| now.saturating_duration_since(*t);
+                let readable = e.calls.iter().rev().map(ago).find(|a| *a >= UNSEEN);
+                let early = readable.is_some_and(|a| a + Duration::from_secs(1) < PRUNE_AFTER);
+                let last = e.calls.last().map(ago);
+                let writes = self.recent.get(c).map(|w| w.join("; ")).unwrap_or_default();
+                if early {
+                    found.push(format!(
+                        "client-{c} lost dst-{d} {readable:?} after the last call its narrowing pass could have read (last call {last:?} ago, still called: {}; the Sidecar's last writes: {writes})",
                         e.active
+                    ));
+                } else if last.is_some_and(|a| a < UNSEEN) {
+                    self.resumed.push(format!(
+                        "client-{c} lost dst-{d} as it called it again {last:?} before, after over --prune-after without calls"
                     ));
                 }
             }
             e.present = present;
             e.ever_present |= present;
         }
+        self.wrong_narrowings.extend(found.iter().cloned());
+        found
     }
 
     /// A replica's write event (`leading`: what it last said of the
@@ -190,6 +229,11 @@ impl Book {
         let Some(&c) = self.sidecar_client.get(sidecar) else {
             return;
         };
+        let recent = self.recent.entry(c).or_default();
+        recent.push(format!("{replica} {kind} {}", e["hosts"]));
+        if recent.len() > 4 {
+            recent.remove(0);
+        }
         for h in e["hosts"].as_array().into_iter().flatten() {
             let h = h.as_str().unwrap_or("");
             let Some(d) = (0..DESTS).find(|d| h.ends_with(&format!("/{}", host(&self.ns, *d))))
@@ -306,6 +350,8 @@ struct Soak {
     rng: Rng,
     faults: BTreeMap<&'static str, usize>,
     n: u64,
+    /// When the faults began.
+    started: Instant,
 }
 
 fn host(ns: &str, d: usize) -> String {
@@ -373,9 +419,6 @@ impl Soak {
     /// One access-log line per active edge due a call, stamped now.
     fn calls(&mut self) -> Result<()> {
         let now = Instant::now();
-        let stamp = Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-            .to_string();
         let mut text = String::new();
         let due: Vec<(usize, usize)> = self
             .book
@@ -393,15 +436,8 @@ impl Soak {
                 &format!("10.255.0.{}:80", d + 1),
             );
             self.n += 1;
-            // Stamped with the time it is written, as Envoy stamps it.
-            let line = match line.find(']') {
-                Some(i) => format!("[{stamp}{}", &line[i..]),
-                None => line,
-            };
-            text.push_str(&line);
-            let e = self.book.edges.entry((c, d)).or_default();
-            e.first_call.get_or_insert(now);
-            e.last_call = Some(now);
+            text.push_str(&stamped_now(&line));
+            self.book.called(c, d, now);
         }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
@@ -481,7 +517,12 @@ impl Soak {
     /// Polls the Sidecars into the book.
     fn poll(&mut self) -> Result<()> {
         let held = self.sidecar_hosts()?;
-        self.book.polled(&held, Instant::now());
+        for w in self.book.polled(&held, Instant::now()) {
+            eprintln!(
+                "[soak] {:>5}s wrong narrowing: {w}",
+                self.started.elapsed().as_secs()
+            );
+        }
         Ok(())
     }
 
@@ -727,6 +768,7 @@ fn try_main() -> Result<()> {
         rng: Rng::new(seed),
         faults: BTreeMap::new(),
         n: 0,
+        started: Instant::now(),
     };
     for c in 0..CLIENTS {
         for d in [c % DESTS, (c + 3) % DESTS] {
@@ -752,6 +794,7 @@ fn try_main() -> Result<()> {
 
 fn run(soak: &mut Soak, proxies: &Proxies, duration: Duration) -> Result<()> {
     let t0 = Instant::now();
+    soak.started = t0;
     let mut next_fault = t0 + Duration::from_secs(30);
     let mut clear_at: Option<Instant> = None;
     let mut t = 0u64;
@@ -826,16 +869,20 @@ fn report(soak: &Soak, duration: Duration, seed: u64) -> Result<()> {
     }
     println!();
     println!(
-        "Edges called: {called}; Sidecar writes reported: {} (hosts widened {}, narrowed {}); replica exits the soak did not cause: {}.",
+        "Edges called: {called}; Sidecar writes reported: {} (hosts widened {}, narrowed {}); replica exits the soak did not cause: {}; hosts narrowed as their calls resumed, after the narrowing pass read (not a target: no watcher can know of them): {}.",
         book.writes,
         book.widened,
         book.narrowed,
-        exits.len()
+        exits.len(),
+        book.resumed.len()
     );
     for (_, found) in book.rows() {
         for line in found {
             eprintln!("[soak] {line}");
         }
+    }
+    for line in &book.resumed {
+        eprintln!("[soak] not counted: {line}");
     }
     let out = json!({
         "duration_s": duration.as_secs(),
@@ -848,6 +895,7 @@ fn report(soak: &Soak, duration: Duration, seed: u64) -> Result<()> {
         "wrong_narrowings": book.wrong_narrowings,
         "double_writes": book.double_writes,
         "missed_narrowings": book.missed_narrowings,
+        "narrowed_as_calls_resumed": book.resumed,
         "faults": soak.faults,
         "unexpected_exits": exits,
     });
@@ -879,29 +927,61 @@ mod tests {
         json!({"event": kind, "sidecar": "client-0-pod-meshscope", "hosts": [format!("wfs/{}", host("wfs", d))]})
     }
 
-    #[test]
-    fn a_host_narrowed_while_called_or_too_soon_is_a_wrong_narrowing() {
+    /// An edge of client 0 to destination 1, called every 3 s over
+    /// `span` up to `end`, then polled held at its first call and gone at
+    /// `end + poll`: what the book makes of the narrowing.
+    fn narrowed(active: bool, span: Duration, end: Duration, poll: Duration) -> Book {
         let t0 = Instant::now();
         let mut b = book();
-        let e = b.edges.entry((0, 1)).or_default();
-        (e.active, e.first_call, e.last_call) = (true, Some(t0), Some(t0));
-        b.polled(&held(&[1]), t0);
-        b.polled(&held(&[]), t0 + Duration::from_secs(60));
+        let mut t = end.saturating_sub(span);
+        while t <= end {
+            b.called(0, 1, t0 + t);
+            t += CALL_EVERY;
+        }
+        b.edges.get_mut(&(0, 1)).unwrap().active = active;
+        b.polled(&held(&[1]), t0 + end.saturating_sub(span));
+        b.polled(&held(&[]), t0 + end + poll);
+        b
+    }
+
+    #[test]
+    fn a_host_narrowed_while_called_or_too_soon_is_a_wrong_narrowing() {
+        let s = Duration::from_secs;
+        // Called all along: calls the narrowing pass read were seconds old.
+        let b = narrowed(true, s(120), s(120), s(1));
         assert_eq!(b.wrong_narrowings.len(), 1, "still called");
-
-        let mut b = book();
-        let e = b.edges.entry((0, 1)).or_default();
-        (e.first_call, e.last_call) = (Some(t0), Some(t0));
-        b.polled(&held(&[1]), t0);
-        b.polled(&held(&[]), t0 + PRUNE_AFTER / 2);
+        assert!(b.wrong_narrowings[0].contains("still called: true"));
+        // Stopped 20 s before: too soon.
+        let b = narrowed(false, s(60), s(60), PRUNE_AFTER / 2);
         assert_eq!(b.wrong_narrowings.len(), 1, "too soon");
-
-        let mut b = book();
-        let e = b.edges.entry((0, 1)).or_default();
-        (e.first_call, e.last_call) = (Some(t0), Some(t0));
-        b.polled(&held(&[1]), t0);
-        b.polled(&held(&[]), t0 + PRUNE_AFTER + Duration::from_secs(1));
+        // Stopped over --prune-after before: right.
+        let b = narrowed(false, s(60), s(60), PRUNE_AFTER + s(1));
         assert!(b.wrong_narrowings.is_empty(), "{:?}", b.wrong_narrowings);
+        assert!(b.resumed.is_empty());
+    }
+
+    #[test]
+    fn a_host_narrowed_as_its_calls_resume_after_a_long_silence_is_reported_not_counted() {
+        let t0 = Instant::now();
+        let mut b = book();
+        b.called(0, 1, t0);
+        b.polled(&held(&[1]), t0);
+        // Silent for 50 s, called again, and gone at the next poll: the
+        // narrowing pass read before the call.
+        let again = t0 + Duration::from_secs(50);
+        b.called(0, 1, again);
+        b.edges.get_mut(&(0, 1)).unwrap().active = true;
+        b.polled(&held(&[]), again + Duration::from_secs(1));
+        assert!(b.wrong_narrowings.is_empty(), "{:?}", b.wrong_narrowings);
+        assert_eq!(b.resumed.len(), 1);
+        // Silent for only 20 s before: the pass could read the old call.
+        let mut b = book();
+        b.called(0, 1, t0);
+        b.polled(&held(&[1]), t0);
+        let again = t0 + Duration::from_secs(20);
+        b.called(0, 1, again);
+        b.polled(&held(&[]), again + Duration::from_secs(1));
+        assert_eq!(b.wrong_narrowings.len(), 1);
     }
 
     #[test]
@@ -948,8 +1028,8 @@ mod tests {
         let t0 = Instant::now();
         let mut b = book();
         for d in [1, 2, 3] {
-            let e = b.edges.entry((0, d)).or_default();
-            (e.active, e.first_call, e.last_call) = (true, Some(t0), Some(t0));
+            b.called(0, d, t0);
+            b.edges.get_mut(&(0, d)).unwrap().active = true;
         }
         b.edges.entry((0, 4)).or_default().active = false;
         b.polled(&held(&[1, 2]), t0);
@@ -965,8 +1045,8 @@ mod tests {
         let t0 = Instant::now();
         let mut b = book();
         for (d, active) in [(1, true), (2, false), (3, false)] {
-            let e = b.edges.entry((0, d)).or_default();
-            (e.active, e.first_call, e.last_call) = (active, Some(t0), Some(t0));
+            b.called(0, d, t0);
+            b.edges.get_mut(&(0, d)).unwrap().active = active;
         }
         b.polled(&held(&[1, 2, 3]), t0);
         b.polled(&held(&[1, 2]), t0 + PRUNE_AFTER * 2);
