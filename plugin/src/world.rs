@@ -448,7 +448,8 @@ impl World {
             let pods: Vec<usize> = (0..snap.pods.len())
                 .filter(|p| {
                     let pod = &snap.pods[*p];
-                    pod.injection.sidecar
+                    // A gateway's log holds its calls too.
+                    pod.injection.runs_proxy()
                         && namespaces.is_none_or(|n| n.contains(&pod.namespace))
                         && only.as_ref().is_none_or(|n| *n == pod.namespace)
                 })

@@ -82,7 +82,7 @@ fn kept(snap: &MeshSnapshot, obs: &Observations) -> BTreeSet<String> {
         keep.insert("istio-system".into());
     }
     for w in &snap.workloads {
-        if w.injection.sidecar || w.proxy_pods > 0 {
+        if w.injection.runs_proxy() || w.proxy_pods > 0 {
             keep.insert(w.namespace.clone());
         }
     }

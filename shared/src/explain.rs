@@ -93,6 +93,9 @@ pub struct Explanation {
     /// proxy (created before they applied; MS0015).
     pub proxy_missing: bool,
     pub injection_reason: String,
+    /// A gateway or waypoint proxy: istiod ignores Sidecars for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<crate::inject::Gateway>,
     pub scope_source: &'static str,
     pub sidecar: Option<String>,
     pub scope_reason: String,
@@ -144,7 +147,7 @@ pub fn explain(
     let own_ip = pod
         .or(wl.pods.first().copied())
         .and_then(|p| snap.pods[p].ips.first().copied());
-    let sel = snap.select_sidecar(ns, labels);
+    let sel = snap.select_for(ns, labels, injection);
     let mut notes = Vec::new();
     for &id in snap.sidecars_in(ns) {
         let sc = &snap.sidecars[id];
@@ -202,6 +205,17 @@ pub fn explain(
                 },
             });
         }
+    }
+    let mut scope_reason = sel.source.describe(snap);
+    if let Some(g) = injection.gateway {
+        for n in &mut notes {
+            n.used = false;
+            n.reason = format!("istiod ignores Sidecars for a {} proxy", g.as_str());
+        }
+        scope_reason = format!(
+            "none: a {} proxy gets its namespace's default scope whatever Sidecar exists, so it imports every visible service (*/*)",
+            g.as_str()
+        );
     }
     let mut eval = Evaluator::new(snap);
     let vis = eval.visible_for(sel.source, ns);
@@ -261,9 +275,10 @@ pub fn explain(
         ambient: injection.ambient,
         proxy_missing: injection.missing.is_some(),
         injection_reason: injection.reason.clone(),
+        gateway: injection.gateway,
         scope_source: source_kind(sel.source),
         sidecar: sel.source.sidecar().map(|s| snap.sidecars[s].key()),
-        scope_reason: sel.source.describe(snap),
+        scope_reason,
         sidecars: notes,
         egress_hosts,
         required,

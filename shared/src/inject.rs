@@ -2,6 +2,18 @@
 //!
 //! Mirrors the default-revision injector's webhook selectors and the
 //! in-webhook checks, then the ambient enrolment rules.
+//!
+//! Gateway and waypoint pods run `istio-proxy` too, but not as sidecars:
+//! the agent's first argument names the proxy's type (`proxy router`,
+//! `proxy waypoint`; `initProxy` in `pilot/cmd/pilot-agent/app/cmd.go`,
+//! istio 1.31), and istiod gives router and waypoint proxies the default
+//! scope of their namespace whatever Sidecar exists (`doGetSidecarScope`
+//! in `pilot/pkg/model/push_context.go`). The Deployments istiod renders
+//! for a Gateway API Gateway carry the arguments themselves
+//! (`files/kube-gateway.yaml`, `files/waypoint.yaml` of the
+//! istio-discovery chart); a classic gateway installed by the `gateway`
+//! chart has a bare `istio-proxy` the injector fills from its `gateway`
+//! template (`inject.istio.io/templates: gateway`, `proxy router`).
 
 use crate::labels::Labels;
 use crate::mesh::Options;
@@ -16,6 +28,42 @@ pub const STATUS_ANNOTATION: &str = "sidecar.istio.io/status";
 pub const PROXY_CONTAINER: &str = "istio-proxy";
 pub const DATAPLANE_LABEL: &str = "istio.io/dataplane-mode";
 pub const AMBIENT_REDIRECTION_ANNOTATION: &str = "ambient.istio.io/redirection";
+/// The injection templates a pod asks for, comma-separated.
+pub const TEMPLATES_ANNOTATION: &str = "inject.istio.io/templates";
+
+/// A proxy that is not a sidecar: istiod ignores Sidecars for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gateway {
+    /// `proxy router`: an ingress, egress or east-west gateway.
+    Router,
+    /// `proxy waypoint`: an ambient waypoint.
+    Waypoint,
+}
+
+impl Gateway {
+    /// The type the proxy's arguments name: `router` or `waypoint`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gateway::Router => "router",
+            Gateway::Waypoint => "waypoint",
+        }
+    }
+
+    /// The gateway type the arguments of an `istio-proxy` container name
+    /// (`proxy router ...`), if they name one; `proxy sidecar`, or no
+    /// arguments, is a sidecar.
+    pub fn of_args<S: AsRef<str>>(args: &[S]) -> Option<Gateway> {
+        match args {
+            [cmd, kind, ..] if cmd.as_ref() == "proxy" => match kind.as_ref() {
+                "router" => Some(Gateway::Router),
+                "waypoint" => Some(Gateway::Waypoint),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
 
 /// Namespaces the injector never touches.
 pub const NEVER_INJECTED: &[&str] = &[
@@ -37,8 +85,18 @@ pub struct Injection {
     /// was down. Only for pods that exist ([`PodFacts::admitted`]);
     /// `sidecar` is then false.
     pub missing: Option<String>,
+    /// The pod runs a gateway or waypoint proxy (`sidecar` is then false).
+    pub gateway: Option<Gateway>,
     /// Why, in one phrase.
     pub reason: String,
+}
+
+impl Injection {
+    /// Whether the pod runs an `istio-proxy` of any kind: its log is an
+    /// access log, and its calls are traffic.
+    pub fn runs_proxy(&self) -> bool {
+        self.sidecar || self.gateway.is_some()
+    }
 }
 
 pub struct PodFacts<'a> {
@@ -47,6 +105,9 @@ pub struct PodFacts<'a> {
     pub annotations: &'a Labels,
     /// It has the proxy container ([`is_proxy`]).
     pub has_proxy: bool,
+    /// The gateway type that container's arguments name
+    /// ([`Gateway::of_args`]).
+    pub proxy_gateway: Option<Gateway>,
     pub host_network: bool,
     /// The pod exists: the API server admitted it, so the injector has
     /// already run (or never will), and only its containers say whether
@@ -67,43 +128,78 @@ pub fn is_proxy(name: &str, init: bool, restart_policy: Option<&str>) -> bool {
 fn sidecar(reason: impl Into<String>) -> Injection {
     Injection {
         sidecar: true,
-        ambient: false,
-        missing: None,
         reason: reason.into(),
+        ..Injection::default()
     }
 }
 
 fn none(reason: impl Into<String>) -> Injection {
     Injection {
-        sidecar: false,
-        ambient: false,
-        missing: None,
         reason: reason.into(),
+        ..Injection::default()
     }
 }
 
 fn ambient(reason: String) -> Injection {
     Injection {
-        sidecar: false,
         ambient: true,
-        missing: None,
         reason,
+        ..Injection::default()
     }
 }
 
+fn gateway(g: Gateway, why: String) -> Injection {
+    Injection {
+        gateway: Some(g),
+        reason: format!(
+            "a {} proxy, not a sidecar ({why}): istiod ignores Sidecars for it and gives it every Service exported to its namespace",
+            g.as_str()
+        ),
+        ..Injection::default()
+    }
+}
+
+/// The gateway a pod runs, if it runs one: its `istio-proxy` says so in
+/// its arguments, or asks the injector for the `gateway` template (the
+/// injector then writes `proxy router`) and gets it.
+fn gateway_of(pod: &PodFacts<'_>, ns: &NamespaceInfo, options: &Options) -> Option<Injection> {
+    if let Some(g) = pod.proxy_gateway.filter(|_| pod.has_proxy) {
+        let why = format!(
+            "its {PROXY_CONTAINER} container runs `proxy {}`",
+            g.as_str()
+        );
+        return Some(gateway(g, why));
+    }
+    let templates = pod.annotations.get(TEMPLATES_ANNOTATION)?;
+    if !templates.split(',').any(|t| t.trim() == "gateway") {
+        return None;
+    }
+    let injected = if pod.admitted {
+        pod.has_proxy
+    } else {
+        pod.has_proxy || sidecar_decision(pod, ns, options).sidecar
+    };
+    injected.then(|| {
+        let why = format!("annotation {TEMPLATES_ANNOTATION}={templates}");
+        gateway(Gateway::Router, why)
+    })
+}
+
 pub fn evaluate(pod: &PodFacts<'_>, ns: &NamespaceInfo, options: &Options) -> Injection {
+    if let Some(g) = gateway_of(pod, ns, options) {
+        return g;
+    }
     let mut decided = sidecar_decision(pod, ns, options);
     // A pod that exists has the proxy it was created with: the label
     // rules only say what the injector would do to a new one.
     if pod.admitted && decided.sidecar && !pod.has_proxy {
         decided = Injection {
-            sidecar: false,
-            ambient: false,
             reason: format!(
                 "{}, but the pod runs no {PROXY_CONTAINER} container: it was created before injection applied to it; restart it to inject the proxy",
                 decided.reason
             ),
             missing: Some(decided.reason),
+            ..Injection::default()
         };
     }
     if decided.sidecar {
@@ -232,6 +328,7 @@ mod tests {
                 labels: &l(labels),
                 annotations: &l(ann),
                 has_proxy: false,
+                proxy_gateway: None,
                 host_network: false,
                 admitted: false,
             },
@@ -305,6 +402,7 @@ mod tests {
                 labels: &Labels::new(),
                 annotations: &Labels::new(),
                 has_proxy: false,
+                proxy_gateway: None,
                 host_network: true,
                 admitted: false,
             },
@@ -324,6 +422,7 @@ mod tests {
                 labels: &l(&[("sidecar.istio.io/inject", "false")]),
                 annotations: &Labels::new(),
                 has_proxy: true,
+                proxy_gateway: None,
                 host_network: false,
                 admitted: true,
             },
@@ -340,6 +439,7 @@ mod tests {
                 labels: &Labels::new(),
                 annotations: &Labels::new(),
                 has_proxy,
+                proxy_gateway: None,
                 host_network: false,
                 admitted: true,
             },
@@ -418,5 +518,87 @@ mod tests {
             &[],
         );
         assert!(i.sidecar && !i.ambient);
+    }
+
+    fn with_proxy(
+        ns_labels: &[(&str, &str)],
+        labels: &[(&str, &str)],
+        ann: &[(&str, &str)],
+        (has_proxy, proxy_gateway): (bool, Option<Gateway>),
+        admitted: bool,
+    ) -> Injection {
+        evaluate(
+            &PodFacts {
+                namespace: "a",
+                labels: &l(labels),
+                annotations: &l(ann),
+                has_proxy,
+                proxy_gateway,
+                host_network: false,
+                admitted,
+            },
+            &NamespaceInfo {
+                labels: l(ns_labels),
+            },
+            &Options::default(),
+        )
+    }
+
+    #[test]
+    fn the_proxys_first_argument_names_a_gateway() {
+        assert_eq!(
+            Gateway::of_args(&["proxy", "router", "--domain", "x"]),
+            Some(Gateway::Router)
+        );
+        assert_eq!(
+            Gateway::of_args(&["proxy", "waypoint"]),
+            Some(Gateway::Waypoint)
+        );
+        assert_eq!(Gateway::of_args(&["proxy", "sidecar"]), None);
+        assert_eq!(Gateway::of_args(&["proxy"]), None);
+        assert_eq!(Gateway::of_args::<&str>(&[]), None);
+        assert_eq!(Gateway::of_args(&["router"]), None);
+    }
+
+    #[test]
+    fn gateway_and_waypoint_proxies_are_not_sidecars() {
+        let enabled = [("istio-injection", "enabled")];
+        // As istiod's deployment controller renders a Gateway's pods.
+        let off = [("sidecar.istio.io/inject", "false")];
+        for (g, admitted) in [(Gateway::Router, true), (Gateway::Waypoint, false)] {
+            let i = with_proxy(&enabled, &off, &[], (true, Some(g)), admitted);
+            assert!(!i.sidecar && !i.ambient && i.runs_proxy(), "{i:?}");
+            assert_eq!(i.gateway, Some(g));
+            assert!(i.reason.contains("istiod ignores Sidecars"), "{}", i.reason);
+        }
+        // `proxy sidecar` is a sidecar.
+        let i = with_proxy(&enabled, &[], &[], (true, None), true);
+        assert!(i.sidecar && i.gateway.is_none(), "{i:?}");
+    }
+
+    #[test]
+    fn a_pod_asking_for_the_gateway_template_is_a_gateway_once_injected() {
+        let enabled = [("istio-injection", "enabled")];
+        let tpl = [(TEMPLATES_ANNOTATION, "gateway")];
+        let opt_in = [("sidecar.istio.io/inject", "true")];
+        // The gateway chart's bare istio-proxy, before and after injection.
+        let i = with_proxy(&[], &opt_in, &tpl, (true, None), false);
+        assert_eq!(i.gateway, Some(Gateway::Router), "{i:?}");
+        let i = with_proxy(&[], &opt_in, &tpl, (true, Some(Gateway::Router)), true);
+        assert_eq!(i.gateway, Some(Gateway::Router), "{i:?}");
+        // No proxy container yet: a gateway if the injector would run.
+        let i = with_proxy(
+            &enabled,
+            &[],
+            &[(TEMPLATES_ANNOTATION, "sidecar,gateway")],
+            (false, None),
+            false,
+        );
+        assert_eq!(i.gateway, Some(Gateway::Router), "{i:?}");
+        let i = with_proxy(&[], &[], &tpl, (false, None), false);
+        assert!(i.gateway.is_none() && !i.sidecar, "{i:?}");
+        // A pod that exists without the proxy runs none.
+        let i = with_proxy(&enabled, &[], &tpl, (false, None), true);
+        assert!(i.gateway.is_none() && !i.sidecar, "{i:?}");
     }
 }

@@ -82,6 +82,9 @@ pub struct Container {
     /// `restartPolicy: Always`: an init container that is a native
     /// sidecar (see [`crate::inject::is_proxy`]).
     pub restart_always: bool,
+    /// For `istio-proxy`, the gateway type its arguments name
+    /// ([`crate::inject::Gateway::of_args`]).
+    pub gateway: Option<crate::inject::Gateway>,
 }
 
 impl Container {
@@ -104,6 +107,11 @@ impl PodSpec {
     pub fn proxy(&self) -> Option<&Container> {
         (self.containers.iter().find(|c| c.is_proxy(false)))
             .or_else(|| self.init_containers.iter().find(|c| c.is_proxy(true)))
+    }
+
+    /// The gateway type its proxy container's arguments name, if any.
+    pub fn proxy_gateway(&self) -> Option<crate::inject::Gateway> {
+        self.proxy().and_then(|c| c.gateway)
     }
 }
 
@@ -179,7 +187,10 @@ impl From<RawContainer> for Container {
         let domain = domain_arg(&c.args);
         let mut hint_values = Vec::new();
         let mut config_maps = Vec::new();
-        if c.name != crate::inject::PROXY_CONTAINER {
+        let mut gateway = None;
+        if c.name == crate::inject::PROXY_CONTAINER {
+            gateway = crate::inject::Gateway::of_args(&c.args);
+        } else {
             let env = c.env.iter().filter_map(|e| e.value.clone());
             hint_values = (c.command.into_iter().chain(c.args).chain(env))
                 .filter(|v| may_name_host(v))
@@ -206,6 +217,7 @@ impl From<RawContainer> for Container {
             domain,
             hint_values,
             config_maps,
+            gateway,
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
 
+use crate::inject::Injection;
 use crate::listeners::{Carries, EgressServices};
 use crate::mesh::OutboundPolicy;
 use crate::snapshot::{
@@ -95,6 +96,22 @@ impl MeshSnapshot {
             matching_selectors: matching,
             namespace_defaults: defaults,
         }
+    }
+
+    /// The scope istiod gives a proxy with this injection verdict: a
+    /// sidecar's as [`Self::select_sidecar`] decides; a gateway's or a
+    /// waypoint's is its namespace's default whatever Sidecar exists
+    /// (`doGetSidecarScope`, `pilot/pkg/model/push_context.go`, istio
+    /// 1.31: "Gateways always use default sidecar scope").
+    pub fn select_for(&self, ns: &str, labels: &Labels, injection: &Injection) -> Selection {
+        if injection.gateway.is_some() {
+            return Selection {
+                source: ScopeSource::Implicit,
+                matching_selectors: Vec::new(),
+                namespace_defaults: Vec::new(),
+            };
+        }
+        self.select_sidecar(ns, labels)
     }
 
     /// The egress listeners a scope source yields: `*/*` when the Sidecar

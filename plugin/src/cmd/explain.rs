@@ -98,11 +98,16 @@ fn identity(e: &Explanation, out: &mut dyn Write) -> Result<bool> {
         "Workload:         {} (namespace {})",
         e.workload, e.namespace
     )?;
+    let gateway = e
+        .gateway
+        .map(|g| format!("{} proxy, not a sidecar", g.as_str()));
     writeln!(
         out,
         "Injection:        {} ({})",
         if e.injected {
             "sidecar"
+        } else if let Some(g) = &gateway {
+            g
         } else if e.ambient {
             "ambient (no sidecar; Sidecar resources do not apply)"
         } else if e.proxy_missing {
@@ -112,7 +117,7 @@ fn identity(e: &Explanation, out: &mut dyn Write) -> Result<bool> {
         },
         e.injection_reason
     )?;
-    if !e.injected {
+    if !e.injected && gateway.is_none() {
         // No Envoy: no scope, no xDS, no pushes to explain.
         writeln!(
             out,

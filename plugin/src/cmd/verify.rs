@@ -122,6 +122,16 @@ fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<
                 };
             if let Some(p) = hits.iter().find(|p| !snap.pods[**p].injection.sidecar) {
                 let pod = &snap.pods[*p];
+                if pod.injection.gateway.is_some() {
+                    bail!(
+                        "pod {}/{} runs {}; verify checks sidecars only (kubectl meshscope explain pod/{} -n {} shows the scope istiod gives it)",
+                        pod.namespace,
+                        pod.name,
+                        pod.injection.reason,
+                        pod.name,
+                        pod.namespace
+                    );
+                }
                 bail!(
                     "pod {}/{} has no Envoy sidecar ({}), so istiod has no scope for it",
                     pod.namespace,

@@ -537,6 +537,7 @@ fn review_workload(
         labels,
         annotations,
         has_proxy,
+        proxy_gateway,
         host_network,
     } = template;
     let empty = NamespaceInfo::default();
@@ -546,6 +547,7 @@ fn review_workload(
             labels: &labels,
             annotations: &annotations,
             has_proxy,
+            proxy_gateway,
             host_network,
             // Under admission, the pod does not exist yet: the injector's
             // rules decide what it will run.
@@ -805,13 +807,13 @@ fn probe_workload(ns: &str, labels: Labels) -> Workload {
         replicas: 1,
         host_network: false,
         template_has_proxy: true,
+        template_proxy_gateway: None,
         inbound: Default::default(),
         created: None,
         injection: inject::Injection {
             sidecar: true,
-            ambient: false,
-            missing: None,
             reason: "probe".into(),
+            ..Default::default()
         },
         proxy_pods: 0,
         exemption: Default::default(),

@@ -147,6 +147,8 @@ pub(super) struct PodTemplate {
     pub(super) labels: Labels,
     pub(super) annotations: Labels,
     pub(super) has_proxy: bool,
+    /// The gateway type the proxy container's arguments name.
+    pub(super) proxy_gateway: Option<crate::inject::Gateway>,
     pub(super) host_network: bool,
 }
 
@@ -188,6 +190,9 @@ struct NamedView<'a> {
     /// `Always` on an init container that is a native sidecar.
     #[serde(borrow, default)]
     restart_policy: Option<Cow<'a, str>>,
+    /// Read for the proxy container's type (`proxy router`).
+    #[serde(default)]
+    args: Option<Vec<String>>,
 }
 
 /// `spec` of a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job.
@@ -277,12 +282,20 @@ impl<'a> ObjectView<'a> {
                 is_proxy(name, init, c.restart_policy.as_deref())
             }
         };
-        let has_proxy = spec.containers.iter().flatten().any(proxy(false))
-            || spec.init_containers.iter().flatten().any(proxy(true));
+        let found = (spec.containers.iter().flatten().find(|c| proxy(false)(c))).or_else(|| {
+            spec.init_containers
+                .iter()
+                .flatten()
+                .find(|c| proxy(true)(c))
+        });
+        let proxy_gateway = found
+            .and_then(|c| c.args.as_deref())
+            .and_then(crate::inject::Gateway::of_args);
         Ok(Some(PodTemplate {
             labels: meta.labels.unwrap_or_default(),
             annotations: meta.annotations.unwrap_or_default(),
-            has_proxy,
+            has_proxy: found.is_some(),
+            proxy_gateway,
             host_network: spec.host_network.unwrap_or(false),
         }))
     }

@@ -90,6 +90,8 @@ pub struct Workload {
     pub replicas: u32,
     pub host_network: bool,
     pub template_has_proxy: bool,
+    /// The gateway type its template's proxy arguments name.
+    pub template_proxy_gateway: Option<crate::inject::Gateway>,
     /// The inbound ports istiod gives this workload's proxies: the distinct
     /// targetPorts of the Kubernetes Services that select it.
     pub inbound: Inbound,
@@ -144,6 +146,8 @@ pub struct PodInfo {
     pub ips: Vec<IpAddr>,
     pub workload: WorkloadId,
     pub has_proxy: bool,
+    /// The gateway type its proxy's arguments name.
+    pub proxy_gateway: Option<crate::inject::Gateway>,
     pub host_network: bool,
     /// It exists ([`crate::inject::PodFacts::admitted`]).
     pub admitted: bool,

@@ -60,6 +60,7 @@ pub(super) fn workloads_and_pods(inputs: &Inputs) -> (Vec<Workload>, Vec<PodInfo
             ips: pod_ips(p),
             workload: wid,
             has_proxy: tpl.has_proxy,
+            proxy_gateway: tpl.proxy_gateway,
             host_network: tpl.host_network,
             admitted: admitted(p),
             injection: Injection::default(),
@@ -137,6 +138,7 @@ fn add_replica_sets(
         let tplv = tpl.map(Template::from).unwrap_or(Template {
             meta: None,
             has_proxy: false,
+            proxy_gateway: None,
             host_network: false,
         });
         let rs_selector = rs.spec.as_ref().and_then(|s| match_labels(&s.selector));
@@ -301,6 +303,7 @@ pub(super) fn decide_injection(
                 labels: &p.labels,
                 annotations: &p.annotations,
                 has_proxy: p.has_proxy,
+                proxy_gateway: p.proxy_gateway,
                 host_network: p.host_network,
                 admitted: p.admitted,
             },
@@ -329,6 +332,7 @@ pub(super) fn decide_injection(
                     labels: &w.labels,
                     annotations: &w.annotations,
                     has_proxy: w.template_has_proxy,
+                    proxy_gateway: w.template_proxy_gateway,
                     host_network: w.host_network,
                     admitted: false,
                 },
@@ -382,14 +386,14 @@ fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|o| o.controller == Some(true))
 }
 
-/// Whether a pod template runs the proxy ([`inject::is_proxy`]).
-fn has_proxy(spec: Option<&PodSpec>) -> bool {
-    let Some(spec) = spec else { return false };
+/// A pod template's proxy container, if it runs one ([`inject::is_proxy`]).
+fn proxy_of(spec: Option<&PodSpec>) -> Option<&Container> {
+    let spec = spec?;
     let proxy = |init: bool| {
-        move |c: &Container| inject::is_proxy(&c.name, init, c.restart_policy.as_deref())
+        move |c: &&Container| inject::is_proxy(&c.name, init, c.restart_policy.as_deref())
     };
-    spec.containers.iter().any(proxy(false))
-        || spec.init_containers.iter().flatten().any(proxy(true))
+    (spec.containers.iter().find(proxy(false)))
+        .or_else(|| spec.init_containers.iter().flatten().find(proxy(true)))
 }
 
 /// What a workload's pods look like: from a pod template, or from a pod.
@@ -397,15 +401,18 @@ fn has_proxy(spec: Option<&PodSpec>) -> bool {
 struct Template<'a> {
     meta: Option<&'a ObjectMeta>,
     has_proxy: bool,
+    proxy_gateway: Option<inject::Gateway>,
     host_network: bool,
 }
 
 impl<'a> From<&'a PodTemplateSpec> for Template<'a> {
     fn from(t: &'a PodTemplateSpec) -> Self {
         let spec = t.spec.as_ref();
+        let proxy = proxy_of(spec);
         Template {
             meta: t.metadata.as_ref(),
-            has_proxy: has_proxy(spec),
+            has_proxy: proxy.is_some(),
+            proxy_gateway: proxy.and_then(|c| inject::Gateway::of_args(c.args.as_deref()?)),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         }
     }
@@ -417,6 +424,7 @@ impl<'a> From<&'a crate::inputs::Pod> for Template<'a> {
         Template {
             meta: Some(&p.metadata),
             has_proxy: spec.is_some_and(crate::inputs::PodSpec::has_proxy),
+            proxy_gateway: spec.and_then(crate::inputs::PodSpec::proxy_gateway),
             host_network: spec.and_then(|s| s.host_network).unwrap_or(false),
         }
     }
@@ -452,6 +460,7 @@ impl WorkloadBuilder {
             replicas,
             host_network: tpl.host_network,
             template_has_proxy: tpl.has_proxy,
+            template_proxy_gateway: tpl.proxy_gateway,
             inbound: Inbound::default(),
             created: created(meta),
             injection: Injection::default(),

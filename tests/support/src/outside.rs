@@ -42,6 +42,37 @@ pub fn istio_testdata(test: &str, rel: &str) -> Option<PathBuf> {
     Some(dir.join(rel))
 }
 
+/// `rel` in the source of the `istio.io/istio` Go module that
+/// `tests/istiod/mod` pins (downloaded by `tests/istiod/build`, which
+/// builds istiod from it): Istio's own golden files, such as the
+/// Deployments istiod renders for a Gateway. `None` (with a line on
+/// stderr; under `CI=true` a failure) when the module is not in the Go
+/// module cache.
+pub fn istio_module(test: &str, rel: &str) -> Option<PathBuf> {
+    let modfile = repo_root().join("tests/istiod/mod");
+    let go = std::env::var_os("GO")
+        .map(PathBuf::from)
+        .or_else(|| program_on_path("go"))
+        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
+    let dir = std::process::Command::new(go)
+        .args(["list", "-m", "-f", "{{.Dir}}", "istio.io/istio"])
+        .current_dir(&modfile)
+        .env("GOFLAGS", "-mod=readonly")
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|d| d.is_dir());
+    let Some(dir) = dir else {
+        let why = format!("the istio.io/istio module {} pins is not in the Go module cache (tests/istiod/build downloads it)", modfile.display());
+        skipped_because(test, why);
+        return None;
+    };
+    crate::ledger::record(crate::ledger::Component::IstioTestdata);
+    Some(dir.join(rel))
+}
+
 /// Istio's CRDs, or `None` (with a line on stderr) when they are not there.
 pub fn istio_crds(test: &str) -> Option<PathBuf> {
     let file = shared_dir().join("crds/istio-crds.yaml");
@@ -56,11 +87,7 @@ pub fn istio_crds(test: &str) -> Option<PathBuf> {
 /// `None` (with a line on stderr; under `CI=true` a failure) when it is not
 /// installed. `scripts/setup` installs them.
 pub fn program(test: &str, name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
+    let found = program_on_path(name);
     if found.is_none() {
         let why = format!("{name} is not on PATH (scripts/setup installs it)");
         if in_ci() {
@@ -70,6 +97,14 @@ pub fn program(test: &str, name: &str) -> Option<PathBuf> {
         let _ = writeln!(std::io::stderr(), "skipped {test}: {why}");
     }
     found
+}
+
+fn program_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
 }
 
 /// Whether this is a CI run (`CI=true`, as CI sets it, or `CI=1`): there a
@@ -83,11 +118,17 @@ pub fn in_ci() -> bool {
 /// captures and shows only for failing tests: a skip must show in a passing
 /// run.
 fn skipped(test: &str, missing: &Path) {
-    use std::io::Write as _;
-    let why = format!(
-        "{} is missing (Istio's inputs live outside the repository, in ../shared beside it as CI lays it out; or set MESHSCOPE_SHARED_DIR to the directory holding crds/ and istio-testdata/)",
-        missing.display()
+    skipped_because(
+        test,
+        format!(
+            "{} is missing (Istio's inputs live outside the repository, in ../shared beside it as CI lays it out; or set MESHSCOPE_SHARED_DIR to the directory holding crds/ and istio-testdata/)",
+            missing.display()
+        ),
     );
+}
+
+fn skipped_because(test: &str, why: String) {
+    use std::io::Write as _;
     if in_ci() {
         panic!(
             "{test}: {why}; under CI=true a test whose input is missing fails instead of skipping"

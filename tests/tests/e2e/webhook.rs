@@ -17,6 +17,7 @@ use meshscope_e2e::setup::{
     install_webhook_rbac, webhook_files, webhook_manifests_args, WebhookFiles,
 };
 use meshscope_test_support::net::free_port;
+use serde::Deserialize as _;
 use serde_json::Value;
 use serde_yaml::Value as Yaml;
 
@@ -938,4 +939,114 @@ fn with_the_sidecar_crd_deleted_the_webhook_says_so_and_enforces_again_once_it_i
     }
     drop(wh);
     drop(private);
+}
+
+/// The Deployments of `file`, one of istiod's golden outputs of its
+/// Gateway deployment controller, moved to namespace `ns` and without
+/// their ownerReferences (to a Gateway this cluster does not have, with
+/// no uid), as `(name, YAML)`.
+fn rendered_deployments(file: &Path, ns: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Yaml::deserialize(d).unwrap())
+        .filter(|d| d["kind"] == "Deployment")
+        .map(|mut d| {
+            let meta = d["metadata"].as_mapping_mut().unwrap();
+            meta.insert("namespace".into(), ns.into());
+            meta.remove("ownerReferences");
+            let name = meta["name"].as_str().unwrap().to_string();
+            (name, serde_yaml::to_string(&d).unwrap())
+        })
+        .collect()
+}
+
+/// A gateway as the `gateway` Helm chart's default values write it
+/// (`manifests/charts/gateway/templates/deployment.yaml`, istio 1.31):
+/// a bare `istio-proxy` the injector fills from its `gateway` template.
+fn chart_gateway(ns: &str, name: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  selector:
+    matchLabels: {{app: {name}, istio: ingress}}
+  template:
+    metadata:
+      annotations:
+        inject.istio.io/templates: gateway
+        sidecar.istio.io/inject: \"true\"
+      labels:
+        app: {name}
+        istio: ingress
+        istio.io/dataplane-mode: none
+        sidecar.istio.io/inject: \"true\"
+    spec:
+      containers:
+      - name: istio-proxy
+        image: auto
+"
+    )
+}
+
+/// issue #33 item 4: gateway and waypoint pods run `istio-proxy` but are
+/// not sidecars. The Deployments istiod renders for a Gateway of class
+/// `istio` (`proxy router`) and `istio-waypoint` (`proxy waypoint`), from
+/// istiod's own golden files, and a gateway as the Helm chart writes it,
+/// are admitted in an enforce namespace without a warning, where a plain
+/// unscoped Deployment is denied; `audit` reports no MS0001 for them, and
+/// `explain` says which proxy each runs.
+#[test]
+fn enforce_admits_the_gateways_and_waypoints_istiod_deploys() {
+    meshscope_e2e::needs_cluster!();
+    let golden = "pilot/pkg/config/kube/gatewaycommon/testdata/deployment";
+    let Some(dir) = meshscope_test_support::outside::istio_module(module_path!(), golden) else {
+        return;
+    };
+    let c = Cluster::shared();
+    let wh = Webhook::start(c, "gwy", &[]);
+    let ns = wh.namespace(c, "enforce");
+    let mut gateways = rendered_deployments(&dir.join("simple.yaml"), &ns);
+    gateways.extend(rendered_deployments(&dir.join("waypoint.yaml"), &ns));
+    gateways.push(("ingress".into(), chart_gateway(&ns, "ingress")));
+    assert_eq!(gateways.len(), 3, "{gateways:?}");
+    for (name, yaml) in &gateways {
+        let (ok, _, err) = apply(c, yaml, &[]);
+        assert!(ok, "{name}: {err}");
+        assert!(!err.contains("Warning"), "{name}: {err}");
+    }
+    let (ok, _, err) = apply(c, &deployment(&ns, "worker", None), &[]);
+    assert!(
+        !ok && err.contains(&creation_denial(&ns, "worker")),
+        "{err}"
+    );
+
+    let audit =
+        meshscope_e2e::run::meshscope_at(&c.kubeconfig, &["audit", "-n", &ns, "-o", "json"]);
+    let found = meshscope_test_support::audit_json::codes_and_names(&audit.stdout);
+    assert!(
+        !found.iter().any(|(code, _)| code == "MS0001"),
+        "{found:?}\n{}",
+        audit.stderr
+    );
+    for (name, kind) in [
+        (gateways[0].0.as_str(), "router"),
+        (gateways[1].0.as_str(), "waypoint"),
+        ("ingress", "router"),
+    ] {
+        let e = meshscope_e2e::run::meshscope_at(
+            &c.kubeconfig,
+            &["explain", &format!("deployment/{name}"), "-n", &ns],
+        );
+        let want = format!("Injection:        {kind} proxy, not a sidecar");
+        assert!(
+            e.stdout.contains(&want),
+            "{name}: {}\n{}",
+            e.stdout,
+            e.stderr
+        );
+        assert!(e.stdout.contains("istiod ignores Sidecars"), "{}", e.stdout);
+    }
 }
