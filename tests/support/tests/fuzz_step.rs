@@ -77,3 +77,34 @@ fn without_cargo_fuzz_fuzzing_fails_under_ci_naming_the_install() {
         "{err}"
     );
 }
+
+/// A `cargo` that can fuzz one target, `t`, whose run fails with `run_err`
+/// on stderr.
+fn stand_in_fuzzer(name: &str, run_err: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("meshscope-fuzz-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = format!(
+        "#!/bin/sh\ncase \"$3\" in\n  list) echo t ;;\n  run) echo \"{run_err}\" >&2; exit 1 ;;\nesac\nexit 0\n"
+    );
+    let cargo = dir.join("cargo");
+    std::fs::write(&cargo, body).unwrap();
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_target_that_no_longer_builds_is_a_failure_but_not_a_crash() {
+    let bin = stand_in_fuzzer("unbuilt", "Error: failed to build fuzz script: cargo build");
+    let (code, err) = run_short(&bin, true);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not built: t"), "{err}");
+    assert!(!err.contains("crashes in"), "{err}");
+    let bin = stand_in_fuzzer(
+        "crash",
+        "==1==ERROR: AddressSanitizer: heap-buffer-overflow",
+    );
+    let (code, err) = run_short(&bin, true);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("crashes in: t"), "{err}");
+}
