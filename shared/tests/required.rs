@@ -272,3 +272,51 @@ spec:
     }
     assert!(audit::code_doc("MS0013").is_some());
 }
+
+/// A VirtualService in `shop` for `cart.shop.svc.cluster.local` sending half
+/// of the requests to `cart-v2`.
+const CART_SPLIT: &str = r#"---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: cart-split, namespace: shop}
+spec:
+  hosts: [cart.shop.svc.cluster.local]
+  http:
+  - route:
+    - {destination: {host: cart.shop.svc.cluster.local}, weight: 50}
+    - {destination: {host: cart-v2.shop.svc.cluster.local}, weight: 50}
+"#;
+
+/// issue #33, found on the way: Envoy's virtual host for a Kubernetes
+/// service lists `svc.ns` and `svc.ns.svc` as domains too, so a request
+/// to `cart.shop:80` that the route sent to `cart-v2` dialled
+/// `cart.shop.svc.cluster.local`: the recommendation imports that host and
+/// every backend of its route, not only the one the log saw.
+#[test]
+fn a_service_dialled_as_svc_dot_ns_brings_its_route_and_every_backend() {
+    let yaml = base() + &service("shop", "cart-v2", "10.96.0.4", 80) + CART_SPLIT;
+    let s = snap(&yaml);
+    for authority in ["cart.shop:80", "cart.shop.svc", "cart"] {
+        let log = line(
+            "10.0.0.1",
+            authority,
+            "outbound|80||cart-v2.shop.svc.cluster.local",
+            "10.96.0.4:80",
+        );
+        let obs = observe(&s, &log);
+        let recs = recommend::recommend(&s, &obs, &[w(&s, "web")], &RecommendOptions::default());
+        let h = hosts(&recs[0]);
+        for want in [
+            "shop/cart.shop.svc.cluster.local",
+            "shop/cart-v2.shop.svc.cluster.local",
+        ] {
+            assert!(h.contains(&want.to_string()), "{authority}: {h:?}");
+        }
+    }
+    // `example.com`-like names are no short form of a service.
+    assert_eq!(s.dialled_hosts("cart.example", "shop"), ["cart.example"]);
+    assert_eq!(
+        s.dialled_hosts("cart.shop", "web"),
+        ["cart.shop", "cart.shop.svc.cluster.local"]
+    );
+}

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::host::{host_subset_of, hosts_overlap, resolve_short_name, NsSel};
+use crate::host::{host_subset_of, hosts_overlap, NsSel};
 use crate::observe::Observations;
 use crate::required::required_for;
 use crate::snapshot::{DrId, MeshSnapshot, SvcId, VsId, VsInfo};
@@ -85,7 +85,6 @@ fn destination_copies(snap: &MeshSnapshot, host: &str, ns: &str) -> Vec<SvcId> {
 /// Observed edges: the service each caller used, and the mesh
 /// VirtualServices whose hosts the names it dialled fall in.
 fn observed(snap: &MeshSnapshot, obs: &Observations, n: &mut Needs) {
-    let domain = &snap.options.cluster_domain;
     for (&w, t) in &obs.traffic {
         let wl = &snap.workloads[w];
         let ns = wl.namespace.as_str();
@@ -100,7 +99,7 @@ fn observed(snap: &MeshSnapshot, obs: &Observations, n: &mut Needs) {
             }
             names.insert(host.clone());
         }
-        names.extend(t.dialled.iter().map(|d| resolve_short_name(d, ns, domain)));
+        names.extend(t.dialled.iter().flat_map(|d| snap.dialled_hosts(d, ns)));
         for (v, vs) in snap.virtual_services.iter().enumerate() {
             let covers = |name: &str| vs.hosts.iter().any(|h| hosts_overlap(h, name));
             if vs.mesh_bound && names.iter().any(|d| covers(d)) {

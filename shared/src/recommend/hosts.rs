@@ -64,10 +64,7 @@ pub(super) fn needed_hosts(
         }
     }
     for d in &t.dialled {
-        names.insert(d.clone());
-        if !d.contains('.') {
-            names.insert(format!("{d}.{ns}.svc.{}", snap.options.cluster_domain));
-        }
+        names.extend(snap.dialled_hosts(d, ns));
     }
     // VirtualServices for called names: import them from their own
     // namespace, together with their destinations and those of the

@@ -182,6 +182,33 @@ impl MeshSnapshot {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// The hosts a name an app in `ns` dialled (an HTTP authority without
+    /// its port) stands for: the name, and the Kubernetes service it is a
+    /// short form of. istiod lists `svc.ns.svc.<domain>` in Envoy's
+    /// virtual host domains as `svc.ns` and `svc.ns.svc` too, and as `svc`
+    /// in its own namespace (`GenerateAltVirtualHosts`,
+    /// `pilot/pkg/networking/core/httproute.go`, istio 1.31).
+    pub fn dialled_hosts(&self, name: &str, ns: &str) -> Vec<String> {
+        let domain = &self.options.cluster_domain;
+        let mut out = vec![name.to_string()];
+        if name.contains('*') || name.parse::<std::net::IpAddr>().is_ok() {
+            return out;
+        }
+        let full = match name.split('.').count() {
+            1 => format!("{name}.{ns}.svc.{domain}"),
+            2 => format!("{name}.svc.{domain}"),
+            3 if name.ends_with(".svc") => format!("{name}.{domain}"),
+            _ => return out,
+        };
+        // A bare name always means the namespace's own service (istiod
+        // expands it so in routes too); the longer forms only where such a
+        // service exists, so that `example.com` is not taken for one.
+        if name.split('.').count() == 1 || !self.services_named(&full).is_empty() {
+            out.push(full);
+        }
+        out
+    }
+
     pub fn services_in(&self, ns: &str) -> &[SvcId] {
         self.services_by_ns.get(ns).map_or(&[], Vec::as_slice)
     }
