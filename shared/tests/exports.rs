@@ -451,3 +451,29 @@ fn a_service_behind_a_waypoint_stays_visible_to_the_waypoints_namespace() {
     let stale = find(&recs(&s, false), ExportKind::Service, "idle/stale").clone();
     assert_eq!(stale.recommended, [".", "ops"]);
 }
+
+/// issue #33, found on the way: shop/web dials `front.pay:80`, whose
+/// VirtualService routes it to pay/api. The host's own Service stays
+/// exported to shop: Envoy's `front.pay` domain comes from it.
+#[test]
+fn a_virtual_service_hosts_own_service_stays_exported_to_its_callers() {
+    let mut y = mesh();
+    y += &service("pay", "front", "{name: http, port: 80}", None);
+    y += "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: front, namespace: pay}\nspec:\n  hosts: [front.pay.svc.cluster.local]\n  http:\n  - route:\n    - destination: {host: api.pay.svc.cluster.local, port: {number: 8080}}\n";
+    let s = snap(&y);
+    let logs = access_log::line(
+        "10.0.0.1",
+        "front.pay:80",
+        "outbound|8080||api.pay.svc.cluster.local",
+        "10.0.1.1:8080",
+    );
+    let r = recommend_exports(&s, &observe(&s, &logs), ExportOptions { force: false });
+    assert_eq!(
+        find(&r, ExportKind::Service, "pay/front").recommended,
+        [".", "shop"]
+    );
+    assert_eq!(
+        find(&r, ExportKind::VirtualService, "pay/front").recommended,
+        [".", "shop"]
+    );
+}

@@ -122,11 +122,20 @@ fn observed(snap: &MeshSnapshot, obs: &Observations, n: &mut Needs) {
 }
 
 /// VirtualService `v` serves proxies of `ns`: it, the VirtualServices it
-/// delegates to, and the services its routes reach from `ns` need `ns`.
+/// delegates to, the services its routes reach from `ns`, and the services
+/// its hosts name need `ns`. A host's own Service gives Envoy's virtual
+/// host its short names (`svc.ns`, `svc`: `GenerateAltVirtualHosts`,
+/// `pilot/pkg/networking/core/httproute.go`, istio 1.31); hidden, the
+/// callers that dial them get no route.
 fn routed(snap: &MeshSnapshot, v: VsId, ns: &str, why: Reason, n: &mut Needs) {
     n.add(Obj::Vs(v), ns, why);
     let vs = &snap.virtual_services[v];
     let route = Reason::Route(vs_key(vs));
+    for h in &vs.hosts {
+        for &s in snap.services_named(h) {
+            n.call(s, ns, route.clone());
+        }
+    }
     for d in &vs.dests {
         if d.source_namespaces.is_empty() || d.source_namespaces.iter().any(|s| s == ns) {
             for s in destination_copies(snap, &d.host, ns) {
