@@ -339,7 +339,7 @@ impl MeshSnapshot {
 
     /// The mesh-bound VirtualServices visible in `scope_ns` that a
     /// listener imports: one of its hosts matches an entry (both ways, as
-    /// istiod's `VSMatches`) and is not itself within an exclusion
+    /// istiod's `VSMatches`; one way for a Gateway API route's) and is not itself within an exclusion
     /// (`SelectVirtualServices`: each host one way, so a wildcard host is
     /// not excluded by one of its names).
     fn listener_virtual_services(
@@ -367,10 +367,16 @@ impl MeshSnapshot {
                 if !vs.mesh_bound || !vs.export.visible_to(scope_ns) {
                     continue;
                 }
+                // Gateway semantics match as services do: the import must
+                // cover the route's host (`VSMatches`, sidecar.go, 1.31).
+                let matches = |h: &str, e: &str| match vs.gateway_semantics() {
+                    true => host_subset_of(h, e),
+                    false => hosts_overlap(h, e),
+                };
                 let imports = vs.hosts.iter().any(|h| {
                     includes
                         .iter()
-                        .any(|e| e.ns.matches(scope_ns, &vs.namespace) && hosts_overlap(h, &e.host))
+                        .any(|e| e.ns.matches(scope_ns, &vs.namespace) && matches(h, &e.host))
                         && !excludes.iter().any(|e| {
                             e.ns.matches(scope_ns, &vs.namespace) && host_subset_of(h, &e.host)
                         })

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::gateway_api::{RouteKind, GATEWAY_API_GROUP};
 use crate::istio::{
     AuthorizationPolicy, DestinationRule, Gateway, ServiceEntry, Sidecar, Telemetry,
     VirtualService, NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP,
@@ -455,6 +456,8 @@ pub struct Inputs {
     /// `security.istio.io` AuthorizationPolicies (CUSTOM ones name an
     /// ext_authz provider).
     pub authorization_policies: Vec<AuthorizationPolicy>,
+    /// Gateway API routes (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute).
+    pub routes: Vec<crate::gateway_api::Route>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
     /// EndpointSlices (only those of headless Services are used).
@@ -546,6 +549,10 @@ fn distance(a: &str, b: &str) -> usize {
 /// probably meant when that is one of the kinds read; and whether it
 /// looks like a mistake.
 fn skipped_key(kind: &str, api: &str) -> (String, bool) {
+    if api.starts_with(GATEWAY_API_GROUP) {
+        // The Gateway API's Gateway is no misspelt Istio Gateway.
+        return (format!("{kind} ({api})"), false);
+    }
     if let Some((_, group)) = READ_KINDS.iter().find(|(k, _)| *k == kind) {
         let wanted = group.unwrap_or("the core or apps/batch groups");
         return (
@@ -631,6 +638,11 @@ impl Inputs {
             }
             ("EndpointSlice", _) if group == DISCOVERY_GROUP => {
                 self.endpoint_slices.push(decode(&kind, v)?)
+            }
+            (k, _) if group == GATEWAY_API_GROUP && RouteKind::of(k).is_some() => {
+                let mut r: crate::gateway_api::Route = decode(&kind, v)?;
+                r.kind = RouteKind::of(&kind).expect("matched above");
+                self.routes.push(r)
             }
             ("Namespace", false) => self.namespaces.push(decode(&kind, v)?),
             ("Pod", false) => {

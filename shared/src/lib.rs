@@ -27,6 +27,7 @@ pub mod exempt;
 pub mod explain;
 pub mod exports;
 pub mod finding;
+pub mod gateway_api;
 pub mod graph;
 pub mod hints;
 pub mod host;

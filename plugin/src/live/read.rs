@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::api::{Api, ApiResource};
+use meshscope_shared::gateway_api::{RouteKind, GATEWAY_API_GROUP};
 use meshscope_shared::inputs::Pod as ObservedPod;
 use meshscope_shared::inputs::{EndpointSlice, DISCOVERY_GROUP, HEADLESS_LABEL};
 use meshscope_shared::Inputs;
@@ -43,8 +44,8 @@ const WORKLOADS: [(&str, &str); 7] = [
 /// namespaces; a user who cannot list them cluster-wide gets those of the
 /// namespaces in scope. Telemetries and AuthorizationPolicies name the
 /// extension providers a workload's Envoy calls (from the root namespace
-/// too).
-const SHARED: [(&str, &str); 7] = [
+/// too). The Gateway API's routes route as VirtualServices do.
+const SHARED: [(&str, &str); 11] = [
     ("", "services"),
     ("networking.istio.io", "sidecars"),
     ("networking.istio.io", "serviceentries"),
@@ -52,6 +53,10 @@ const SHARED: [(&str, &str); 7] = [
     ("networking.istio.io", "destinationrules"),
     ("telemetry.istio.io", "telemetries"),
     ("security.istio.io", "authorizationpolicies"),
+    (GATEWAY_API_GROUP, "httproutes"),
+    (GATEWAY_API_GROUP, "grpcroutes"),
+    (GATEWAY_API_GROUP, "tcproutes"),
+    (GATEWAY_API_GROUP, "tlsroutes"),
 ];
 
 /// What reading `namespaces` (all when `None`) and `purpose` need, as
@@ -533,7 +538,7 @@ impl Live {
                 jobs.push(self.list_istio(istio(kind, plural), ns).boxed());
             }
         }
-        for (group, kind, plural) in [
+        let optional = [
             (
                 meshscope_shared::istio::TELEMETRY_GROUP,
                 "Telemetry",
@@ -544,7 +549,10 @@ impl Live {
                 "AuthorizationPolicy",
                 "authorizationpolicies",
             ),
-        ] {
+        ]
+        .into_iter()
+        .chain(RouteKind::ALL.map(|k| (GATEWAY_API_GROUP, k.as_str(), k.plural())));
+        for (group, kind, plural) in optional {
             for ns in per_scope(plural) {
                 // Without these CRDs there are none of them: not an error.
                 jobs.push(

@@ -53,6 +53,12 @@ pub fn recommend_exports(
     }
     out.extend(service_entries(snap, &mut n));
     for (v, vs) in snap.virtual_services.iter().enumerate() {
+        if vs.route.is_some() {
+            // A Gateway API route has no exportTo to write: what it needs
+            // is kept exported (its parent and backends), nothing more.
+            n.take(Obj::Vs(v));
+            continue;
+        }
         let subject = Subject {
             kind: ExportKind::VirtualService,
             ns: &vs.namespace,

@@ -79,6 +79,7 @@ pub(super) fn needed_hosts(
             for name in &names {
                 if vs.hosts.iter().any(|h| hosts_overlap(h, name)) {
                     out.hosts.insert(format!("{}/{}", vs.namespace, name));
+                    parents(snap, ns, id, &mut out);
                     for (via, dests) in route_targets(snap, id) {
                         for d in dests {
                             let why = format!("required by routing: {via} routes {name} to it");
@@ -94,15 +95,28 @@ pub(super) fn needed_hosts(
     out
 }
 
+/// A Gateway API route gets no virtual host unless its parent service is
+/// visible (`pilot/pkg/networking/core/route/route.go`, istio 1.31): a
+/// consumer route lives in the caller's namespace, so importing it from
+/// there leaves the parent out; import the parent from its own.
+fn parents(snap: &MeshSnapshot, ns: &str, id: usize, out: &mut Needed) {
+    let vs = &snap.virtual_services[id];
+    if !vs.gateway_semantics() {
+        return;
+    }
+    for h in &vs.hosts {
+        if let Some(svc) = snap.destination_service(h, ns) {
+            out.hosts.insert(entry_for(snap, svc));
+        }
+    }
+}
+
 /// The destinations a VirtualService routes to: its own, then those of
 /// each VirtualService it delegates to that is exported to its namespace
 /// (as istiod merges them), each with how it is named.
 fn route_targets(snap: &MeshSnapshot, id: usize) -> Vec<(String, &[crate::snapshot::VsDest])> {
     let vs = &snap.virtual_services[id];
-    let mut out = vec![(
-        format!("VirtualService {}/{}", vs.namespace, vs.name),
-        vs.dests.as_slice(),
-    )];
+    let mut out = vec![(vs.label(), vs.dests.as_slice())];
     for (dns, dname) in &vs.delegates {
         if let Some(d) = snap.delegate_of(id, dns, dname) {
             let d = &snap.virtual_services[d];

@@ -85,11 +85,12 @@ pub(super) fn virtual_services(
     mesh: &MeshConfig,
     domain: &str,
 ) -> (Vec<VsInfo>, HashMap<String, Vec<VsId>>) {
-    let virtual_services: Vec<VsInfo> = inputs
+    let mut virtual_services: Vec<VsInfo> = inputs
         .virtual_services
         .iter()
         .map(|vs| vs_info(vs, mesh, domain))
         .collect();
+    virtual_services.extend(super::routes::virtual_services(inputs, mesh, domain));
     let mut vss_by_ns: HashMap<String, Vec<VsId>> = HashMap::default();
     for (id, v) in virtual_services.iter().enumerate() {
         vss_by_ns.entry(v.namespace.clone()).or_default().push(id);
@@ -294,5 +295,6 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
         delegates,
         created: created(&vs.metadata),
         namespace: ns,
+        route: None,
     }
 }

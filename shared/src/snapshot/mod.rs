@@ -21,6 +21,7 @@ use crate::HashMap;
 mod config;
 pub mod destination_rules;
 mod model;
+mod routes;
 mod services;
 mod workloads;
 
@@ -30,8 +31,8 @@ pub use config::sidecar_listeners;
 pub use destination_rules::{Consolidated, DrIndex, EntryId};
 pub use model::{
     DrId, DrInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution,
-    SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo,
-    Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    RouteOrigin, SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId,
+    VsInfo, Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 pub use services::{catch_all_ports, EXPORT_TO_ANNOTATION};
 

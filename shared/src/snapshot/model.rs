@@ -382,6 +382,37 @@ pub struct VsInfo {
     /// The VirtualServices its HTTP routes delegate to, as (namespace, name).
     pub delegates: Vec<(String, String)>,
     pub created: Created,
+    /// The Gateway API route istiod made this VirtualService of, when it is
+    /// one: it then has gateway semantics (`UseGatewaySemantics`,
+    /// `pilot/pkg/model/virtualservice.go`, istio 1.31) and no exportTo of
+    /// its own to write.
+    pub route: Option<RouteOrigin>,
+}
+
+/// A Gateway API route behind a [`VsInfo`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteOrigin {
+    pub kind: crate::gateway_api::RouteKind,
+    /// The route's own name (the VirtualService's is istiod's
+    /// `<name>~<n>~gateway`).
+    pub name: String,
+}
+
+impl VsInfo {
+    /// Whether istiod gives it gateway semantics: a route of the Gateway
+    /// API.
+    pub fn gateway_semantics(&self) -> bool {
+        self.route.is_some()
+    }
+
+    /// How messages name it: `VirtualService ns/name`, or the route it
+    /// comes from (`HTTPRoute ns/name`).
+    pub fn label(&self) -> String {
+        match &self.route {
+            Some(r) => format!("{} {}/{}", r.kind.as_str(), self.namespace, r.name),
+            None => format!("VirtualService {}/{}", self.namespace, self.name),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -1,0 +1,132 @@
+//! Gateway API routes as istiod turns them into VirtualServices with
+//! gateway semantics (`pilot/pkg/config/kube/gateway/route_collections.go`,
+//! istio 1.31):
+//!
+//! - a mesh (GAMMA) route, one whose parent is a Service, becomes one
+//!   mesh-bound VirtualService per parent, in the *route's* namespace, for
+//!   the parent's FQDN (`name.ns.svc.<domain>`, the namespace the route's
+//!   when the reference names none) or, for a ServiceEntry parent, one per
+//!   host of the entry; it sets no exportTo, so the mesh default applies;
+//! - a route whose parent is a Gateway becomes one VirtualService bound to
+//!   that gateway for its `hostnames` (`*` when none), served by the pods
+//!   istiod deploys for the Gateway in the Gateway's namespace;
+//! - backends (`backendRefs`) are Services by default (`name.ns.svc.<domain>`,
+//!   the route's namespace when none is named), or hosts named directly
+//!   (`networking.istio.io` `Hostname`), or a ServiceEntry's hosts.
+
+use super::model::{RouteOrigin, VsDest, VsInfo};
+use crate::gateway_api::{BackendRef, ParentRef, Route};
+use crate::host::Export;
+use crate::inputs::Inputs;
+use crate::istio::ServiceEntry;
+use crate::mesh::MeshConfig;
+use crate::meta::{created, name_of, ns_of};
+
+const ISTIO_NETWORKING: &str = "networking.istio.io";
+
+/// The VirtualServices istiod makes of the input's routes.
+pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str) -> Vec<VsInfo> {
+    let mut out = Vec::new();
+    for r in &inputs.routes {
+        let ns = ns_of(&r.metadata);
+        let dests = destinations(r, &ns, &inputs.service_entries, domain);
+        let base = |n: usize, hosts: Vec<String>, mesh_bound: bool, gateways: Vec<String>| VsInfo {
+            name: format!("{}~{n}~gateway", name_of(&r.metadata)),
+            namespace: ns.clone(),
+            hosts,
+            mesh_bound,
+            gateways,
+            export: Export::for_virtual_service(None, &mesh.default_virtual_service_export_to, &ns),
+            declared: None,
+            declared_ours: false,
+            dests: dests.clone(),
+            delegates: Vec::new(),
+            created: created(&r.metadata),
+            route: Some(RouteOrigin {
+                kind: r.kind,
+                name: name_of(&r.metadata),
+            }),
+        };
+        let mut n = 0;
+        for p in &r.spec.parent_refs {
+            if let Some(hosts) = mesh_parent_hosts(p, &ns, &inputs.service_entries, domain) {
+                for h in hosts {
+                    out.push(base(n, vec![h], true, Vec::new()));
+                    n += 1;
+                }
+            } else if is_gateway(p) {
+                let gw_ns = p.namespace.clone().unwrap_or_else(|| ns.clone());
+                let hosts = match r.spec.hostnames.is_empty() {
+                    true => vec!["*".to_string()],
+                    false => r.spec.hostnames.clone(),
+                };
+                out.push(base(n, hosts, false, vec![format!("{gw_ns}/{}", p.name)]));
+                n += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A Gateway API `Gateway` parent (the default kind).
+fn is_gateway(p: &ParentRef) -> bool {
+    matches!(p.kind.as_deref(), None | Some("Gateway"))
+        && matches!(
+            p.group.as_deref(),
+            None | Some(crate::gateway_api::GATEWAY_API_GROUP)
+        )
+}
+
+/// The hosts a mesh parent stands for: a Service's FQDN, or a
+/// ServiceEntry's hosts (none when the entry is not in the input). `None`
+/// for a parent that is not a mesh one.
+fn mesh_parent_hosts(
+    p: &ParentRef,
+    ns: &str,
+    entries: &[ServiceEntry],
+    domain: &str,
+) -> Option<Vec<String>> {
+    let pns = p.namespace.as_deref().unwrap_or(ns);
+    if p.is_service() {
+        return Some(vec![format!("{}.{pns}.svc.{domain}", p.name)]);
+    }
+    if p.kind.as_deref() == Some("ServiceEntry") && p.group.as_deref() == Some(ISTIO_NETWORKING) {
+        return Some(entry_hosts(entries, pns, &p.name));
+    }
+    None
+}
+
+fn entry_hosts(entries: &[ServiceEntry], ns: &str, name: &str) -> Vec<String> {
+    entries
+        .iter()
+        .find(|e| ns_of(&e.metadata) == ns && name_of(&e.metadata) == name)
+        .map(|e| e.spec.hosts.clone())
+        .unwrap_or_default()
+}
+
+/// Where a route's rules send requests.
+fn destinations(r: &Route, ns: &str, entries: &[ServiceEntry], domain: &str) -> Vec<VsDest> {
+    let mut out = Vec::new();
+    for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
+        for host in backend_hosts(b, ns, entries, domain) {
+            out.push(VsDest {
+                host,
+                port: b.port,
+                source_namespaces: Vec::new(),
+            });
+        }
+    }
+    out
+}
+
+fn backend_hosts(b: &BackendRef, ns: &str, entries: &[ServiceEntry], domain: &str) -> Vec<String> {
+    let bns = b.namespace.as_deref().unwrap_or(ns);
+    if b.is_service() {
+        return vec![format!("{}.{bns}.svc.{domain}", b.name)];
+    }
+    match (b.group.as_deref(), b.kind.as_deref()) {
+        (Some(ISTIO_NETWORKING), Some("Hostname")) => vec![b.name.clone()],
+        (Some(ISTIO_NETWORKING), Some("ServiceEntry")) => entry_hosts(entries, bns, &b.name),
+        _ => Vec::new(),
+    }
+}

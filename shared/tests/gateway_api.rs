@@ -1,0 +1,164 @@
+//! Gateway API routes (issue #33): a mesh (GAMMA) route, one whose parent
+//! is a Service, routes its parent's host as a VirtualService with gateway
+//! semantics does; recommendations import the parent and every backend,
+//! `--exports` keeps them exported to the callers, and an ingress route's
+//! backend stays exported to its Gateway's namespace.
+
+use meshscope_test_support::access_log::line;
+use meshscope_test_support::fixtures::{hosts, observe, snap};
+
+use meshscope_shared::exports::{recommend_exports, ExportKind, ExportOptions, ExportRec};
+use meshscope_shared::recommend::{self, RecommendOptions};
+use meshscope_shared::snapshot::{MeshSnapshot, WorkloadKind};
+
+fn namespace(ns: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{istio-injection: enabled}}\n")
+}
+
+fn deploy(ns: &str, name: &str, ip: &str) -> String {
+    format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: {ns}\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
+    )
+}
+
+fn service(ns: &str, name: &str, ip: &str) -> String {
+    format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  clusterIP: {ip}\n  selector: {{app: {name}}}\n  ports:\n  - {{name: http, port: 80}}\n")
+}
+
+/// `route` in namespace `ns` splits Service app/a 50/50 to app/b and app/c.
+fn split(ns: &str, kind: &str) -> String {
+    format!(
+        r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: {kind}
+metadata: {{name: split, namespace: {ns}}}
+spec:
+  parentRefs:
+  - {{group: "", kind: Service, name: a, namespace: app, port: 80}}
+  rules:
+  - backendRefs:
+    - {{name: b, namespace: app, port: 80, weight: 50}}
+    - {{name: c, namespace: app, port: 80, weight: 50}}
+"#
+    )
+}
+
+/// An ingress Gateway in `ingress` whose HTTPRoute sends shop.example.com
+/// to front/web.
+const INGRESS: &str = r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: ingress}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: shop, namespace: front}
+spec:
+  parentRefs: [{name: public, namespace: ingress}]
+  hostnames: [shop.example.com]
+  rules:
+  - backendRefs: [{name: web, port: 80}]
+"#;
+
+/// front/web calls app/a; app serves a, b and c.
+fn mesh(route: &str) -> String {
+    let mut y = namespace("front") + &namespace("app") + &namespace("ingress");
+    y += &deploy("front", "web", "10.0.0.1");
+    for (name, ip, svc_ip) in [
+        ("a", "10.0.1.1", "10.96.1.1"),
+        ("b", "10.0.1.2", "10.96.1.2"),
+        ("c", "10.0.1.3", "10.96.1.3"),
+    ] {
+        y += &deploy("app", name, ip);
+        y += &service("app", name, svc_ip);
+    }
+    y += &service("front", "web", "10.96.0.1");
+    y + route
+}
+
+/// web's requests to `a.app:80`, which the route sent to b.
+fn to_b(s: &MeshSnapshot) -> meshscope_shared::observe::Observations {
+    let log = line(
+        "10.0.0.1",
+        "a.app:80",
+        "outbound|80||b.app.svc.cluster.local",
+        "10.96.1.2:80",
+    );
+    observe(s, &log)
+}
+
+fn web_hosts(s: &MeshSnapshot) -> Vec<String> {
+    let web = s
+        .find_workload(&WorkloadKind::Deployment, "front", "web")
+        .unwrap();
+    let recs = recommend::recommend(s, &to_b(s), &[web], &RecommendOptions::default());
+    hosts(&recs[0])
+}
+
+#[test]
+fn a_producer_route_brings_its_parent_and_every_backend() {
+    for kind in ["HTTPRoute", "GRPCRoute"] {
+        let h = web_hosts(&snap(&mesh(&split("app", kind))));
+        for want in [
+            "app/a.app.svc.cluster.local",
+            "app/b.app.svc.cluster.local",
+            "app/c.app.svc.cluster.local",
+        ] {
+            assert!(h.contains(&want.to_string()), "{kind}: {h:?}");
+        }
+    }
+}
+
+/// A consumer route lives in the caller's namespace: importing it from
+/// there is not enough, its parent Service must be visible too.
+#[test]
+fn a_consumer_route_brings_the_route_its_parent_and_every_backend() {
+    let h = web_hosts(&snap(&mesh(&split("front", "HTTPRoute"))));
+    for want in [
+        "front/a.app.svc.cluster.local",
+        "app/a.app.svc.cluster.local",
+        "app/b.app.svc.cluster.local",
+        "app/c.app.svc.cluster.local",
+    ] {
+        assert!(h.contains(&want.to_string()), "{h:?}");
+    }
+}
+
+fn find<'a>(recs: &'a [ExportRec], kind: ExportKind, key: &str) -> &'a ExportRec {
+    recs.iter()
+        .find(|r| r.kind == kind && r.key() == key)
+        .unwrap_or_else(|| panic!("{key}: {recs:?}"))
+}
+
+#[test]
+fn exports_keep_a_routes_parent_and_backends_exported_to_its_callers() {
+    let s = snap(&mesh(&split("app", "HTTPRoute")));
+    let r = recommend_exports(&s, &to_b(&s), ExportOptions { force: false });
+    for svc in ["app/a", "app/b", "app/c"] {
+        assert_eq!(
+            find(&r, ExportKind::Service, svc).recommended,
+            [".", "front"],
+            "{svc}"
+        );
+    }
+    // The route itself has no exportTo to write.
+    assert!(
+        !r.iter().any(|x| x.kind == ExportKind::VirtualService),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn exports_keep_an_ingress_routes_backend_exported_to_its_gateway() {
+    let s = snap(&mesh(INGRESS));
+    // No traffic at all: the Gateway and route binding is the evidence.
+    let none = observe(&s, "");
+    let r = recommend_exports(&s, &none, ExportOptions { force: false });
+    assert_eq!(
+        find(&r, ExportKind::Service, "front/web").recommended,
+        [".", "ingress"]
+    );
+}
