@@ -47,11 +47,22 @@ pub struct ProcessUsage {
 impl Istiod {
     /// Starts an istiod watching `cluster`, and waits until it is ready.
     pub fn start(cluster: &Cluster) -> Result<Istiod> {
+        Istiod::start_env(cluster, &[])
+    }
+
+    /// As [`Istiod::start`], with the Gateway API on: istiod reads the
+    /// routes and Gateways the control plane holds.
+    pub fn start_with_gateway_api(cluster: &Cluster) -> Result<Istiod> {
+        Istiod::start_env(cluster, &[("MESHSCOPE_ISTIOD_GATEWAY_API", "true")])
+    }
+
+    fn start_env(cluster: &Cluster, env: &[(&str, &str)]) -> Result<Istiod> {
         let dir = tempfile::Builder::new()
             .prefix("meshscope-istiod-")
             .tempdir()?;
         let up = repo_root().join("tests/istiod/up");
         let out = Command::new(&up)
+            .envs(env.iter().copied())
             .env("MESHSCOPE_ISTIOD_DIR", dir.path().join("state"))
             .env("KUBECONFIG", &cluster.kubeconfig)
             .stdin(Stdio::null())

@@ -37,6 +37,9 @@ mod impact;
 #[path = "verify/exports.rs"]
 mod exports;
 
+#[path = "verify/gateway_api.rs"]
+mod gateway_api;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
