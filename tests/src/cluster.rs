@@ -253,12 +253,17 @@ impl Cluster {
         )
     }
 
-    /// Installs the shipped read-only ClusterRole
-    /// (`deploy/rbac/meshscope-reader.yaml`) and binds it to `user`.
-    pub fn bind_reader(&self, user: &str) {
+    /// Installs (or updates) the shipped read-only ClusterRole
+    /// (`deploy/rbac/meshscope-reader.yaml`).
+    pub fn install_reader(&self) {
         let reader = repo_root().join("deploy/rbac/meshscope-reader.yaml");
         let path = reader.to_str().expect("the repository path is UTF-8");
         self.kubectl_ok(&["apply", "-f", path], None);
+    }
+
+    /// [`Cluster::install_reader`], bound to `user`.
+    pub fn bind_reader(&self, user: &str) {
+        self.install_reader();
         let subject = format!("--user={user}");
         self.kubectl_ok(
             &[

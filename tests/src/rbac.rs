@@ -26,7 +26,7 @@ pub fn edited(
 }
 
 /// The reader's verbs, as Role rules (`deploy/rbac/meshscope-reader.yaml`'s, namespaced).
-pub const READER_RULES: &str = "rules:\n- apiGroups: [\"\"]\n  resources: [pods, services]\n  verbs: [get, list]\n- apiGroups: [apps]\n  resources: [deployments, replicasets, statefulsets, daemonsets]\n  verbs: [get, list]\n- apiGroups: [batch]\n  resources: [jobs, cronjobs]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [sidecars, serviceentries, virtualservices, destinationrules]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [gateways]\n  verbs: [list]\n- apiGroups: [telemetry.istio.io]\n  resources: [telemetries]\n  verbs: [get, list]\n- apiGroups: [security.istio.io]\n  resources: [authorizationpolicies]\n  verbs: [get, list]\n";
+pub const READER_RULES: &str = "rules:\n- apiGroups: [\"\"]\n  resources: [pods, services]\n  verbs: [get, list]\n- apiGroups: [apps]\n  resources: [deployments, replicasets, statefulsets, daemonsets]\n  verbs: [get, list]\n- apiGroups: [batch]\n  resources: [jobs, cronjobs]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [sidecars, serviceentries, virtualservices, destinationrules]\n  verbs: [get, list]\n- apiGroups: [networking.istio.io]\n  resources: [gateways]\n  verbs: [list]\n- apiGroups: [telemetry.istio.io]\n  resources: [telemetries]\n  verbs: [get, list]\n- apiGroups: [security.istio.io]\n  resources: [authorizationpolicies]\n  verbs: [get, list]\n- apiGroups: [gateway.networking.k8s.io]\n  resources: [httproutes, grpcroutes, tcproutes, tlsroutes]\n  verbs: [get, list]\n";
 
 /// A user bound to a Role in `ns` with the reader's verbs (and `get` on
 /// its Namespace object when `namespace_get`).

@@ -49,7 +49,7 @@ fn server_and_ca(c: &Cluster, dir: &Path) -> (String, PathBuf) {
 
 /// The limitation a user who may read only `ns` is told of.
 fn limited_to(ns: &str) -> String {
-    format!("cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in all namespaces, so only those in namespace \"{ns}\" are read")
+    format!("cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, tcproutes.gateway.networking.k8s.io, tlsroutes.gateway.networking.k8s.io in all namespaces, so only those in namespace \"{ns}\" are read")
 }
 
 #[test]
@@ -244,6 +244,7 @@ fn kubectls_connection_flags_reach_the_cluster_as_kubectl_does() {
     // --server, --token and --certificate-authority, with no kubeconfig.
     let (server, ca) = server_and_ca(c, dir.path());
     c.kubectl_ok(&["create", "serviceaccount", "auditor", "-n", &ns], None);
+    c.install_reader();
     c.kubectl_ok(
         &[
             "create",

@@ -421,7 +421,7 @@ fn a_user_who_may_read_one_namespace_gets_a_result_limited_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let user = format!("meshscope-nsreader-{ns}");
     let kc = namespace_reader(c, &ns, &user, true, dir.path());
-    let limitation = format!("warning: cross-namespace dependencies unknown: cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in all namespaces, so only those in namespace \"{ns}\" are read; grant deploy/rbac/meshscope-reader.yaml for the rest\n");
+    let limitation = format!("warning: cross-namespace dependencies unknown: cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, tcproutes.gateway.networking.k8s.io, tlsroutes.gateway.networking.k8s.io in all namespaces, so only those in namespace \"{ns}\" are read; grant deploy/rbac/meshscope-reader.yaml for the rest\n");
     let runs = [
         vec!["audit", "-n", &ns],
         vec!["recommend", "-n", &ns, "--allow-idle"],
@@ -473,7 +473,7 @@ fn a_user_without_permissions_gets_one_role_for_everything_missing() {
     let first = err.lines().next().unwrap();
     assert_eq!(
         first,
-        format!("error: RBAC forbids list on namespaces, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, endpointslices.discovery.k8s.io in all namespaces, and list on pods, deployments.apps, replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, cronjobs.batch, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml, or at least:")
+        format!("error: RBAC forbids list on namespaces, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, tcproutes.gateway.networking.k8s.io, tlsroutes.gateway.networking.k8s.io, endpointslices.discovery.k8s.io in all namespaces, and list on pods, deployments.apps, replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, cronjobs.batch, services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, tcproutes.gateway.networking.k8s.io, tlsroutes.gateway.networking.k8s.io in namespace \"{ns}\"; grant deploy/rbac/meshscope-reader.yaml, or at least:")
     );
     assert_eq!(
         err.matches("apiVersion: rbac.authorization.k8s.io/v1")
