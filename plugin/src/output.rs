@@ -143,6 +143,7 @@ pub fn resource(kind: &str) -> String {
         "Pod" | "Service" | "Namespace" | "ConfigMap" => "",
         "Sidecar" | "ServiceEntry" | "VirtualService" | "DestinationRule" | "Gateway"
         | "WorkloadEntry" | "EnvoyFilter" => "networking.istio.io",
+        "HTTPRoute" | "GRPCRoute" | "TCPRoute" | "TLSRoute" => "gateway.networking.k8s.io",
         _ => "",
     };
     let kind = kind.to_ascii_lowercase();

@@ -761,9 +761,10 @@ pub fn audit(
     out
 }
 
-/// MS0016–MS0020: ServiceEntries with a catch-all address or a wildcard
+/// MS0016–MS0020 and MS0023: ServiceEntries with a catch-all address or a wildcard
 /// host seen mesh-wide, wildcard DestinationRules that shadow other
-/// namespaces' rules, and (with observed traffic) exportTo that hides an
+/// namespaces' rules, Gateway API routes whose services are hidden where
+/// they apply, and (with observed traffic) exportTo that hides an
 /// object from its callers and namespaces istiod need not watch.
 fn export_findings(
     snap: &MeshSnapshot,
@@ -785,6 +786,9 @@ fn export_findings(
             out.extend(findings::wildcard_destination_rule(snap, d));
         }
     }
+    out.extend(crate::exports::routes::hidden_route_services(snap, |ns| {
+        scope.ns(ns)
+    }));
     let Some(obs) = obs.filter(|o| !o.traffic.is_empty()) else {
         return out;
     };

@@ -203,6 +203,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "A ValidatingWebhookConfiguration labelled app.kubernetes.io/part-of: meshscope calls a Service with no ready endpoint (its pods never started, crash, or fail readiness). The API server cannot call the webhook: with failurePolicy Ignore (the shipped default) it skips it, so unscoped workloads and DNS ServiceEntries without exportTo are admitted without a warning and the install enforces nothing; with failurePolicy Fail it rejects every request the webhook matches.",
         fix: "Find why the pods the Service selects are not ready: kubectl describe service -n NS NAME, kubectl get pods -n NS, and their events and logs (an image that cannot be pulled, a missing TLS Secret). kubectl meshscope version lists each webhook with its ready endpoints.",
     },
+    CodeDoc {
+        code: "MS0023",
+        severity: Severity::Error,
+        title: "Gateway API route sends requests to a service hidden where it applies",
+        description: "A Gateway API route (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute) names a Service or ServiceEntry that the exportTo of the object (or the mesh default) hides from proxies the route applies to. A route bound to a Gateway is served by the gateway's pods in the Gateway's namespace: a backend hidden there gets no cluster, and requests through the gateway fail (HTTP 500). A mesh route (a Service parent) applies to the proxies that see its parent, and an HTTP or gRPC route in another namespace than its parent only to the proxies of its own namespace: a parent hidden from that namespace drops the route everywhere, and a backend hidden from a namespace where the route applies leaves its proxies a route to a cluster they lack (HTTP 503 NC for the share of requests sent there). Found from the objects alone, without traffic.",
+        fix: "Export each service the message names to the namespaces it names: its networking.istio.io/exportTo annotation (a ServiceEntry's spec.exportTo), or widen the mesh default. With a traffic source, kubectl meshscope apply --exports --force-exports -n NS keeps a route's parent and backends exported to every namespace that calls the parent and to the gateway's namespace.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {

@@ -162,3 +162,91 @@ fn exports_keep_an_ingress_routes_backend_exported_to_its_gateway() {
         [".", "ingress"]
     );
 }
+
+// === MS0023: a route's service hidden where the route applies ===
+
+/// `mesh(route)` with Service `ns/name` exported only to `export`.
+fn exported(yaml: String, ns: &str, name: &str, export: &str) -> String {
+    let from = format!("kind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\n");
+    assert!(yaml.contains(&from), "no Service {ns}/{name}");
+    let to = format!("kind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{networking.istio.io/exportTo: \"{export}\"}}\n");
+    yaml.replacen(&from, &to, 1)
+}
+
+fn ms0023(yaml: &str) -> Vec<String> {
+    use meshscope_shared::audit::{audit, AuditScope};
+    let scope = AuditScope {
+        namespaces: None,
+        workloads: None,
+    };
+    audit(&snap(yaml), None, &scope)
+        .into_iter()
+        .filter(|f| f.code == "MS0023")
+        .map(|f| format!("{} {}/{}: {}", f.kind, f.namespace, f.name, f.message))
+        .collect()
+}
+
+#[test]
+fn ms0023_names_an_ingress_backend_hidden_from_its_gateways_namespace() {
+    assert_eq!(ms0023(&mesh(INGRESS)), Vec::<String>::new());
+    let f = ms0023(&exported(mesh(INGRESS), "front", "web", "."));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].starts_with("HTTPRoute front/shop: ")
+            && f[0].contains("backend web.front.svc.cluster.local is hidden from namespace ingress, where Gateway ingress/public's pods run"),
+        "{f:?}"
+    );
+    // Exported there, it is fine again.
+    assert_eq!(
+        ms0023(&exported(mesh(INGRESS), "front", "web", ".,ingress")),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn ms0023_names_a_mesh_routes_backend_hidden_from_a_namespace_that_sees_its_parent() {
+    for kind in ["HTTPRoute", "GRPCRoute", "TCPRoute"] {
+        assert_eq!(ms0023(&mesh(&split("app", kind))), Vec::<String>::new());
+        let f = ms0023(&exported(mesh(&split("app", kind)), "app", "c", "."));
+        assert_eq!(f.len(), 1, "{kind}: {f:?}");
+        // front has a proxy and sees a; ingress runs none, but its
+        // label injects the pods it will run.
+        assert!(
+            f[0].contains("backend c.app.svc.cluster.local is hidden from namespaces front, ingress, whose proxies get the route for a.app.svc.cluster.local"),
+            "{kind}: {f:?}"
+        );
+        // The parent hidden too: no namespace but app gets the route.
+        let both = exported(
+            exported(mesh(&split("app", kind)), "app", "c", "."),
+            "app",
+            "a",
+            ".",
+        );
+        assert_eq!(ms0023(&both), Vec::<String>::new(), "{kind}");
+    }
+}
+
+#[test]
+fn ms0023_names_a_consumer_routes_parent_hidden_from_the_routes_namespace() {
+    let hidden = exported(mesh(&split("front", "HTTPRoute")), "app", "a", ".");
+    let f = ms0023(&hidden);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].contains("its parent a.app.svc.cluster.local is hidden from the route's namespace front, the only one it applies to: no proxy gets the route"),
+        "{f:?}"
+    );
+    // An HTTP consumer route applies only in its own namespace: a backend
+    // exported to app alone is hidden from front, where it applies.
+    let c_to_app = exported(mesh(&split("front", "HTTPRoute")), "app", "c", "app");
+    let f = ms0023(&c_to_app);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].contains("hidden from namespace front,"), "{f:?}");
+    // A TCP consumer route applies wherever its parent is seen.
+    let f = ms0023(&exported(
+        mesh(&split("front", "TCPRoute")),
+        "app",
+        "a",
+        ".",
+    ));
+    assert_eq!(f, Vec::<String>::new());
+}

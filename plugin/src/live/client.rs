@@ -191,6 +191,14 @@ impl Live {
         ApiFailure::from_kube(e, verb, &resource_name(ar), ns, &self.server)
     }
 
+    /// Leaves `note` for [`Live::take_notes`], unless it is already there.
+    pub(super) fn note_once(&self, note: String) {
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+
     /// The notes the reads so far left, taken (each is said once).
     pub fn take_notes(&self) -> Vec<String> {
         std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))

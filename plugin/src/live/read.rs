@@ -59,6 +59,10 @@ const SHARED: [(&str, &str); 11] = [
     (GATEWAY_API_GROUP, "tlsroutes"),
 ];
 
+/// Said once when the cluster has no HTTPRoute CRD (clusters with it may
+/// lack the less common route kinds: those are not said).
+const NO_GATEWAY_API: &str = "no Gateway API routes read: the cluster has no httproutes.gateway.networking.k8s.io CRD (Gateway API not installed), so only Istio's VirtualServices route";
+
 /// What reading `namespaces` (all when `None`) and `purpose` need, as
 /// [`Live::read`] checks it: what the result cannot do without (reads in
 /// the namespaces in scope, and what the command itself does there), and
@@ -561,7 +565,12 @@ impl Live {
                             Err(ApiFailure {
                                 kind: FailureKind::NotFound(_),
                                 ..
-                            }) => Ok(Box::new(|_: &mut Inputs| Ok(())) as Fill),
+                            }) => {
+                                if plural == RouteKind::Http.plural() {
+                                    self.note_once(NO_GATEWAY_API.into());
+                                }
+                                Ok(Box::new(|_: &mut Inputs| Ok(())) as Fill)
+                            }
                             other => other,
                         }
                     }

@@ -6,6 +6,7 @@
 //!  Observations ─┐
 //!  Gateways, Sidecars, mesh config ─► needs ─► ExportRec per object ─► plugin (SSA of exportTo only)
 //!                                                  └─► MS0019 (exportTo hides it from a caller)
+//!  Gateway API routes, exportTo ─► MS0023 (a route's service hidden where it applies)
 //! ```
 //!
 //! An object whose owner set exportTo is left alone unless forced. The
@@ -22,6 +23,7 @@ pub mod findings;
 mod list;
 mod model;
 mod needs;
+pub mod routes;
 
 pub use list::export_list;
 pub use model::{ExportAction, ExportKind, ExportOptions, ExportRec, Need, Reason, ALL};

@@ -69,7 +69,7 @@ fn routed_clusters(istiod: &Istiod, proxy: &str, domain: &str) -> Vec<String> {
 fn apply_keeps_a_mesh_routes_virtual_host_and_every_backend_it_splits_to() {
     meshscope_e2e::needs_cluster!();
     let _serial = serial();
-    split(Place::Producer);
+    split(Place::Producer, false, scenario);
 }
 
 /// The same route in the caller's namespace (a consumer route): the
@@ -78,7 +78,18 @@ fn apply_keeps_a_mesh_routes_virtual_host_and_every_backend_it_splits_to() {
 fn apply_keeps_a_consumer_routes_virtual_host_and_its_parent() {
     meshscope_e2e::needs_cluster!();
     let _serial = serial();
-    split(Place::Consumer);
+    split(Place::Consumer, false, scenario);
+}
+
+/// MS0023 is istiod's answer: with `c` exported only to its own namespace
+/// (and `a` to `app` and `front`),
+/// `audit` names it hidden from `front`, and istiod gives web a route to
+/// `c`'s cluster without the cluster; exported again, neither.
+#[test]
+fn audit_names_a_routed_backend_hidden_from_the_callers_namespace_as_istiod_drops_its_cluster() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    split(Place::Producer, true, hidden_backend);
 }
 
 /// Where the route lives: with its parent Service, or with its caller.
@@ -88,7 +99,13 @@ enum Place {
     Consumer,
 }
 
-fn split(place: Place) {
+/// The scenario's checks, given the cluster, istiod, the world and the
+/// `front` and `app` namespaces.
+type Check = fn(&Cluster, &Istiod, &meshscope_e2e::fidelity::Scenario, &str, &str);
+
+/// The mesh, the route at `place` (and `c` exported only to `app` when
+/// `hide_c`), istiod started, `check` run, everything deleted.
+fn split(place: Place, hide_c: bool, check: Check) {
     let c = Cluster::shared();
     let ns = |n: &str| format!("vgw{}-{n}", tag());
     let (front, app) = (ns("front"), ns("app"));
@@ -110,10 +127,21 @@ fn split(place: Place) {
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: split, namespace: {at}}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: a, namespace: {app}, port: 80}}\n  rules:\n  - backendRefs:\n    - {{name: b, namespace: {app}, port: 80, weight: 50}}\n    - {{name: c, namespace: {app}, port: 80, weight: 50}}\n"
     );
     c.kubectl_ok(&["apply", "-f", "-"], Some(&route));
+    if hide_c {
+        // a only to front (so that the route applies there and in app, not
+        // in the other tests' namespaces), c only to app.
+        let to_front = format!("networking.istio.io/exportTo=.,{front}");
+        for (svc, export) in [
+            ("a", to_front.as_str()),
+            ("c", "networking.istio.io/exportTo=."),
+        ] {
+            c.kubectl_ok(&["annotate", "service", svc, "-n", &app, export], None);
+        }
+    }
     let mut istiod = None;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let started = istiod.insert(Istiod::start_with_gateway_api(c).expect("istiod starts"));
-        scenario(c, started, &sc, &front, &app)
+        check(c, started, &sc, &front, &app)
     }));
     let _ = c.kubectl(&["delete", "httproute", "split", "-n", at], None);
     if let Err(e) = sc.world.delete(c) {
@@ -201,5 +229,91 @@ fn scenario(
     for w in &want {
         assert!(clusters.contains(w), "{w} in {clusters:?}");
     }
+    sim.close();
+}
+
+fn hidden_backend(
+    c: &Cluster,
+    istiod: &Istiod,
+    sc: &meshscope_e2e::fidelity::Scenario,
+    front: &str,
+    app: &str,
+) {
+    let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
+    istiod
+        .wait_for(
+            &["a", "b", "c"].map(|s| (app.to_string(), fqdn(s))),
+            &[],
+            Duration::from_secs(60),
+        )
+        .expect("istiod sees the services");
+    let web = sc.world.pods.iter().find(|p| p.name == "web-0").unwrap();
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![web.proxy_spec()], 1);
+    let proxy = format!("web-0.{front}");
+    let (b, cc) = (
+        format!("outbound|80||{}", fqdn("b")),
+        format!("outbound|80||{}", fqdn("c")),
+    );
+    let domain = fqdn("a");
+    // istiod's side: web routes `a` to both, and holds no cluster for c.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while routed_clusters(istiod, &proxy, &domain) != [b.clone(), cc.clone()] {
+        assert!(
+            Instant::now() < deadline,
+            "istiod never routed {domain} by the HTTPRoute: {:?}",
+            routed_clusters(istiod, &proxy, &domain)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let clusters = sim.get(&format!("{front}/web-0")).unwrap().cluster_names();
+    assert!(clusters.contains(&b), "{b} in {clusters:?}");
+    assert!(!clusters.contains(&cc), "{cc} hidden, yet in {clusters:?}");
+
+    // meshscope's: MS0023 on the route, naming c and front.
+    let audit = |c: &Cluster| {
+        meshscope(
+            &c.kubeconfig,
+            &["audit", "-n", app, "--code", "MS0023", "-o", "json"],
+        )
+    };
+    let r = audit(c);
+    let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    let found = v["findings"].as_array().cloned().unwrap_or_default();
+    assert_eq!(found.len(), 1, "{}", r.stdout);
+    assert_eq!(found[0]["kind"], "HTTPRoute", "{}", r.stdout);
+    let msg = found[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(&format!(
+            "backend {} is hidden from namespace {front},",
+            fqdn("c")
+        )),
+        "{msg}"
+    );
+
+    // Exported again: istiod sends the cluster, and audit is quiet.
+    let t0 = Instant::now();
+    c.kubectl_ok(
+        &[
+            "annotate",
+            "service",
+            "c",
+            "-n",
+            app,
+            "networking.istio.io/exportTo-",
+        ],
+        None,
+    );
+    sim.wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
+        .expect("istiod pushes the export");
+    let clusters = sim.get(&format!("{front}/web-0")).unwrap().cluster_names();
+    assert!(clusters.contains(&cc), "{cc} in {clusters:?}");
+    let r = audit(c);
+    let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    assert_eq!(
+        v["findings"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        r.stdout
+    );
     sim.close();
 }
