@@ -33,6 +33,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::config::Kubeconfig;
 use meshscope_shared::audit::CODES;
 use meshscope_shared::explain::Target;
+use meshscope_shared::gateway_api::{RouteKind, GATEWAY_API_GROUP};
 use meshscope_shared::snapshot::WorkloadKind;
 
 use crate::args::{Cli, Common};
@@ -121,16 +122,21 @@ pub enum Kind {
     ServiceEntry,
     VirtualService,
     DestinationRule,
+    Route(RouteKind),
 }
 
 /// Workload kinds offered for `explain` and `verify` targets.
 const WORKLOAD_KINDS: [Kind; 3] = [Kind::Deployment, Kind::StatefulSet, Kind::DaemonSet];
 /// Kinds offered for `impact` targets.
-const IMPACT_KINDS: [Kind; 4] = [
+const IMPACT_KINDS: [Kind; 8] = [
     Kind::Service,
     Kind::ServiceEntry,
     Kind::VirtualService,
     Kind::DestinationRule,
+    Kind::Route(RouteKind::Http),
+    Kind::Route(RouteKind::Grpc),
+    Kind::Route(RouteKind::Tcp),
+    Kind::Route(RouteKind::Tls),
 ];
 
 impl Kind {
@@ -145,6 +151,7 @@ impl Kind {
             Kind::ServiceEntry => "serviceentry",
             Kind::VirtualService => "virtualservice",
             Kind::DestinationRule => "destinationrule",
+            Kind::Route(k) => k.singular(),
         }
     }
 
@@ -166,6 +173,7 @@ impl Kind {
             Target::ServiceEntry { .. } => Kind::ServiceEntry,
             Target::VirtualService { .. } => Kind::VirtualService,
             Target::DestinationRule { .. } => Kind::DestinationRule,
+            Target::Route { kind, .. } => Kind::Route(kind),
         })
     }
 }
@@ -666,6 +674,7 @@ async fn list_names(live: &Live, kind: Kind, ns: &str) -> Result<Vec<String>, li
         Kind::ServiceEntry => live::istio("ServiceEntry", "serviceentries"),
         Kind::VirtualService => live::istio("VirtualService", "virtualservices"),
         Kind::DestinationRule => live::istio("DestinationRule", "destinationrules"),
+        Kind::Route(k) => live::istio_in(GATEWAY_API_GROUP, k.as_str(), k.plural()),
     };
     live.names(&ar, Some(ns)).await
 }

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::edges::{self, Meets, Policy};
 use crate::error::Error;
+use crate::gateway_api::RouteKind;
 use crate::observe::Observations;
 use crate::scope::{ConfigEstimate, Evaluator, ScopeSource, Visible};
 use crate::snapshot::{
@@ -113,6 +114,8 @@ pub struct Explanation {
     pub outbound_listeners: Vec<String>,
     /// The route configurations those listeners name (RDS).
     pub outbound_routes: Vec<String>,
+    /// The Gateway API mesh routes the scope selects, and their clusters.
+    pub routes: Vec<crate::gateway_routes::RouteSeen>,
     pub estimate: ConfigEstimate,
     pub unscoped_estimate: ConfigEstimate,
     pub pushed_by: PushSources,
@@ -291,6 +294,7 @@ pub fn explain(
             .into_iter()
             .map(String::from)
             .collect(),
+        routes: crate::gateway_routes::routes_seen(snap, &vis),
         estimate: snap
             .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),
@@ -418,19 +422,49 @@ fn fmt(l: &Labels) -> String {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    Service { namespace: String, name: String },
-    ServiceEntry { namespace: String, name: String },
-    VirtualService { namespace: String, name: String },
-    DestinationRule { namespace: String, name: String },
+    Service {
+        namespace: String,
+        name: String,
+    },
+    ServiceEntry {
+        namespace: String,
+        name: String,
+    },
+    VirtualService {
+        namespace: String,
+        name: String,
+    },
+    DestinationRule {
+        namespace: String,
+        name: String,
+    },
+    /// A Gateway API route: the VirtualServices istiod makes of it.
+    Route {
+        kind: RouteKind,
+        namespace: String,
+        name: String,
+    },
 }
 
 impl Target {
     /// Parses `service/NAME` (also `svc/`, `serviceentry/`, `se/`,
-    /// `virtualservice/`, `vs/`, `destinationrule/`, `dr/`).
+    /// `virtualservice/`, `vs/`, `destinationrule/`, `dr/`, `httproute/`,
+    /// `grpcroute/`, `tcproute/`, `tlsroute/`).
     pub fn parse(s: &str, namespace: &str) -> Option<Self> {
         let (kind, name) = s.split_once('/')?;
         let (namespace, name) = (namespace.to_string(), name.to_string());
-        Some(match kind.to_ascii_lowercase().as_str() {
+        let lower = kind.to_ascii_lowercase();
+        if let Some(kind) = RouteKind::ALL
+            .into_iter()
+            .find(|k| lower == k.singular() || lower == k.plural())
+        {
+            return Some(Target::Route {
+                kind,
+                namespace,
+                name,
+            });
+        }
+        Some(match lower.as_str() {
             "service" | "services" | "svc" => Target::Service { namespace, name },
             "serviceentry" | "serviceentries" | "se" => Target::ServiceEntry { namespace, name },
             "virtualservice" | "virtualservices" | "vs" => {
@@ -448,7 +482,8 @@ impl Target {
             Target::Service { namespace, .. }
             | Target::ServiceEntry { namespace, .. }
             | Target::VirtualService { namespace, .. }
-            | Target::DestinationRule { namespace, .. } => namespace,
+            | Target::DestinationRule { namespace, .. }
+            | Target::Route { namespace, .. } => namespace,
         }
     }
 
@@ -479,6 +514,12 @@ impl Target {
                 .filter(|d| &d.name == name)
                 .map(|d| d.namespace.clone())
                 .collect(),
+            Target::Route { kind, name, .. } => snap
+                .virtual_services
+                .iter()
+                .filter(|v| is_route(v, *kind, name))
+                .map(|v| v.namespace.clone())
+                .collect(),
         };
         out.sort();
         out.dedup();
@@ -492,7 +533,8 @@ impl Target {
             Target::Service { namespace, .. }
             | Target::ServiceEntry { namespace, .. }
             | Target::VirtualService { namespace, .. }
-            | Target::DestinationRule { namespace, .. } => *namespace = ns.to_string(),
+            | Target::DestinationRule { namespace, .. }
+            | Target::Route { namespace, .. } => *namespace = ns.to_string(),
         }
         t
     }
@@ -509,8 +551,20 @@ impl Target {
             Target::DestinationRule { namespace, name } => {
                 format!("destinationrule/{name} -n {namespace}")
             }
+            Target::Route {
+                kind,
+                namespace,
+                name,
+            } => format!("{}/{name} -n {namespace}", kind.singular()),
         }
     }
+}
+
+/// Whether `vs` is one istiod made of route `kind`/`name`.
+fn is_route(vs: &crate::snapshot::VsInfo, kind: RouteKind, name: &str) -> bool {
+    vs.route
+        .as_ref()
+        .is_some_and(|r| r.kind == kind && r.name == name)
 }
 
 /// The workloads `obs` shows calling a host of `ids`, with their requests.
@@ -540,7 +594,8 @@ fn observed_callers(
 
 enum Keys {
     Services(Vec<SvcId>),
-    Vs(VsId),
+    /// A VirtualService, or the ones istiod makes of a route.
+    Vss(Vec<VsId>),
     Dr(DrId),
 }
 
@@ -631,13 +686,31 @@ pub fn impact(
             }
             Keys::Services(ids)
         }
-        Target::VirtualService { namespace, name } => Keys::Vs(
-            snap.vss_in(namespace)
+        Target::VirtualService { namespace, name } => Keys::Vss(vec![snap
+            .vss_in(namespace)
+            .iter()
+            .copied()
+            .find(|v| {
+                let vs = &snap.virtual_services[*v];
+                &vs.name == name && vs.route.is_none()
+            })
+            .ok_or_else(|| not_found("VirtualService", namespace, name))?]),
+        Target::Route {
+            kind,
+            namespace,
+            name,
+        } => {
+            let ids: Vec<VsId> = snap
+                .vss_in(namespace)
                 .iter()
                 .copied()
-                .find(|v| &snap.virtual_services[*v].name == name)
-                .ok_or_else(|| not_found("VirtualService", namespace, name))?,
-        ),
+                .filter(|v| is_route(&snap.virtual_services[*v], *kind, name))
+                .collect();
+            if ids.is_empty() {
+                return Err(not_found(kind.as_str(), namespace, name));
+            }
+            Keys::Vss(ids)
+        }
         Target::DestinationRule { namespace, name } => Keys::Dr(
             snap.drs_in(namespace)
                 .iter()
@@ -648,7 +721,7 @@ pub fn impact(
     };
     let depends = |v: &Visible| match &keys {
         Keys::Services(ids) => ids.iter().any(|i| v.imports_service(*i)),
-        Keys::Vs(id) => v.virtual_services.contains(id),
+        Keys::Vss(ids) => ids.iter().any(|id| v.virtual_services.contains(id)),
         Keys::Dr(id) => v.destination_rules.contains(id),
     };
     let mut eval = Evaluator::new(snap);
@@ -669,7 +742,7 @@ pub fn impact(
         // Serving does not depend on the scope: the same now and after.
         let serves = match &keys {
             Keys::Services(ids) => ids.iter().any(|i| snap.serves(w, *i)),
-            Keys::Vs(_) | Keys::Dr(_) => false,
+            Keys::Vss(_) | Keys::Dr(_) => false,
         };
         let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
         let now = eval.visible_for(sel.source, &wl.namespace);

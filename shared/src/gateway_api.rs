@@ -37,6 +37,16 @@ impl RouteKind {
         }
     }
 
+    /// The kind as kubectl's resource names spell it (`httproute`).
+    pub fn singular(self) -> &'static str {
+        match self {
+            RouteKind::Http => "httproute",
+            RouteKind::Grpc => "grpcroute",
+            RouteKind::Tcp => "tcproute",
+            RouteKind::Tls => "tlsroute",
+        }
+    }
+
     /// The resource's plural (`httproutes`).
     pub fn plural(self) -> &'static str {
         match self {

@@ -250,3 +250,91 @@ fn ms0023_names_a_consumer_routes_parent_hidden_from_the_routes_namespace() {
     ));
     assert_eq!(f, Vec::<String>::new());
 }
+
+// === impact of a route ===
+
+#[test]
+fn impact_of_a_route_reaches_the_proxies_whose_scope_imports_its_parent() {
+    use meshscope_shared::explain::{impact, Target};
+    use std::collections::HashMap;
+    let sidecar = |ns: &str, host: &str| {
+        format!("---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: {ns}}}\nspec:\n  egress:\n  - hosts: [\"{host}\"]\n")
+    };
+    let yaml = mesh(&split("app", "HTTPRoute"))
+        + &sidecar("front", "app/a.app.svc.cluster.local")
+        + &sidecar("app", "istio-system/*");
+    let s = snap(&yaml);
+    let target = Target::parse("httproute/split", "app").unwrap();
+    assert_eq!(target.describe(), "httproute/split -n app");
+    let imp = impact(&s, &target, &HashMap::new(), &|_| true, None).unwrap();
+    let reached: Vec<&String> = imp.now.workloads.keys().collect();
+    assert_eq!(reached, ["Deployment/front/web"], "{imp:?}");
+    // A backend the route brings to web's scope reaches web too.
+    let c = Target::parse("service/c", "app").unwrap();
+    let imp = impact(&s, &c, &HashMap::new(), &|_| true, None).unwrap();
+    assert!(
+        imp.now.importing.contains_key("Deployment/front/web"),
+        "{imp:?}"
+    );
+    // A kind it does not have, or a name: not found, by the route's kind.
+    let grpc = Target::parse("grpcroutes/split", "app").unwrap();
+    let e = impact(&s, &grpc, &HashMap::new(), &|_| true, None).unwrap_err();
+    assert!(e.to_string().contains("GRPCRoute"), "{e}");
+}
+
+// === the routes explain lists ===
+
+/// What explain says web gets of the routes, with `yaml` plus Sidecars in
+/// front importing `front_hosts`.
+fn web_routes(
+    yaml: String,
+    front_hosts: &[&str],
+) -> Vec<meshscope_shared::gateway_routes::RouteSeen> {
+    let hosts: Vec<String> = front_hosts.iter().map(|h| format!("\"{h}\"")).collect();
+    let yaml = yaml
+        + &format!("---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: front}}\nspec:\n  egress:\n  - hosts: [{}]\n", hosts.join(", "));
+    let s = snap(&yaml);
+    let web = s
+        .find_workload(&WorkloadKind::Deployment, "front", "web")
+        .unwrap();
+    meshscope_shared::explain::explain(&s, web, None, None).routes
+}
+
+#[test]
+fn explain_lists_the_routes_a_scope_gets_with_their_clusters() {
+    let r = web_routes(
+        mesh(&split("app", "HTTPRoute")),
+        &["app/a.app.svc.cluster.local"],
+    );
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].route, "HTTPRoute app/split");
+    assert_eq!(r[0].host, "a.app.svc.cluster.local");
+    assert!(r[0].applies, "{r:?}");
+    assert_eq!(
+        r[0].clusters,
+        [
+            "outbound|80||b.app.svc.cluster.local",
+            "outbound|80||c.app.svc.cluster.local"
+        ]
+    );
+    // Not importing the parent: no route selected.
+    let r = web_routes(
+        mesh(&split("app", "HTTPRoute")),
+        &["app/b.app.svc.cluster.local"],
+    );
+    assert_eq!(r, Vec::new());
+    // A consumer route imported from its namespace without its parent:
+    // selected, but no virtual host (the parent is not listed).
+    let r = web_routes(
+        mesh(&split("front", "HTTPRoute")),
+        &["./a.app.svc.cluster.local"],
+    );
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(!r[0].applies, "{r:?}");
+    // Both: it applies.
+    let r = web_routes(
+        mesh(&split("front", "HTTPRoute")),
+        &["./a.app.svc.cluster.local", "app/a.app.svc.cluster.local"],
+    );
+    assert!(r[0].applies, "{r:?}");
+}

@@ -155,6 +155,15 @@ fn scope_part(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
         }
     }
     writeln!(out, "Egress hosts:     {}", e.egress_hosts.join(", "))?;
+    if !e.routes.is_empty() {
+        writeln!(out, "Gateway API routes:")?;
+        for r in &e.routes {
+            match &r.reason {
+                None => writeln!(out, "  {} {} -> {}", r.route, r.host, r.clusters.join(", "))?,
+                Some(why) => writeln!(out, "  {} {}: not applied, {why}", r.route, r.host)?,
+            }
+        }
+    }
     if !e.required.is_empty() {
         writeln!(
             out,

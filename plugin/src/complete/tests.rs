@@ -197,7 +197,11 @@ fn targets_offer_kinds_without_a_space_then_kind_slash_name() {
             "service/",
             "serviceentry/",
             "virtualservice/",
-            "destinationrule/"
+            "destinationrule/",
+            "httproute/",
+            "grpcroute/",
+            "tcproute/",
+            "tlsroute/"
         ]
     );
     assert_eq!(run("impact svc/").values(), ["svc/db", "svc/web"]);

@@ -669,7 +669,7 @@ impl ImpactRequest {
     fn parse(a: args::ImpactArgs, c: &Common) -> Result<Self> {
         let target = Target::parse(&a.target, "").ok_or_else(|| {
             anyhow!(
-                "expected service/NAME, serviceentry/NAME, virtualservice/NAME or destinationrule/NAME, got {:?}",
+                "expected service/NAME, serviceentry/NAME, virtualservice/NAME, destinationrule/NAME, httproute/NAME, grpcroute/NAME, tcproute/NAME or tlsroute/NAME, got {:?}",
                 a.target
             )
         })?;

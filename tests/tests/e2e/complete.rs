@@ -314,7 +314,11 @@ fn workload_and_impact_targets_complete_as_kind_slash_name() {
             "service/",
             "serviceentry/",
             "virtualservice/",
-            "destinationrule/"
+            "destinationrule/",
+            "httproute/",
+            "grpcroute/",
+            "tcproute/",
+            "tlsroute/"
         ]
     );
     assert_eq!(

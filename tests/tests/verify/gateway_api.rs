@@ -81,6 +81,18 @@ fn apply_keeps_a_consumer_routes_virtual_host_and_its_parent() {
     split(Place::Consumer, false, scenario);
 }
 
+/// `impact httproute/NAME` names the proxies istiod pushes a change of the
+/// route to: web, whose Sidecar imports the route's parent, and not the
+/// app pods, whose Sidecar imports nothing of app (a route change is a
+/// VirtualService change to istiod: `pilot/pkg/config/kube/gateway/controller.go`,
+/// 1.31, leaves its push to the VirtualService controller).
+#[test]
+fn impact_of_a_route_names_the_proxies_istiod_pushes_its_change_to() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    split(Place::Producer, false, route_change);
+}
+
 /// MS0023 is istiod's answer: with `c` exported only to its own namespace
 /// (and `a` to `app` and `front`),
 /// `audit` names it hidden from `front`, and istiod gives web a route to
@@ -229,7 +241,31 @@ fn scenario(
     for w in &want {
         assert!(clusters.contains(w), "{w} in {clusters:?}");
     }
+    // explain lists the route with the clusters istiod's routes name.
+    assert_eq!(explained_route(c, front, &domain), Some(want));
     sim.close();
+}
+
+/// The clusters `explain pod web-0` says web's route for `domain` names,
+/// `None` when it lists no such route or says it does not apply.
+fn explained_route(c: &Cluster, front: &str, domain: &str) -> Option<Vec<String>> {
+    let r = meshscope(
+        &c.kubeconfig,
+        &["explain", "pod", "web-0", "-n", front, "-o", "json"],
+    );
+    assert!(r.outcome.is_ok(), "{:?}\n{}", r.outcome, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    let routes = v["routes"].as_array().cloned().unwrap_or_default();
+    let route = routes
+        .iter()
+        .find(|x| x["host"] == domain && x["applies"] == true)?;
+    Some(
+        route["clusters"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .collect(),
+    )
 }
 
 fn hidden_backend(
@@ -315,5 +351,75 @@ fn hidden_backend(
         "{}",
         r.stdout
     );
+    sim.close();
+}
+
+fn route_change(
+    c: &Cluster,
+    istiod: &Istiod,
+    sc: &meshscope_e2e::fidelity::Scenario,
+    front: &str,
+    app: &str,
+) {
+    let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
+    istiod
+        .wait_for(
+            &["a", "b", "c"].map(|s| (app.to_string(), fqdn(s))),
+            &[],
+            Duration::from_secs(60),
+        )
+        .expect("istiod sees the services");
+    let sidecar = |ns: &str, hosts: &[String]| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: {ns}}}\nspec:\n  egress:\n  - hosts: [{}]\n",
+            hosts.join(", ")
+        )
+    };
+    let to_app: Vec<String> = ["a", "b", "c"]
+        .map(|s| format!("\"{app}/{}\"", fqdn(s)))
+        .to_vec();
+    c.kubectl_ok(&["apply", "-f", "-"], Some(&sidecar(front, &to_app)));
+    c.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&sidecar(app, &["\"istio-system/*\"".to_string()])),
+    );
+    let specs: Vec<_> = sc.world.pods.iter().map(|p| p.proxy_spec()).collect();
+    let n = specs.len();
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), specs, n);
+
+    let r = meshscope(
+        &c.kubeconfig,
+        &["impact", "httproute/split", "-n", app, "-o", "json"],
+    );
+    assert!(r.outcome.is_ok(), "{:?}\n{}", r.outcome, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    let named: Vec<String> = v["now"]["workloads"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{v}"))
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(named, [format!("Pod/{front}/web-0")], "{}", r.stdout);
+
+    // Weights 80/20: istiod pushes web alone.
+    let t0 = Instant::now();
+    let route = c.kubectl_ok(
+        &["get", "httproute", "split", "-n", app, "-o", "yaml"],
+        None,
+    );
+    let changed = route.replacen("weight: 50", "weight: 80", 1);
+    assert_ne!(changed, route);
+    c.kubectl_ok(&["apply", "-f", "-"], Some(&changed));
+    sim.wait_push_after(t0, Duration::from_millis(2000), Duration::from_secs(60))
+        .expect("istiod pushes the route change");
+    let pushed: Vec<String> = sim
+        .proxies()
+        .iter()
+        .filter(|p| !p.pushes_since(t0).is_empty())
+        .map(|p| p.key().to_string())
+        .collect();
+    assert_eq!(pushed, [format!("{front}/web-0")], "istiod pushed (left)");
+    let _ = c.kubectl(&["delete", "sidecar", "default", "-n", front], None);
+    let _ = c.kubectl(&["delete", "sidecar", "default", "-n", app], None);
     sim.close();
 }

@@ -1,0 +1,84 @@
+//! The Gateway API mesh routes a proxy gets, as `explain` lists them and
+//! `verify` compares them with istiod's (`docs/istio-semantics.md` §11):
+//! a route its scope selects gives a virtual host for the parent's host
+//! only where the parent Service is among the listener's services (not
+//! merely pulled in as another route's destination:
+//! `pilot/pkg/networking/core/route/route.go`, istio 1.31), and an HTTP
+//! or gRPC route in another namespace than its parent only to proxies of
+//! the route's own namespace. Its routes name one cluster per backend,
+//! `outbound|PORT||HOST`.
+
+use serde::Serialize;
+
+use crate::gateway_api::RouteKind;
+use crate::scope::Visible;
+use crate::snapshot::{MeshSnapshot, VsInfo};
+
+/// One route a proxy's scope selects, and what istiod makes of it there.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RouteSeen {
+    /// `HTTPRoute ns/name`.
+    pub route: String,
+    /// The host it routes (its parent's).
+    pub host: String,
+    /// Whether the proxy gets a virtual host for it.
+    pub applies: bool,
+    /// Why not, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The clusters its routes name, sorted.
+    pub clusters: Vec<String>,
+}
+
+/// The mesh routes `vis` (the scope of proxies in `vis.namespace`) selects.
+pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
+    let mut out: Vec<RouteSeen> = vis
+        .virtual_services
+        .iter()
+        .map(|&v| &snap.virtual_services[v])
+        .filter(|vs| vs.route.is_some() && vs.mesh_bound)
+        .flat_map(|vs| vs.hosts.iter().map(move |h| seen(snap, vis, vs, h)))
+        .collect();
+    out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
+    out
+}
+
+fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {
+    let origin = vs.route.as_ref().expect("a route");
+    let copies = snap.services_named(host);
+    let listed = copies
+        .iter()
+        .any(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s));
+    let consumer = !copies
+        .iter()
+        .any(|&s| snap.services[s].namespace == vs.namespace);
+    let reason = if !listed {
+        Some(format!(
+            "its parent {host} is not among the services the scope imports"
+        ))
+    } else if consumer
+        && matches!(origin.kind, RouteKind::Http | RouteKind::Grpc)
+        && vis.namespace != vs.namespace
+    {
+        Some(format!(
+            "a consumer route applies only to proxies of its own namespace {}",
+            vs.namespace
+        ))
+    } else {
+        None
+    };
+    let mut clusters: Vec<String> = vs
+        .dests
+        .iter()
+        .filter_map(|d| d.port.map(|p| format!("outbound|{p}||{}", d.host)))
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    RouteSeen {
+        route: vs.label(),
+        host: host.to_string(),
+        applies: reason.is_none(),
+        reason,
+        clusters,
+    }
+}
