@@ -44,22 +44,15 @@ pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
 }
 
 fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {
-    let origin = vs.route.as_ref().expect("a route");
     let copies = snap.services_named(host);
     let listed = copies
         .iter()
         .any(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s));
-    let consumer = !copies
-        .iter()
-        .any(|&s| snap.services[s].namespace == vs.namespace);
     let reason = if !listed {
         Some(format!(
             "its parent {host} is not among the services the scope imports"
         ))
-    } else if consumer
-        && matches!(origin.kind, RouteKind::Http | RouteKind::Grpc)
-        && vis.namespace != vs.namespace
-    {
+    } else if own_namespace_only(snap, vs, host) && vis.namespace != vs.namespace {
         Some(format!(
             "a consumer route applies only to proxies of its own namespace {}",
             vs.namespace
@@ -81,4 +74,18 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         reason,
         clusters,
     }
+}
+
+/// Whether route `vs` for `parent` applies only to proxies of the route's
+/// own namespace: an HTTP or gRPC route none of whose parent's copies is
+/// in that namespace (a consumer route).
+pub fn own_namespace_only(snap: &MeshSnapshot, vs: &VsInfo, parent: &str) -> bool {
+    let http = vs
+        .route
+        .as_ref()
+        .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
+    http && !snap
+        .services_named(parent)
+        .iter()
+        .any(|&s| snap.services[s].namespace == vs.namespace)
 }

@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::finding::{finding, Finding};
 use crate::gateway_api::RouteKind;
-use crate::inject::{INJECTION_LABEL, REV_LABEL};
+use crate::gateway_routes::own_namespace_only;
+use crate::inject::{self, PodFacts};
+use crate::labels::Labels;
 use crate::snapshot::{MeshSnapshot, VsInfo};
 
 /// How many namespaces a message names before it counts the rest.
@@ -37,7 +39,7 @@ pub fn hidden_route_services(snap: &MeshSnapshot, in_scope: impl Fn(&str) -> boo
             continue;
         }
         let problems = match vs.gateways.is_empty() {
-            true => mesh_problems(snap, vs, origin.kind, &proxied),
+            true => mesh_problems(snap, vs, &proxied),
             false => ingress_problems(snap, vs),
         };
         by_route
@@ -65,13 +67,21 @@ pub fn hidden_route_services(snap: &MeshSnapshot, in_scope: impl Fn(&str) -> boo
 }
 
 /// Where a mesh route can apply: the namespaces with a workload that runs
-/// a sidecar, and those whose labels inject sidecars (`istio-injection:
-/// enabled`, `istio.io/rev`), whose workloads a read limited by `-n` does
-/// not list.
+/// a sidecar, and those where the injector's rules inject a new pod,
+/// whose workloads a read limited by `-n` does not list.
 fn proxied_namespaces(snap: &MeshSnapshot) -> BTreeSet<String> {
-    let labelled = snap.namespaces.iter().filter(|(_, info)| {
-        info.labels.get(INJECTION_LABEL).map(String::as_str) == Some("enabled")
-            || info.labels.contains_key(REV_LABEL)
+    let no_labels = Labels::new();
+    let labelled = snap.namespaces.iter().filter(|(ns, info)| {
+        let pod = PodFacts {
+            namespace: ns,
+            labels: &no_labels,
+            annotations: &no_labels,
+            has_proxy: false,
+            proxy_gateway: None,
+            host_network: false,
+            admitted: false,
+        };
+        inject::evaluate(&pod, info, &snap.options).sidecar
     });
     snap.workloads
         .iter()
@@ -122,12 +132,7 @@ fn ingress_problems(snap: &MeshSnapshot, vs: &VsInfo) -> Vec<String> {
 
 /// A mesh route: its parent as the route's namespace sees it, and its
 /// backends as each namespace it applies to sees them.
-fn mesh_problems(
-    snap: &MeshSnapshot,
-    vs: &VsInfo,
-    kind: RouteKind,
-    proxied: &BTreeSet<String>,
-) -> Vec<String> {
+fn mesh_problems(snap: &MeshSnapshot, vs: &VsInfo, proxied: &BTreeSet<String>) -> Vec<String> {
     let Some(parent) = vs.hosts.first() else {
         return Vec::new();
     };
@@ -135,10 +140,7 @@ fn mesh_problems(
     if copies.is_empty() {
         return Vec::new();
     }
-    let producer = copies
-        .iter()
-        .any(|&s| snap.services[s].namespace == vs.namespace);
-    let consumer_only = !producer && matches!(kind, RouteKind::Http | RouteKind::Grpc);
+    let consumer_only = own_namespace_only(snap, vs, parent);
     if consumer_only && !visible(snap, parent, &vs.namespace, false) {
         return vec![format!(
             "its parent {parent} is hidden from the route's namespace {}, the only one it applies to: no proxy gets the route",
