@@ -167,6 +167,34 @@ fn split(place: Place, hide_c: bool, check: Check) {
     }
 }
 
+/// istiod has Services a, b and c of `app`.
+fn await_services(istiod: &Istiod, app: &str) {
+    istiod
+        .wait_for(
+            &["a", "b", "c"].map(|s| (app.to_string(), format!("{s}.{app}.svc.cluster.local"))),
+            &[],
+            Duration::from_secs(60),
+        )
+        .expect("istiod sees the services");
+}
+
+/// istiod's routes for `domain` in `proxy`'s RDS name `want` within 30 s:
+/// else the harness, not meshscope, is at fault.
+fn await_routed(istiod: &Istiod, proxy: &str, domain: &str, want: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while routed_clusters(istiod, proxy, domain) != want {
+        assert!(
+            Instant::now() < deadline,
+            "istiod never routed {domain} by the HTTPRoute: {:?}; its routes: {}",
+            routed_clusters(istiod, proxy, domain),
+            istiod
+                .debug(&format!("/debug/config_dump?proxyID={proxy}&types=rds"))
+                .unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 fn scenario(
     c: &Cluster,
     istiod: &Istiod,
@@ -175,13 +203,7 @@ fn scenario(
     app: &str,
 ) {
     let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
-    istiod
-        .wait_for(
-            &["a", "b", "c"].map(|s| (app.to_string(), fqdn(s))),
-            &[],
-            Duration::from_secs(60),
-        )
-        .expect("istiod sees the services");
+    await_services(istiod, app);
     let web = sc.world.pods.iter().find(|p| p.name == "web-0").unwrap();
     let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![web.proxy_spec()], 1);
     let proxy = format!("web-0.{front}");
@@ -191,18 +213,7 @@ fn scenario(
     let domain = fqdn("a");
     // istiod routes `a` by the HTTPRoute (with no Sidecar yet): else the
     // harness, not meshscope, is at fault.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while routed_clusters(istiod, &proxy, &domain) != want {
-        assert!(
-            Instant::now() < deadline,
-            "istiod never routed {domain} by the HTTPRoute: {:?}; its routes: {}",
-            routed_clusters(istiod, &proxy, &domain),
-            istiod
-                .debug(&format!("/debug/config_dump?proxyID={proxy}&types=rds"))
-                .unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    await_routed(istiod, &proxy, &domain, &want);
 
     let mut log = tempfile::NamedTempFile::new().unwrap();
     let line = routed_text_line(
@@ -276,13 +287,7 @@ fn hidden_backend(
     app: &str,
 ) {
     let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
-    istiod
-        .wait_for(
-            &["a", "b", "c"].map(|s| (app.to_string(), fqdn(s))),
-            &[],
-            Duration::from_secs(60),
-        )
-        .expect("istiod sees the services");
+    await_services(istiod, app);
     let web = sc.world.pods.iter().find(|p| p.name == "web-0").unwrap();
     let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![web.proxy_spec()], 1);
     let proxy = format!("web-0.{front}");
@@ -292,15 +297,7 @@ fn hidden_backend(
     );
     let domain = fqdn("a");
     // istiod's side: web routes `a` to both, and holds no cluster for c.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while routed_clusters(istiod, &proxy, &domain) != [b.clone(), cc.clone()] {
-        assert!(
-            Instant::now() < deadline,
-            "istiod never routed {domain} by the HTTPRoute: {:?}",
-            routed_clusters(istiod, &proxy, &domain)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    await_routed(istiod, &proxy, &domain, &[b.clone(), cc.clone()]);
     let clusters = sim.get(&format!("{front}/web-0")).unwrap().cluster_names();
     assert!(clusters.contains(&b), "{b} in {clusters:?}");
     assert!(!clusters.contains(&cc), "{cc} hidden, yet in {clusters:?}");
@@ -362,13 +359,7 @@ fn route_change(
     app: &str,
 ) {
     let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
-    istiod
-        .wait_for(
-            &["a", "b", "c"].map(|s| (app.to_string(), fqdn(s))),
-            &[],
-            Duration::from_secs(60),
-        )
-        .expect("istiod sees the services");
+    await_services(istiod, app);
     let sidecar = |ns: &str, hosts: &[String]| {
         format!(
             "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: {ns}}}\nspec:\n  egress:\n  - hosts: [{}]\n",
