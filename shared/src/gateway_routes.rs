@@ -28,6 +28,10 @@ pub struct RouteSeen {
     pub reason: Option<String>,
     /// The clusters its routes name, sorted.
     pub clusters: Vec<String>,
+    /// Sent as HTTP routes (RDS), as HTTP and gRPC routes are; TCP and TLS
+    /// routes sit in the listener's filter chains instead.
+    #[serde(skip)]
+    pub http: bool,
 }
 
 /// The mesh routes `vis` (the scope of proxies in `vis.namespace`) selects.
@@ -73,6 +77,10 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         applies: reason.is_none(),
         reason,
         clusters,
+        http: vs
+            .route
+            .as_ref()
+            .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc)),
     }
 }
 

@@ -463,6 +463,34 @@ impl<'s> LogIngest<'s> {
     }
 
     /// The one workload whose pods have this address.
+    /// A line without an authority (TCP) dialled the Service whose
+    /// address it went to (`downstream_local`, the original destination).
+    /// When a route sent it to another Service's cluster (a TCPRoute
+    /// splitting `a` to `b`), the dialled one is kept: its listener, where
+    /// the route lives, must stay in scope.
+    fn dialled_address(&mut self, w: WorkloadId, host: u32, local: Option<&str>) {
+        let Some(ip) = local
+            .and_then(split_host_port)
+            .and_then(|(h, _)| h.parse::<IpAddr>().ok())
+        else {
+            return;
+        };
+        let snap = self.snap;
+        let cluster_host: &str = &self.hosts[host as usize];
+        let dialled: Vec<&'s str> = snap
+            .services_at(&ip)
+            .iter()
+            .map(|&s| snap.services[s].hostname.as_str())
+            .filter(|name| *name != cluster_host)
+            .collect();
+        for name in dialled {
+            let raw = self.raw.entry(w).or_default();
+            if !raw.dialled.contains_key(name) {
+                raw.dialled.insert(name.into(), ());
+            }
+        }
+    }
+
     fn workload_at(&self, host: &str) -> Option<WorkloadId> {
         let snap = self.snap;
         let ip: IpAddr = host.parse().ok()?;
@@ -554,6 +582,8 @@ impl<'s> LogIngest<'s> {
                             raw.dialled.insert(name.into(), ());
                         }
                     }
+                } else {
+                    self.dialled_address(w, host, rec.downstream_local.as_deref());
                 }
             }
             Dest::Passthrough | Dest::BlackHole => {

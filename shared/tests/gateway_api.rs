@@ -112,6 +112,28 @@ fn a_producer_route_brings_its_parent_and_every_backend() {
     }
 }
 
+/// A TCP connection carries no authority: the line names b's cluster and,
+/// as the original destination, a's address. The route lives on a's
+/// listener, so a stays in scope with both backends.
+#[test]
+fn a_tcp_route_keeps_the_dialled_service_whose_listener_it_lives_on() {
+    let yaml = mesh(&split("app", "TCPRoute"));
+    let s = snap(&yaml);
+    let web = s
+        .find_workload(&WorkloadKind::Deployment, "front", "web")
+        .unwrap();
+    let tcp = "[2026-01-01T00:00:00.000Z] \"- - -\" 0 - - - \"-\" 10 20 5 - \"-\" \"-\" \"-\" \"-\" \"10.0.1.2:80\" outbound|80||b.app.svc.cluster.local 10.0.0.1:1 10.96.1.1:80 10.0.0.1:2 - -\n";
+    let recs = recommend::recommend(&s, &observe(&s, tcp), &[web], &RecommendOptions::default());
+    let h = hosts(&recs[0]);
+    for want in [
+        "app/a.app.svc.cluster.local",
+        "app/b.app.svc.cluster.local",
+        "app/c.app.svc.cluster.local",
+    ] {
+        assert!(h.contains(&want.to_string()), "{h:?}");
+    }
+}
+
 /// A consumer route lives in the caller's namespace: importing it from
 /// there is not enough, its parent Service must be visible too.
 #[test]
@@ -337,4 +359,33 @@ fn explain_lists_the_routes_a_scope_gets_with_their_clusters() {
         &["./a.app.svc.cluster.local", "app/a.app.svc.cluster.local"],
     );
     assert!(r[0].applies, "{r:?}");
+}
+
+/// verify's lost route: web called `a.app`, routed by the route; istiod's
+/// virtual hosts must route it to a backend, else the route is missing.
+#[test]
+fn a_called_parent_without_its_routes_virtual_host_is_a_missing_route() {
+    use meshscope_shared::verify::missing_routes;
+    use std::collections::{BTreeMap, BTreeSet};
+    let dialled = BTreeSet::from(["a.app".to_string()]);
+    let set = |c: &[&str]| -> BTreeSet<String> {
+        c.iter()
+            .map(|h| format!("outbound|80||{h}.app.svc.cluster.local"))
+            .collect()
+    };
+    let vh = |c: &[&str]| BTreeMap::from([("a.app".to_string(), set(c))]);
+    let s = snap(&mesh(&split("app", "HTTPRoute")));
+    let lost = missing_routes(&s, "front", &dialled, &BTreeMap::new());
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].host, "a.app.svc.cluster.local");
+    assert_eq!(lost[0].routes, ["HTTPRoute app/split"]);
+    // a's own default virtual host: the requests skip the split.
+    assert_eq!(missing_routes(&s, "front", &dialled, &vh(&["a"])).len(), 1);
+    assert!(missing_routes(&s, "front", &dialled, &vh(&["b", "c"])).is_empty());
+    // A consumer route in ingress applies to ingress's proxies only: web in
+    // front has none, so nothing is missing. A TCP route is not an HTTP one.
+    let consumer = snap(&mesh(&split("ingress", "HTTPRoute")));
+    assert!(missing_routes(&consumer, "front", &dialled, &BTreeMap::new()).is_empty());
+    let tcp = snap(&mesh(&split("app", "TCPRoute")));
+    assert!(missing_routes(&tcp, "front", &dialled, &BTreeMap::new()).is_empty());
 }

@@ -405,6 +405,17 @@ fn details(checks: &[ProxyCheck], out: &mut dyn Write) -> Result<()> {
                 )?;
             }
         }
+        for d in &c.route_diffs {
+            writeln!(out, "  {}", d.describe())?;
+        }
+        for m in &c.missing_routes {
+            writeln!(
+                out,
+                "  missing: the route for {} ({}): istiod sends this proxy no virtual host routing it, so its requests skip the route",
+                m.dialled,
+                m.routes.join(", ")
+            )?;
+        }
         for m in &c.missing_edges {
             writeln!(
                 out,

@@ -187,6 +187,10 @@ pub struct Generated {
     pub clusters: BTreeSet<String>,
     pub listeners: usize,
     pub routes: usize,
+    /// Per virtual-host domain (over every route configuration), the
+    /// clusters its routes name, plain or weighted.
+    #[serde(skip)]
+    pub virtual_hosts: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Generated {
@@ -215,11 +219,52 @@ pub fn parse_config_dump(body: &[u8]) -> Result<Generated, Error> {
                 }
             }
             "lds" => g.listeners += 1,
-            "rds" => g.routes += 1,
+            "rds" => {
+                g.routes += 1;
+                add_virtual_hosts(&mut g.virtual_hosts, c);
+            }
             _ => {}
         }
     }
     Ok(g)
+}
+
+/// A field of an Envoy resource as JSON, under its proto3 JSON name
+/// (`virtualHosts`) or its proto name (`virtual_hosts`).
+fn field<'a>(v: &'a Value, camel: &str, snake: &str) -> &'a Value {
+    v.get(camel).unwrap_or(&v[snake])
+}
+
+fn items<'a>(v: &'a Value, camel: &str, snake: &str) -> &'a [Value] {
+    field(v, camel, snake)
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Adds a RouteConfiguration's virtual hosts: each domain, and the
+/// clusters the host's routes name (`route.cluster`, or each of
+/// `route.weighted_clusters.clusters`).
+fn add_virtual_hosts(out: &mut BTreeMap<String, BTreeSet<String>>, rc: &Value) {
+    for vh in items(rc, "virtualHosts", "virtual_hosts") {
+        let mut clusters = BTreeSet::new();
+        for r in items(vh, "routes", "routes") {
+            let action = &r["route"];
+            clusters.extend(action["cluster"].as_str().map(str::to_string));
+            let weighted = field(action, "weightedClusters", "weighted_clusters");
+            for c in items(weighted, "clusters", "clusters") {
+                clusters.extend(c["name"].as_str().map(str::to_string));
+            }
+        }
+        for d in items(vh, "domains", "domains")
+            .iter()
+            .filter_map(Value::as_str)
+        {
+            out.entry(d.to_string())
+                .or_default()
+                .extend(clusters.iter().cloned());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -291,6 +336,40 @@ mod tests {
         assert!(!has_cluster(&g.clusters, "a.apps.svc.cluster.local", 81));
         assert!(!has_cluster(&g.clusters, "c.apps.svc.cluster.local", 80));
         assert_eq!(parse_config_dump(b"{}").unwrap(), Generated::default());
+        assert!(g.virtual_hosts.is_empty());
         assert!(parse_config_dump(br#"{"configs": 3}"#).is_err());
+    }
+
+    #[test]
+    fn config_dump_gives_each_virtual_hosts_clusters_by_domain() {
+        let g = parse_config_dump(
+            br#"{"configs":[
+              {"@type":"type.googleapis.com/envoy.config.route.v3.RouteConfiguration","name":"80",
+               "virtualHosts":[
+                 {"name":"a.app.svc.cluster.local:80","domains":["a.app.svc.cluster.local","a.app"],
+                  "routes":[{"route":{"weightedClusters":{"clusters":[
+                    {"name":"outbound|80||b.app.svc.cluster.local","weight":50},
+                    {"name":"outbound|80||c.app.svc.cluster.local","weight":50}]}}}]},
+                 {"name":"allow_any","domains":["*"],"routes":[{"route":{"cluster":"PassthroughCluster"}}]}]},
+              {"@type":"type.googleapis.com/envoy.config.route.v3.RouteConfiguration","name":"8080",
+               "virtual_hosts":[
+                 {"domains":["a.app.svc.cluster.local"],
+                  "routes":[{"route":{"cluster":"outbound|8080||a.app.svc.cluster.local"}},
+                            {"redirect":{"path_redirect":"/"}}]}]}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(g.routes, 2);
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(
+            g.virtual_hosts["a.app.svc.cluster.local"],
+            set(&[
+                "outbound|80||b.app.svc.cluster.local",
+                "outbound|80||c.app.svc.cluster.local",
+                "outbound|8080||a.app.svc.cluster.local"
+            ])
+        );
+        assert_eq!(g.virtual_hosts["a.app"].len(), 2);
+        assert_eq!(g.virtual_hosts["*"], set(&["PassthroughCluster"]));
     }
 }

@@ -7,11 +7,13 @@
 //! plugin's job.
 
 mod istiod;
+mod routes;
 
 pub use istiod::{
     parse_config_dump, parse_sidecarz, parse_syncz, proxy_id, short_type, AppliedScope, Generated,
     SyncStatus,
 };
+pub use routes::{missing_routes, route_diffs, MissingRoute, RouteDiff};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,6 +103,12 @@ pub struct ProxyCheck {
     /// Outbound clusters the engine predicts that istiod does not send.
     pub only_predicted: Vec<String>,
     pub missing_edges: Vec<MissingEdge>,
+    /// Hosts whose Gateway API mesh routes istiod sends otherwise than
+    /// predicted (a route lost, or one applied that was not predicted).
+    pub route_diffs: Vec<RouteDiff>,
+    /// Called names whose Gateway API routes istiod does not send the
+    /// proxy: their requests skip the route.
+    pub missing_routes: Vec<MissingRoute>,
     /// xDS types pushed and not yet ACKed.
     pub pending: Vec<String>,
     /// NACKs, by type.
@@ -118,7 +126,10 @@ impl ProxyCheck {
     /// The one-word summary: `MISSING 2`, `DIFFERS`, ...
     pub fn label(&self) -> String {
         match self.status {
-            Status::Missing => format!("MISSING {}", self.missing_edges.len()),
+            Status::Missing => format!(
+                "MISSING {}",
+                self.missing_edges.len() + self.missing_routes.len()
+            ),
             s => s.as_str().to_string(),
         }
     }
@@ -214,6 +225,8 @@ pub fn check_proxy(
         only_istiod: Vec::new(),
         only_predicted: Vec::new(),
         missing_edges: Vec::new(),
+        route_diffs: Vec::new(),
+        missing_routes: Vec::new(),
         pending: Vec::new(),
         nacks: BTreeMap::new(),
         predicted: Counts {
@@ -242,6 +255,7 @@ pub fn check_proxy(
         .difference(&actual)
         .map(|s| s.to_string())
         .collect();
+    c.route_diffs = route_diffs(&e.routes, &r.generated.virtual_hosts);
     c.pending = r.sync.pending();
     c.nacks = r.sync.errors.clone();
     c.istiod_counts = Some(Counts {
@@ -250,6 +264,8 @@ pub fn check_proxy(
         routes: r.generated.routes as u64,
     });
     if let Some(t) = traffic {
+        let ns = &snap.pods[pod].namespace;
+        c.missing_routes = missing_routes(snap, ns, &t.dialled, &r.generated.virtual_hosts);
         for ((host, port), edge) in &t.outbound {
             if !has_cluster(&r.generated.clusters, host, *port) {
                 c.missing_edges.push(MissingEdge {
@@ -278,13 +294,14 @@ pub fn check_proxy(
             only_written: want.difference(&actual).cloned().collect(),
         });
     }
-    c.status = if !c.missing_edges.is_empty() {
+    c.status = if !c.missing_edges.is_empty() || !c.missing_routes.is_empty() {
         Status::Missing
     } else if !c.pending.is_empty() || !c.nacks.is_empty() {
         Status::Stale
     } else if !c.sidecar_matches
         || !c.only_istiod.is_empty()
         || !c.only_predicted.is_empty()
+        || !c.route_diffs.is_empty()
         || c.drift.is_some()
     {
         Status::Differs
@@ -333,11 +350,21 @@ pub fn unconfirmed(c: &ProxyCheck, changed: bool) -> Option<String> {
             .collect();
         return Some(format!("istiod sends no cluster for {}", edges.join(", ")));
     }
+    if let Some(m) = c.missing_routes.first() {
+        return Some(format!(
+            "istiod sends no route for {} ({})",
+            m.dialled,
+            m.routes.join(", ")
+        ));
+    }
     if !changed || c.status == Status::Ok {
         return None;
     }
     let mut d: Vec<String> = c.only_istiod.iter().map(|x| format!("+{x}")).collect();
     d.extend(c.only_predicted.iter().map(|x| format!("-{x}")));
+    if let Some(r) = c.route_diffs.first() {
+        return Some(r.describe());
+    }
     Some(if d.is_empty() {
         format!("istiod's scope is {}, not the predicted one", c.label())
     } else {
@@ -490,6 +517,7 @@ spec:
                 clusters: clusters.iter().map(|c| c.to_string()).collect(),
                 listeners: 3,
                 routes: 1,
+                virtual_hosts: BTreeMap::new(),
             },
         }
     }
@@ -664,6 +692,8 @@ spec:
             only_istiod: Vec::new(),
             only_predicted: Vec::new(),
             missing_edges: Vec::new(),
+            route_diffs: Vec::new(),
+            missing_routes: Vec::new(),
             pending: Vec::new(),
             nacks: BTreeMap::new(),
             predicted: Counts {

@@ -1,0 +1,233 @@
+//! Comparing the Gateway API HTTP and gRPC mesh routes `explain` predicts
+//! for a proxy with the virtual hosts istiod sends it (`/debug/config_dump`'s
+//! RouteConfigurations): a route that applies gives its parent's host a
+//! virtual host whose routes name exactly its backends' clusters
+//! (`crate::gateway_routes`); a route that does not apply leaves none of
+//! its backends in the host's virtual host.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::gateway_api::RouteKind;
+use crate::gateway_routes::{own_namespace_only, RouteSeen};
+use crate::snapshot::{MeshSnapshot, VsInfo};
+
+/// A host whose routes meshscope predicts otherwise than istiod sends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RouteDiff {
+    /// The host the routes are for (their parent's).
+    pub host: String,
+    /// The routes for it the proxy's scope selects, `HTTPRoute ns/name`.
+    pub routes: Vec<String>,
+    /// The clusters the host's virtual host names, as predicted; `None`:
+    /// no route applies, so none of the routes' backends.
+    pub predicted: Option<Vec<String>>,
+    /// The clusters istiod's virtual host for the host names; `None`: it
+    /// sends no virtual host for the host.
+    pub istiod: Option<Vec<String>>,
+}
+
+impl RouteDiff {
+    /// One line: what istiod routes the host to, and what was predicted.
+    pub fn describe(&self) -> String {
+        let list = |c: &Option<Vec<String>>, none: &str| match c {
+            Some(c) if !c.is_empty() => c.join(", "),
+            Some(_) => "no cluster".to_string(),
+            None => none.to_string(),
+        };
+        format!(
+            "routes for {} ({}): istiod routes to {}; meshscope predicts {}",
+            self.host,
+            self.routes.join(", "),
+            list(&self.istiod, "nothing (no virtual host)"),
+            list(&self.predicted, "none of the routes' backends"),
+        )
+    }
+}
+
+/// The hosts of `seen` where prediction and istiod's `virtual_hosts`
+/// (domain → clusters) disagree.
+pub fn route_diffs(
+    seen: &[RouteSeen],
+    virtual_hosts: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<RouteDiff> {
+    let mut by_host: BTreeMap<&str, Vec<&RouteSeen>> = BTreeMap::new();
+    for r in seen.iter().filter(|r| r.http) {
+        by_host.entry(&r.host).or_default().push(r);
+    }
+    by_host
+        .into_iter()
+        .filter_map(|(host, routes)| diff(host, &routes, virtual_hosts.get(host)))
+        .collect()
+}
+
+fn diff(host: &str, routes: &[&RouteSeen], actual: Option<&BTreeSet<String>>) -> Option<RouteDiff> {
+    let applied: Vec<&&RouteSeen> = routes.iter().filter(|r| r.applies).collect();
+    let predicted: Option<BTreeSet<String>> = (!applied.is_empty()).then(|| {
+        applied
+            .iter()
+            .flat_map(|r| r.clusters.iter().cloned())
+            .collect()
+    });
+    let agrees = match (&predicted, actual) {
+        (Some(p), Some(a)) => p == a,
+        (Some(_), None) => false,
+        // No route applies: istiod's virtual host for the host (its
+        // default one, if any) names none of the routes' backends other
+        // than the host's own cluster.
+        (None, a) => {
+            let own = format!("||{host}");
+            !routes
+                .iter()
+                .flat_map(|r| &r.clusters)
+                .filter(|c| !c.ends_with(&own))
+                .any(|c| a.is_some_and(|a| a.contains(c)))
+        }
+    };
+    (!agrees).then(|| RouteDiff {
+        host: host.to_string(),
+        routes: routes.iter().map(|r| r.route.clone()).collect(),
+        predicted: predicted.map(|p| p.into_iter().collect()),
+        istiod: actual.map(|a| a.iter().cloned().collect()),
+    })
+}
+
+/// A name the workload called that a Gateway API HTTP or gRPC mesh route
+/// routes, where istiod sends the proxy no virtual host routing it to any
+/// of the route's backends: its requests skip the route (or find no
+/// route at all).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MissingRoute {
+    /// The name as the workload dialled it (`a.app`).
+    pub dialled: String,
+    /// The host it stands for, the routes' parent.
+    pub host: String,
+    /// The routes for it that apply to the proxy's namespace.
+    pub routes: Vec<String>,
+}
+
+/// The called names of a workload in `ns` (`dialled`) whose mesh routes
+/// istiod does not send it (`virtual_hosts`: domain → clusters).
+pub fn missing_routes(
+    snap: &MeshSnapshot,
+    ns: &str,
+    dialled: &BTreeSet<String>,
+    virtual_hosts: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<MissingRoute> {
+    let mut out = Vec::new();
+    for d in dialled {
+        for host in snap.dialled_hosts(d, ns) {
+            let routes: Vec<&VsInfo> = snap
+                .virtual_services
+                .iter()
+                .filter(|vs| routes_for(snap, vs, &host, ns))
+                .collect();
+            if routes.is_empty() {
+                continue;
+            }
+            let backends: BTreeSet<String> = routes
+                .iter()
+                .flat_map(|vs| &vs.dests)
+                .filter_map(|b| b.port.map(|p| format!("outbound|{p}||{}", b.host)))
+                .collect();
+            let routed = [d, &host]
+                .iter()
+                .filter_map(|n| virtual_hosts.get(n.as_str()))
+                .any(|c| !c.is_disjoint(&backends));
+            if !routed {
+                out.push(MissingRoute {
+                    dialled: d.clone(),
+                    host: host.clone(),
+                    routes: routes.iter().map(|vs| vs.label()).collect(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether `vs` is an HTTP or gRPC mesh route for `host` that applies to
+/// proxies of `ns`: visible there, and a consumer route only in its own
+/// namespace.
+fn routes_for(snap: &MeshSnapshot, vs: &VsInfo, host: &str, ns: &str) -> bool {
+    let http = vs
+        .route
+        .as_ref()
+        .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
+    http && vs.mesh_bound
+        && vs.hosts.iter().any(|h| h == host)
+        && vs.export.visible_to(ns)
+        && (vs.namespace == ns || !own_namespace_only(snap, vs, host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "a.app.svc.cluster.local";
+
+    fn cl(h: &str) -> String {
+        format!("outbound|80||{h}.app.svc.cluster.local")
+    }
+
+    fn seen(applies: bool, backends: &[&str]) -> RouteSeen {
+        RouteSeen {
+            route: "HTTPRoute app/split".into(),
+            host: A.into(),
+            applies,
+            reason: (!applies).then(|| "why".into()),
+            clusters: backends.iter().map(|b| cl(b)).collect(),
+            http: true,
+        }
+    }
+
+    fn vhs(clusters: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
+        BTreeMap::from([(A.to_string(), clusters.iter().map(|b| cl(b)).collect())])
+    }
+
+    #[test]
+    fn a_route_that_applies_must_get_exactly_its_backends() {
+        let r = [seen(true, &["b", "c"])];
+        assert!(route_diffs(&r, &vhs(&["b", "c"])).is_empty());
+        let lost = route_diffs(&r, &BTreeMap::new());
+        assert_eq!(lost.len(), 1);
+        assert_eq!(lost[0].istiod, None);
+        assert!(
+            lost[0].describe().contains("istiod routes to nothing"),
+            "{}",
+            lost[0].describe()
+        );
+        // The host's default virtual host instead of the route: lost too.
+        let d = route_diffs(&r, &vhs(&["a"]));
+        assert_eq!(d[0].istiod, Some(vec![cl("a")]));
+        assert_eq!(d[0].predicted, Some(vec![cl("b"), cl("c")]));
+    }
+
+    #[test]
+    fn a_route_that_does_not_apply_must_leave_its_backends_out() {
+        let r = [seen(false, &["a", "b"])];
+        assert!(route_diffs(&r, &BTreeMap::new()).is_empty());
+        assert!(route_diffs(&r, &vhs(&["a"])).is_empty());
+        let d = route_diffs(&r, &vhs(&["a", "b"]));
+        assert_eq!(d.len(), 1);
+        assert!(d[0].describe().contains("none of the routes' backends"));
+    }
+
+    #[test]
+    fn routes_merged_for_one_host_are_compared_together() {
+        let mut other = seen(true, &["c"]);
+        other.route = "HTTPRoute front/other".into();
+        let r = [seen(true, &["b"]), other.clone(), seen(false, &["d"])];
+        assert!(route_diffs(&r, &vhs(&["b", "c"])).is_empty());
+        let d = route_diffs(&r, &vhs(&["b"]));
+        assert_eq!(d[0].routes.len(), 3);
+    }
+
+    #[test]
+    fn tcp_routes_are_not_compared_with_http_routes() {
+        let mut tcp = seen(true, &["b"]);
+        tcp.http = false;
+        assert!(route_diffs(&[tcp], &BTreeMap::new()).is_empty());
+    }
+}
