@@ -5,14 +5,18 @@
 //! merely pulled in as another route's destination:
 //! `pilot/pkg/networking/core/route/route.go`, istio 1.31), and an HTTP
 //! or gRPC route in another namespace than its parent only to proxies of
-//! the route's own namespace. Its routes name one cluster per backend,
+//! the route's own namespace. An HTTP or gRPC route's virtual host exists
+//! only on the parent's HTTP (or sniffed) ports: on a parent with none,
+//! istiod builds no RDS for it, though its backends' clusters still come
+//! into scope (measured by the random fidelity seeds 8 and 9 of
+//! `tests/tests/istiod.rs`). Its routes name one cluster per backend,
 //! `outbound|PORT||HOST`.
 
 use serde::Serialize;
 
 use crate::gateway_api::RouteKind;
 use crate::scope::Visible;
-use crate::snapshot::{MeshSnapshot, VsInfo};
+use crate::snapshot::{MeshSnapshot, Protocol, VsInfo};
 
 /// One route a proxy's scope selects, and what istiod makes of it there.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -48,6 +52,10 @@ pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
 }
 
 fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {
+    let http = vs
+        .route
+        .as_ref()
+        .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
     let copies = snap.services_named(host);
     let listed = copies
         .iter()
@@ -55,6 +63,10 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
     let reason = if !listed {
         Some(format!(
             "its parent {host} is not among the services the scope imports"
+        ))
+    } else if http && !copies.iter().any(|&s| has_http_port(snap, s)) {
+        Some(format!(
+            "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))
     } else if own_namespace_only(snap, vs, host) && vis.namespace != vs.namespace {
         Some(format!(
@@ -77,11 +89,17 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         applies: reason.is_none(),
         reason,
         clusters,
-        http: vs
-            .route
-            .as_ref()
-            .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc)),
+        http,
     }
+}
+
+/// Whether Service `s` has a port istiod builds HTTP routes for: an HTTP,
+/// HTTP2 or gRPC one, or one it sniffs (`Protocol::Auto`).
+fn has_http_port(snap: &MeshSnapshot, s: crate::snapshot::SvcId) -> bool {
+    snap.services[s]
+        .ports
+        .iter()
+        .any(|p| matches!(p.protocol, Protocol::Http | Protocol::Auto))
 }
 
 /// Whether route `vs` for `parent` applies only to proxies of the route's

@@ -389,3 +389,18 @@ fn a_called_parent_without_its_routes_virtual_host_is_a_missing_route() {
     let tcp = snap(&mesh(&split("app", "TCPRoute")));
     assert!(missing_routes(&tcp, "front", &dialled, &BTreeMap::new()).is_empty());
 }
+
+/// An HTTP route on a parent without an HTTP port: istiod builds no RDS
+/// for it (random fidelity seeds 8 and 9, `tests/tests/istiod.rs`).
+#[test]
+fn an_http_route_on_a_parent_without_an_http_port_gets_no_virtual_host() {
+    let yaml = mesh(&split("app", "HTTPRoute")).replace(
+        "name: a\n  namespace: app\nspec:\n  clusterIP: 10.96.1.1\n  selector: {app: a}\n  ports:\n  - {name: http, port: 80}",
+        "name: a\n  namespace: app\nspec:\n  clusterIP: 10.96.1.1\n  selector: {app: a}\n  ports:\n  - {name: tcp-db, port: 80}",
+    );
+    assert!(yaml.contains("tcp-db"));
+    let r = web_routes(yaml, &["app/a.app.svc.cluster.local"]);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(!r[0].applies, "{r:?}");
+    assert!(r[0].reason.as_deref().unwrap_or("").contains("no HTTP port"), "{r:?}");
+}

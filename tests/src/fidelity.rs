@@ -113,6 +113,23 @@ impl Builder {
         }
     }
 
+    /// Whether a VirtualService of the scenario names `host`.
+    pub fn routed_by_virtual_service(&self, host: &str) -> bool {
+        let quoted = format!("\"{host}\"");
+        self.world
+            .istio
+            .iter()
+            .any(|d| d.contains("kind: VirtualService") && d.contains(&quoted))
+    }
+
+    /// Whether Service `ns/name` is headless.
+    pub fn is_headless(&self, ns: &str, name: &str) -> bool {
+        self.world
+            .services
+            .iter()
+            .any(|s| s.namespace == ns && s.name == name && s.headless)
+    }
+
     pub fn istio(&mut self, doc: String) {
         if let Some(rest) = doc.split("\n  namespace: ").nth(1) {
             let ns = rest.lines().next().unwrap_or("").trim();
@@ -1072,6 +1089,57 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
     pod_states(&mut f, b);
     sidecar_features(&mut f, b, svcs);
     tilde_exports(&mut Rng::new(seed ^ 0x7117_de00_0021_0003), b, nss);
+    mesh_routes(&mut Rng::new(seed ^ 0x6a33_a000_0033_0004), b, nss, svcs);
+}
+
+/// Gateway API mesh (GAMMA) routes, from a stream of their own: half the
+/// seeds get one or two, each an HTTPRoute, GRPCRoute or (on a parent
+/// with a TCP port) TCPRoute in the parent's namespace (producer) or
+/// another (consumer), with one to three weighted backends in any
+/// namespace. Not generated, as the engine does not model them yet
+/// (issue #33): a `port` on the parent, backends of weight 0, headless
+/// parents, a parent a VirtualService routes too (which of the two
+/// istiod's virtual host follows).
+fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
+    if !chance(f, 0.5) {
+        return;
+    }
+    for k in 0..1 + f.below(2) {
+        let (pns, parent, pports) = pick(f, svcs).clone();
+        if b.is_headless(&pns, &parent) || b.routed_by_virtual_service(&fqdn(&parent, &pns)) {
+            continue;
+        }
+        let tcp_port = pports.iter().any(|p| p.0 == "tcp-db" || p.0 == "plain");
+        let kind = match f.below(5) {
+            0 if tcp_port => "TCPRoute",
+            0 | 1 => "GRPCRoute",
+            _ => "HTTPRoute",
+        };
+        let ns = if chance(f, 0.5) {
+            pns.clone()
+        } else {
+            pick(f, nss).clone()
+        };
+        let mut backends = String::new();
+        for _ in 0..1 + f.below(3) {
+            let (bns, bname, bports) = pick(f, svcs);
+            let Some(port) = bports.iter().find(|p| !p.0.starts_with("udp")) else {
+                continue;
+            };
+            let _ = writeln!(
+                backends,
+                "    - {{name: {bname}, namespace: {bns}, port: {}, weight: {}}}",
+                port.1,
+                1 + f.below(99)
+            );
+        }
+        if backends.is_empty() {
+            continue;
+        }
+        b.istio(format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: {parent}, namespace: {pns}}}\n  rules:\n  - backendRefs:\n{backends}"
+        ));
+    }
 }
 
 /// A Service's FQDN and its first port that is not UDP (0: none).

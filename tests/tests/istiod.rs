@@ -144,6 +144,10 @@ struct Tally {
     proxies: usize,
     clusters: usize,
     listeners: usize,
+    /// Gateway API HTTP and gRPC route hosts compared with istiod's RDS.
+    gateway_routes: usize,
+    /// Of those, the ones a route applies to (a virtual host expected).
+    gateway_routes_applied: usize,
     failures: Vec<String>,
 }
 
@@ -240,7 +244,75 @@ fn check_proxy(
             ));
         }
     }
+    check_gateway_routes(istiod, p, &e, &at, tally)?;
     check_istiod_views(istiod, p, &e, &at, tally)
+}
+
+/// explain's Gateway API HTTP and gRPC mesh routes against the virtual
+/// hosts of istiod's RDS for the proxy (`/debug/config_dump`): per host,
+/// when a route applies, the clusters the host's routes name are the
+/// union of the applying routes' clusters; when none applies, none of the
+/// routes' backends but the host's own.
+fn check_gateway_routes(
+    istiod: &Istiod,
+    p: &Pod,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) -> Result<()> {
+    use std::collections::BTreeMap;
+    let mut by_host: BTreeMap<String, (bool, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+    for r in e["routes"].as_array().into_iter().flatten() {
+        let label = r["route"].as_str().unwrap_or("");
+        if !(label.starts_with("HTTPRoute ") || label.starts_with("GRPCRoute ")) {
+            continue;
+        }
+        let host = r["host"].as_str().context("a route's host")?.to_string();
+        let clusters: BTreeSet<String> = r["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .collect();
+        let entry = by_host.entry(host).or_default();
+        if r["applies"] == true {
+            entry.0 = true;
+            entry.1.extend(clusters.iter().cloned());
+        }
+        entry.2.extend(clusters);
+    }
+    if by_host.is_empty() {
+        return Ok(());
+    }
+    let dump = istiod.debug(&format!(
+        "/debug/config_dump?proxyID={}.{}&types=rds",
+        p.name, p.namespace
+    ))?;
+    let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
+    for (host, (applies, predicted, all)) in by_host {
+        tally.gateway_routes += 1;
+        tally.gateway_routes_applied += usize::from(applies);
+        let actual = got.virtual_hosts.get(&host).cloned().unwrap_or_default();
+        let own = format!("||{host}");
+        let agrees = match applies {
+            true => actual == predicted,
+            false => all
+                .iter()
+                .filter(|c| !c.ends_with(&own))
+                .all(|c| !actual.contains(c)),
+        };
+        if !agrees {
+            tally.failures.push(format!(
+                "{at}: istiod routes {host} to {actual:?}, explain predicts {} {predicted:?}",
+                if applies {
+                    "its routes to"
+                } else {
+                    "no route of"
+                }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// istiod's catch-all cluster and the Sidecar it applied to `p`, against
@@ -358,13 +430,13 @@ fn cleanup(c: &Cluster, sc: &Scenario) {
 fn run_all(scenarios: Vec<Scenario>) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = Cluster::shared();
-    let mut istiod = Istiod::start(c).expect("istiod starts");
+    let mut istiod = Istiod::start_with_gateway_api(c).expect("istiod starts");
     let mut tally = Tally::default();
     let started = Instant::now();
     for sc in &scenarios {
         // A scenario that crashed istiod fails alone: the next gets a new one.
         if !istiod.running() {
-            istiod = Istiod::start(c).expect("istiod starts again");
+            istiod = Istiod::start_with_gateway_api(c).expect("istiod starts again");
         }
         let r = check(c, &istiod, sc, &mut tally);
         cleanup(c, sc);
@@ -373,11 +445,13 @@ fn run_all(scenarios: Vec<Scenario>) {
         }
     }
     eprintln!(
-        "fidelity: {} scenarios, {} proxies, {} outbound clusters, {} outbound listeners and their routes compared in {:.1} s, {} disagreements",
+        "fidelity: {} scenarios, {} proxies, {} outbound clusters, {} outbound listeners and their routes, {} Gateway API route hosts ({} routed) compared in {:.1} s, {} disagreements",
         scenarios.len(),
         tally.proxies,
         tally.clusters,
         tally.listeners,
+        tally.gateway_routes,
+        tally.gateway_routes_applied,
         started.elapsed().as_secs_f64(),
         tally.failures.len()
     );
