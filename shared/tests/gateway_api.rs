@@ -402,5 +402,33 @@ fn an_http_route_on_a_parent_without_an_http_port_gets_no_virtual_host() {
     let r = web_routes(yaml, &["app/a.app.svc.cluster.local"]);
     assert_eq!(r.len(), 1, "{r:?}");
     assert!(!r[0].applies, "{r:?}");
-    assert!(r[0].reason.as_deref().unwrap_or("").contains("no HTTP port"), "{r:?}");
+    assert!(
+        r[0].reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("no HTTP port"),
+        "{r:?}"
+    );
+}
+
+/// istiod leaves a backend of weight 0 out of the route: it is neither
+/// among the route's clusters nor imported for it.
+#[test]
+fn a_backend_of_weight_zero_is_dropped_from_the_route() {
+    let yaml = mesh(&split("app", "HTTPRoute")).replace(
+        "{name: c, namespace: app, port: 80, weight: 50}",
+        "{name: c, namespace: app, port: 80, weight: 0}",
+    );
+    assert!(yaml.contains("weight: 0"));
+    let r = web_routes(yaml.clone(), &["app/a.app.svc.cluster.local"]);
+    assert_eq!(r[0].clusters, ["outbound|80||b.app.svc.cluster.local"]);
+    let h = web_hosts(&snap(&yaml));
+    assert!(
+        h.contains(&"app/b.app.svc.cluster.local".to_string()),
+        "{h:?}"
+    );
+    assert!(
+        !h.contains(&"app/c.app.svc.cluster.local".to_string()),
+        "{h:?}"
+    );
 }

@@ -1096,8 +1096,8 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
 /// seeds get one or two, each an HTTPRoute, GRPCRoute or (on a parent
 /// with a TCP port) TCPRoute in the parent's namespace (producer) or
 /// another (consumer), with one to three weighted backends in any
-/// namespace. Not generated, as the engine does not model them yet
-/// (issue #33): a `port` on the parent, backends of weight 0, headless
+/// namespace, one in six of weight 0. Not generated, as the engine does
+/// not model them yet (issue #33): a `port` on the parent, headless
 /// parents, a parent a VirtualService routes too (which of the two
 /// istiod's virtual host follows).
 fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
@@ -1130,7 +1130,8 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
                 backends,
                 "    - {{name: {bname}, namespace: {bns}, port: {}, weight: {}}}",
                 port.1,
-                1 + f.below(99)
+                // One backend in six of weight 0 (istiod drops it).
+                f.below(6).min(1) * (1 + f.below(99))
             );
         }
         if backends.is_empty() {

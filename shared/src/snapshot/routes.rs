@@ -12,7 +12,8 @@
 //!   istiod deploys for the Gateway in the Gateway's namespace;
 //! - backends (`backendRefs`) are Services by default (`name.ns.svc.<domain>`,
 //!   the route's namespace when none is named), or hosts named directly
-//!   (`networking.istio.io` `Hostname`), or a ServiceEntry's hosts.
+//!   (`networking.istio.io` `Hostname`), or a ServiceEntry's hosts; one
+//!   of weight 0 is dropped.
 
 use super::model::{RouteOrigin, VsDest, VsInfo};
 use crate::gateway_api::{BackendRef, ParentRef, Route};
@@ -107,7 +108,16 @@ fn entry_hosts(entries: &[ServiceEntry], ns: &str, name: &str) -> Vec<String> {
 /// Where a route's rules send requests.
 fn destinations(r: &Route, ns: &str, entries: &[ServiceEntry], domain: &str) -> Vec<VsDest> {
     let mut out = Vec::new();
-    for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
+    // A backend of weight 0 is left out of the route (HTTP, gRPC and TCP
+    // alike: `buildHTTPDestination`, `buildTCPDestination`, conversion.go,
+    // istio 1.31); a rule with no other answers 500 or routes nowhere.
+    let weighted = r
+        .spec
+        .rules
+        .iter()
+        .flat_map(|rule| &rule.backend_refs)
+        .filter(|b| b.weight != Some(0));
+    for b in weighted {
         for host in backend_hosts(b, ns, entries, domain) {
             out.push(VsDest {
                 host,
