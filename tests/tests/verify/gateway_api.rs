@@ -223,6 +223,23 @@ fn await_routed(istiod: &Istiod, proxy: &str, domain: &str, want: &[String]) {
     }
 }
 
+/// Once istiod has a, b and c: web-0, its simulated sidecar connected,
+/// its proxy id, and the clusters of the route's backends b and c.
+fn web_connected<'a>(
+    istiod: &Istiod,
+    sc: &'a meshscope_e2e::fidelity::Scenario,
+    front: &str,
+    app: &str,
+) -> (&'a meshscope_e2e::world::Pod, Sim, String, Vec<String>) {
+    await_services(istiod, app);
+    let web = sc.world.pods.iter().find(|p| p.name == "web-0").unwrap();
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![web.proxy_spec()], 1);
+    let want = ["b", "c"]
+        .map(|s| format!("outbound|80||{s}.{app}.svc.cluster.local"))
+        .to_vec();
+    (web, sim, format!("web-0.{front}"), want)
+}
+
 fn scenario(
     c: &Cluster,
     istiod: &Istiod,
@@ -231,13 +248,7 @@ fn scenario(
     app: &str,
 ) {
     let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
-    await_services(istiod, app);
-    let web = sc.world.pods.iter().find(|p| p.name == "web-0").unwrap();
-    let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![web.proxy_spec()], 1);
-    let proxy = format!("web-0.{front}");
-    let want: Vec<String> = ["b", "c"]
-        .map(|s| format!("outbound|80||{}", fqdn(s)))
-        .to_vec();
+    let (web, sim, proxy, want) = web_connected(istiod, sc, front, app);
     let domain = fqdn("a");
     // istiod routes `a` by the HTTPRoute (with no Sidecar yet): else the
     // harness, not meshscope, is at fault.
@@ -253,24 +264,7 @@ fn scenario(
         "10.255.0.1:80",
     );
     std::io::Write::write_all(&mut log, line.as_bytes()).unwrap();
-    let t0 = Instant::now();
-    let r = meshscope(
-        &c.kubeconfig,
-        &[
-            "apply",
-            "-n",
-            front,
-            "--access-log",
-            log.path().to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
-    sim.wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
-        .expect("istiod pushes the Sidecar");
-    let sidecar = c.kubectl_ok(&["get", "sidecars", "-n", front, "-o", "json"], None);
-    for s in ["a", "b", "c"] {
-        assert!(sidecar.contains(&fqdn(s)), "{s} imported: {sidecar}");
-    }
+    let sidecar = apply_from(c, &sim, front, app, log.path());
     assert_eq!(
         routed_clusters(istiod, &proxy, &domain),
         want,
@@ -367,13 +361,7 @@ fn tcp_scenario(
     app: &str,
 ) {
     let fqdn = |s: &str| format!("{s}.{app}.svc.cluster.local");
-    await_services(istiod, app);
-    let web = sc.world.pods.iter().find(|p| p.name == "web-0").unwrap();
-    let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![web.proxy_spec()], 1);
-    let proxy = format!("web-0.{front}");
-    let want: Vec<String> = ["b", "c"]
-        .map(|s| format!("outbound|80||{}", fqdn(s)))
-        .to_vec();
+    let (web, sim, proxy, want) = web_connected(istiod, sc, front, app);
     let a_ip = c
         .kubectl_ok(
             &[
@@ -412,24 +400,7 @@ fn tcp_scenario(
         &format!("{a_ip}:80"),
     );
     std::io::Write::write_all(&mut log, line.as_bytes()).unwrap();
-    let t0 = Instant::now();
-    let r = meshscope(
-        &c.kubeconfig,
-        &[
-            "apply",
-            "-n",
-            front,
-            "--access-log",
-            log.path().to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
-    sim.wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
-        .expect("istiod pushes the Sidecar");
-    let sidecar = c.kubectl_ok(&["get", "sidecars", "-n", front, "-o", "json"], None);
-    for s in ["a", "b", "c"] {
-        assert!(sidecar.contains(&fqdn(s)), "{s} imported: {sidecar}");
-    }
+    let sidecar = apply_from(c, &sim, front, app, log.path());
     assert_eq!(
         tcp_routed(istiod, &proxy, &a_ip, 80),
         want,
@@ -445,6 +416,25 @@ fn tcp_scenario(
     let (status, p) = verified(c, istiod, front, &[]);
     assert_eq!(status, "OK", "{p}");
     sim.close();
+}
+
+/// `apply -n front --access-log LOG`, istiod's push of the Sidecar to
+/// `sim`, and the Sidecar (JSON) importing a, b and c of `app`.
+fn apply_from(c: &Cluster, sim: &Sim, front: &str, app: &str, log: &std::path::Path) -> String {
+    let t0 = Instant::now();
+    let r = meshscope(
+        &c.kubeconfig,
+        &["apply", "-n", front, "--access-log", log.to_str().unwrap()],
+    );
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    sim.wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
+        .expect("istiod pushes the Sidecar");
+    let sidecar = c.kubectl_ok(&["get", "sidecars", "-n", front, "-o", "json"], None);
+    for s in ["a", "b", "c"] {
+        let host = format!("{s}.{app}.svc.cluster.local");
+        assert!(sidecar.contains(&host), "{s} imported: {sidecar}");
+    }
+    sidecar
 }
 
 /// `verify -n NS --istiod-url ... -o json` on web-0: its status and its
