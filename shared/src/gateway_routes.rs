@@ -32,6 +32,10 @@ pub struct RouteSeen {
     pub reason: Option<String>,
     /// The clusters its routes name, sorted.
     pub clusters: Vec<String>,
+    /// The parent's port the route attaches to, when it names one: it
+    /// routes only that port's requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
     /// Sent as HTTP routes (RDS), as HTTP and gRPC routes are; TCP and TLS
     /// routes sit in the listener's filter chains instead.
     #[serde(skip)]
@@ -56,6 +60,7 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         .route
         .as_ref()
         .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
+    let port = vs.route.as_ref().and_then(|r| r.port);
     let copies = snap.services_named(host);
     let listed = copies
         .iter()
@@ -64,7 +69,7 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         Some(format!(
             "its parent {host} is not among the services the scope imports"
         ))
-    } else if http && !copies.iter().any(|&s| has_http_port(snap, s)) {
+    } else if http && !copies.iter().any(|&s| has_http_port(snap, s, port)) {
         Some(format!(
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))
@@ -89,16 +94,19 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         applies: reason.is_none(),
         reason,
         clusters,
+        port,
         http,
     }
 }
 
-/// Whether Service `s` has a port istiod builds HTTP routes for: an HTTP,
-/// HTTP2 or gRPC one, or one it sniffs (`Protocol::Auto`).
-fn has_http_port(snap: &MeshSnapshot, s: crate::snapshot::SvcId) -> bool {
+/// Whether Service `s` has a port istiod builds HTTP routes for (`only`
+/// that one, when given): an HTTP, HTTP2 or gRPC one, or one it sniffs
+/// (`Protocol::Auto`).
+fn has_http_port(snap: &MeshSnapshot, s: crate::snapshot::SvcId, only: Option<u32>) -> bool {
     snap.services[s]
         .ports
         .iter()
+        .filter(|p| only.is_none_or(|n| p.number == n))
         .any(|p| matches!(p.protocol, Protocol::Http | Protocol::Auto))
 }
 

@@ -1096,9 +1096,9 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
 /// seeds get one or two, each an HTTPRoute, GRPCRoute or (on a parent
 /// with a TCP port) TCPRoute in the parent's namespace (producer) or
 /// another (consumer), with one to three weighted backends in any
-/// namespace, one in six of weight 0. Not generated, as the engine does
-/// not model them yet (issue #33): a `port` on the parent, headless
-/// parents, a parent a VirtualService routes too (which of the two
+/// namespace, one in six of weight 0, one route in three on one port of
+/// its parent. Not generated, as the engine does not model them yet
+/// (issue #33): headless parents, a parent a VirtualService routes too (which of the two
 /// istiod's virtual host follows).
 fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
     if !chance(f, 0.5) {
@@ -1137,8 +1137,13 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
         if backends.is_empty() {
             continue;
         }
+        // One route in three attaches to one port of its parent.
+        let port = match chance(f, 0.33) {
+            true => format!(", port: {}", pick(f, &pports).1),
+            false => String::new(),
+        };
         b.istio(format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: {parent}, namespace: {pns}}}\n  rules:\n  - backendRefs:\n{backends}"
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: {parent}, namespace: {pns}{port}}}\n  rules:\n  - backendRefs:\n{backends}"
         ));
     }
 }

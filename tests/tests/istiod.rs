@@ -261,7 +261,15 @@ fn check_gateway_routes(
     tally: &mut Tally,
 ) -> Result<()> {
     use std::collections::BTreeMap;
-    let mut by_host: BTreeMap<String, (bool, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+    // Per host: whether a route applies, the applying routes' clusters,
+    // every route's clusters, and the parent ports they attach to.
+    type Host = (
+        bool,
+        BTreeSet<String>,
+        BTreeSet<String>,
+        BTreeSet<Option<u64>>,
+    );
+    let mut by_host: BTreeMap<String, Host> = BTreeMap::new();
     for r in e["routes"].as_array().into_iter().flatten() {
         let label = r["route"].as_str().unwrap_or("");
         if !(label.starts_with("HTTPRoute ") || label.starts_with("GRPCRoute ")) {
@@ -280,6 +288,7 @@ fn check_gateway_routes(
             entry.1.extend(clusters.iter().cloned());
         }
         entry.2.extend(clusters);
+        entry.3.insert(r["port"].as_u64());
     }
     if by_host.is_empty() {
         return Ok(());
@@ -289,10 +298,21 @@ fn check_gateway_routes(
         p.name, p.namespace
     ))?;
     let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
-    for (host, (applies, predicted, all)) in by_host {
+    for (host, (applies, predicted, all, ports)) in by_host {
         tally.gateway_routes += 1;
         tally.gateway_routes_applied += usize::from(applies);
-        let actual = got.virtual_hosts.get(&host).cloned().unwrap_or_default();
+        // Routes that all attach to one port of the parent: that port's
+        // route configuration (its other ports keep their default).
+        let one_port = match ports.iter().collect::<Vec<_>>()[..] {
+            [Some(p)] => Some(*p as u32),
+            _ => None,
+        };
+        let actual = match one_port {
+            Some(p) => got.port_virtual_hosts.get(&(p, host.clone())),
+            None => got.virtual_hosts.get(&host),
+        }
+        .cloned()
+        .unwrap_or_default();
         let own = format!("||{host}");
         let agrees = match applies {
             true => actual == predicted,

@@ -396,6 +396,9 @@ pub struct RouteOrigin {
     /// The route's own name (the VirtualService's is istiod's
     /// `<name>~<n>~gateway`).
     pub name: String,
+    /// The parent's `port`, when the route attaches to one port of it: its
+    /// rules then match that port only.
+    pub port: Option<u32>,
 }
 
 impl VsInfo {

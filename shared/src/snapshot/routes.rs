@@ -31,7 +31,11 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
     for r in &inputs.routes {
         let ns = ns_of(&r.metadata);
         let dests = destinations(r, &ns, &inputs.service_entries, domain);
-        let base = |n: usize, hosts: Vec<String>, mesh_bound: bool, gateways: Vec<String>| VsInfo {
+        let base = |n: usize,
+                    hosts: Vec<String>,
+                    mesh_bound: bool,
+                    gateways: Vec<String>,
+                    port: Option<u32>| VsInfo {
             name: format!("{}~{n}~gateway", name_of(&r.metadata)),
             namespace: ns.clone(),
             hosts,
@@ -46,13 +50,14 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
             route: Some(RouteOrigin {
                 kind: r.kind,
                 name: name_of(&r.metadata),
+                port,
             }),
         };
         let mut n = 0;
         for p in &r.spec.parent_refs {
             if let Some(hosts) = mesh_parent_hosts(p, &ns, &inputs.service_entries, domain) {
                 for h in hosts {
-                    out.push(base(n, vec![h], true, Vec::new()));
+                    out.push(base(n, vec![h], true, Vec::new(), p.port));
                     n += 1;
                 }
             } else if is_gateway(p) {
@@ -61,7 +66,13 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                     true => vec!["*".to_string()],
                     false => r.spec.hostnames.clone(),
                 };
-                out.push(base(n, hosts, false, vec![format!("{gw_ns}/{}", p.name)]));
+                out.push(base(
+                    n,
+                    hosts,
+                    false,
+                    vec![format!("{gw_ns}/{}", p.name)],
+                    None,
+                ));
                 n += 1;
             }
         }

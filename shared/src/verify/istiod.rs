@@ -191,6 +191,11 @@ pub struct Generated {
     /// clusters its routes name, plain or weighted.
     #[serde(skip)]
     pub virtual_hosts: BTreeMap<String, BTreeSet<String>>,
+    /// The same per (port, domain): the port a RouteConfiguration is for,
+    /// from its name (`80`, or `HOST:PORT` for a sniffed port at an
+    /// address).
+    #[serde(skip)]
+    pub port_virtual_hosts: BTreeMap<(u32, String), BTreeSet<String>>,
 }
 
 impl Generated {
@@ -221,7 +226,7 @@ pub fn parse_config_dump(body: &[u8]) -> Result<Generated, Error> {
             "lds" => g.listeners += 1,
             "rds" => {
                 g.routes += 1;
-                add_virtual_hosts(&mut g.virtual_hosts, c);
+                add_virtual_hosts(&mut g, c);
             }
             _ => {}
         }
@@ -245,7 +250,9 @@ fn items<'a>(v: &'a Value, camel: &str, snake: &str) -> &'a [Value] {
 /// Adds a RouteConfiguration's virtual hosts: each domain, and the
 /// clusters the host's routes name (`route.cluster`, or each of
 /// `route.weighted_clusters.clusters`).
-fn add_virtual_hosts(out: &mut BTreeMap<String, BTreeSet<String>>, rc: &Value) {
+fn add_virtual_hosts(g: &mut Generated, rc: &Value) {
+    let name = rc["name"].as_str().unwrap_or("");
+    let port: Option<u32> = name.rsplit(':').next().and_then(|p| p.parse().ok());
     for vh in items(rc, "virtualHosts", "virtual_hosts") {
         let mut clusters = BTreeSet::new();
         for r in items(vh, "routes", "routes") {
@@ -260,9 +267,16 @@ fn add_virtual_hosts(out: &mut BTreeMap<String, BTreeSet<String>>, rc: &Value) {
             .iter()
             .filter_map(Value::as_str)
         {
-            out.entry(d.to_string())
+            g.virtual_hosts
+                .entry(d.to_string())
                 .or_default()
                 .extend(clusters.iter().cloned());
+            if let Some(p) = port {
+                g.port_virtual_hosts
+                    .entry((p, d.to_string()))
+                    .or_default()
+                    .extend(clusters.iter().cloned());
+            }
         }
     }
 }
@@ -370,6 +384,10 @@ mod tests {
             ])
         );
         assert_eq!(g.virtual_hosts["a.app"].len(), 2);
+        assert_eq!(
+            g.port_virtual_hosts[&(8080, "a.app.svc.cluster.local".to_string())],
+            set(&["outbound|8080||a.app.svc.cluster.local"])
+        );
         assert_eq!(g.virtual_hosts["*"], set(&["PassthroughCluster"]));
     }
 }

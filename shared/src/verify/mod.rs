@@ -255,7 +255,7 @@ pub fn check_proxy(
         .difference(&actual)
         .map(|s| s.to_string())
         .collect();
-    c.route_diffs = route_diffs(&e.routes, &r.generated.virtual_hosts);
+    c.route_diffs = route_diffs(&e.routes, &r.generated);
     c.pending = r.sync.pending();
     c.nacks = r.sync.errors.clone();
     c.istiod_counts = Some(Counts {
@@ -518,6 +518,7 @@ spec:
                 listeners: 3,
                 routes: 1,
                 virtual_hosts: BTreeMap::new(),
+                port_virtual_hosts: BTreeMap::new(),
             },
         }
     }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::Generated;
 use crate::gateway_api::RouteKind;
 use crate::gateway_routes::{own_namespace_only, RouteSeen};
 use crate::snapshot::{MeshSnapshot, VsInfo};
@@ -46,19 +47,26 @@ impl RouteDiff {
     }
 }
 
-/// The hosts of `seen` where prediction and istiod's `virtual_hosts`
-/// (domain → clusters) disagree.
-pub fn route_diffs(
-    seen: &[RouteSeen],
-    virtual_hosts: &BTreeMap<String, BTreeSet<String>>,
-) -> Vec<RouteDiff> {
+/// The hosts of `seen` where prediction and the virtual hosts istiod
+/// generated disagree: over every port's route configuration, or only the
+/// port the host's routes all attach to.
+pub fn route_diffs(seen: &[RouteSeen], g: &Generated) -> Vec<RouteDiff> {
     let mut by_host: BTreeMap<&str, Vec<&RouteSeen>> = BTreeMap::new();
     for r in seen.iter().filter(|r| r.http) {
         by_host.entry(&r.host).or_default().push(r);
     }
     by_host
         .into_iter()
-        .filter_map(|(host, routes)| diff(host, &routes, virtual_hosts.get(host)))
+        .filter_map(|(host, routes)| {
+            let port = routes[0]
+                .port
+                .filter(|p| routes.iter().all(|r| r.port == Some(*p)));
+            let actual = match port {
+                Some(p) => g.port_virtual_hosts.get(&(p, host.to_string())),
+                None => g.virtual_hosts.get(host),
+            };
+            diff(host, &routes, actual)
+        })
         .collect()
 }
 
@@ -178,19 +186,26 @@ mod tests {
             applies,
             reason: (!applies).then(|| "why".into()),
             clusters: backends.iter().map(|b| cl(b)).collect(),
+            port: None,
             http: true,
         }
     }
 
-    fn vhs(clusters: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
-        BTreeMap::from([(A.to_string(), clusters.iter().map(|b| cl(b)).collect())])
+    fn vhs(clusters: &[&str]) -> Generated {
+        Generated {
+            virtual_hosts: BTreeMap::from([(
+                A.to_string(),
+                clusters.iter().map(|b| cl(b)).collect(),
+            )]),
+            ..Generated::default()
+        }
     }
 
     #[test]
     fn a_route_that_applies_must_get_exactly_its_backends() {
         let r = [seen(true, &["b", "c"])];
         assert!(route_diffs(&r, &vhs(&["b", "c"])).is_empty());
-        let lost = route_diffs(&r, &BTreeMap::new());
+        let lost = route_diffs(&r, &Generated::default());
         assert_eq!(lost.len(), 1);
         assert_eq!(lost[0].istiod, None);
         assert!(
@@ -207,7 +222,7 @@ mod tests {
     #[test]
     fn a_route_that_does_not_apply_must_leave_its_backends_out() {
         let r = [seen(false, &["a", "b"])];
-        assert!(route_diffs(&r, &BTreeMap::new()).is_empty());
+        assert!(route_diffs(&r, &Generated::default()).is_empty());
         assert!(route_diffs(&r, &vhs(&["a"])).is_empty());
         let d = route_diffs(&r, &vhs(&["a", "b"]));
         assert_eq!(d.len(), 1);
@@ -225,9 +240,26 @@ mod tests {
     }
 
     #[test]
+    fn a_route_on_one_port_is_compared_with_that_ports_virtual_host() {
+        let mut r = seen(true, &["b"]);
+        r.port = Some(80);
+        // Port 8080's default virtual host names a's own cluster there.
+        let mut g = vhs(&["b"]);
+        g.virtual_hosts
+            .get_mut(A)
+            .unwrap()
+            .insert("outbound|8080||a.app.svc.cluster.local".into());
+        g.port_virtual_hosts
+            .insert((80, A.to_string()), BTreeSet::from([cl("b")]));
+        assert!(route_diffs(std::slice::from_ref(&r), &g).is_empty());
+        r.port = None;
+        assert_eq!(route_diffs(&[r], &g).len(), 1);
+    }
+
+    #[test]
     fn tcp_routes_are_not_compared_with_http_routes() {
         let mut tcp = seen(true, &["b"]);
         tcp.http = false;
-        assert!(route_diffs(&[tcp], &BTreeMap::new()).is_empty());
+        assert!(route_diffs(&[tcp], &Generated::default()).is_empty());
     }
 }
