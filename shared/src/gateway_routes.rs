@@ -69,6 +69,10 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         Some(format!(
             "its parent {host} is not among the services the scope imports"
         ))
+    } else if let Some(p) = port.filter(|&p| !listens_on(vis, copies, p)) {
+        Some(format!(
+            "it attaches to port {p} of {host}, which no egress listener of the scope serves"
+        ))
     } else if http && !copies.iter().any(|&s| has_http_port(snap, s, port)) {
         Some(format!(
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
@@ -97,6 +101,14 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         port,
         http,
     }
+}
+
+/// Whether an egress listener of `vis` serves one of `copies` on `port`:
+/// a catch-all listener, or one bound to that port.
+fn listens_on(vis: &Visible, copies: &[crate::snapshot::SvcId], port: u32) -> bool {
+    vis.egress.iter().any(|l| {
+        l.port.is_none_or(|lp| lp == port) && l.services.iter().any(|s| copies.contains(s))
+    })
 }
 
 /// Whether Service `s` has a port istiod builds HTTP routes for (`only`

@@ -432,3 +432,39 @@ fn a_backend_of_weight_zero_is_dropped_from_the_route() {
         "{h:?}"
     );
 }
+
+/// A route on port 80 of its parent (a, serving 80 and 9090), for a scope
+/// whose only egress listener is bound to 9090: istiod builds no route
+/// configuration for port 80 there (random fidelity seed 10007).
+#[test]
+fn a_route_on_a_port_no_egress_listener_serves_does_not_apply() {
+    let a = "selector: {app: a}\n  ports:\n  - {name: http, port: 80}\n";
+    let yaml = mesh(&split("app", "HTTPRoute")).replace(a, &format!("{a}  - {{name: grpc, port: 9090}}\n"))
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: front}\nspec:\n  egress:\n  - port: {number: 9090, protocol: GRPC, name: g}\n    hosts: [\"app/*\"]\n";
+    let s = snap(&yaml);
+    let web = s
+        .find_workload(&WorkloadKind::Deployment, "front", "web")
+        .unwrap();
+    let routes = meshscope_shared::explain::explain(&s, web, None, None).routes;
+    assert_eq!(routes.len(), 1, "{routes:?}");
+    assert!(!routes[0].applies, "{routes:?}");
+    assert!(
+        routes[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("port 80"),
+        "{routes:?}"
+    );
+    // The same scope with a catch-all listener: it applies.
+    let yaml = yaml.replace(
+        "  - port: {number: 9090, protocol: GRPC, name: g}\n    hosts:",
+        "  - hosts:",
+    );
+    let s = snap(&yaml);
+    let web = s
+        .find_workload(&WorkloadKind::Deployment, "front", "web")
+        .unwrap();
+    let routes = meshscope_shared::explain::explain(&s, web, None, None).routes;
+    assert!(routes[0].applies, "{routes:?}");
+}
