@@ -14,7 +14,8 @@
 
 use serde::Serialize;
 
-use crate::gateway_api::RouteKind;
+use std::collections::BTreeSet;
+
 use crate::scope::Visible;
 use crate::snapshot::{MeshSnapshot, Protocol, VsInfo};
 
@@ -56,10 +57,7 @@ pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
 }
 
 fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {
-    let http = vs
-        .route
-        .as_ref()
-        .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
+    let http = vs.http_route();
     let port = vs.route.as_ref().and_then(|r| r.port);
     let copies = snap.services_named(host);
     let listed = copies
@@ -85,19 +83,12 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
     } else {
         None
     };
-    let mut clusters: Vec<String> = vs
-        .dests
-        .iter()
-        .filter_map(|d| d.port.map(|p| format!("outbound|{p}||{}", d.host)))
-        .collect();
-    clusters.sort();
-    clusters.dedup();
     RouteSeen {
         route: vs.label(),
         host: host.to_string(),
         applies: reason.is_none(),
         reason,
-        clusters,
+        clusters: backend_clusters(vs).into_iter().collect(),
         port,
         http,
     }
@@ -122,16 +113,22 @@ fn has_http_port(snap: &MeshSnapshot, s: crate::snapshot::SvcId, only: Option<u3
         .any(|p| matches!(p.protocol, Protocol::Http | Protocol::Auto))
 }
 
+/// The clusters route `vs`'s rules name: one per backend with a port,
+/// `outbound|PORT||HOST`.
+pub fn backend_clusters(vs: &VsInfo) -> BTreeSet<String> {
+    vs.dests
+        .iter()
+        .filter_map(|d| d.port.map(|p| format!("outbound|{p}||{}", d.host)))
+        .collect()
+}
+
 /// Whether route `vs` for `parent` applies only to proxies of the route's
 /// own namespace: an HTTP or gRPC route none of whose parent's copies is
 /// in that namespace (a consumer route).
 pub fn own_namespace_only(snap: &MeshSnapshot, vs: &VsInfo, parent: &str) -> bool {
-    let http = vs
-        .route
-        .as_ref()
-        .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
-    http && !snap
-        .services_named(parent)
-        .iter()
-        .any(|&s| snap.services[s].namespace == vs.namespace)
+    vs.http_route()
+        && !snap
+            .services_named(parent)
+            .iter()
+            .any(|&s| snap.services[s].namespace == vs.namespace)
 }

@@ -408,6 +408,18 @@ impl VsInfo {
         self.route.is_some()
     }
 
+    /// Whether it comes from a Gateway API HTTP or gRPC route, whose rules
+    /// istiod sends as HTTP routes (RDS); TCP and TLS routes sit in the
+    /// listeners' filter chains.
+    pub fn http_route(&self) -> bool {
+        self.route.as_ref().is_some_and(|r| {
+            matches!(
+                r.kind,
+                crate::gateway_api::RouteKind::Http | crate::gateway_api::RouteKind::Grpc
+            )
+        })
+    }
+
     /// How messages name it: `VirtualService ns/name`, or the route it
     /// comes from (`HTTPRoute ns/name`).
     pub fn label(&self) -> String {

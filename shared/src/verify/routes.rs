@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::Generated;
-use crate::gateway_api::RouteKind;
-use crate::gateway_routes::{own_namespace_only, RouteSeen};
+use crate::gateway_routes::{backend_clusters, own_namespace_only, RouteSeen};
 use crate::snapshot::{MeshSnapshot, VsInfo};
 
 /// A host whose routes meshscope predicts otherwise than istiod sends.
@@ -134,11 +133,8 @@ pub fn missing_routes(
             if routes.is_empty() {
                 continue;
             }
-            let backends: BTreeSet<String> = routes
-                .iter()
-                .flat_map(|vs| &vs.dests)
-                .filter_map(|b| b.port.map(|p| format!("outbound|{p}||{}", b.host)))
-                .collect();
+            let backends: BTreeSet<String> =
+                routes.iter().flat_map(|vs| backend_clusters(vs)).collect();
             let routed = [d, &host]
                 .iter()
                 .filter_map(|n| virtual_hosts.get(n.as_str()))
@@ -159,11 +155,8 @@ pub fn missing_routes(
 /// proxies of `ns`: visible there, and a consumer route only in its own
 /// namespace.
 fn routes_for(snap: &MeshSnapshot, vs: &VsInfo, host: &str, ns: &str) -> bool {
-    let http = vs
-        .route
-        .as_ref()
-        .is_some_and(|r| matches!(r.kind, RouteKind::Http | RouteKind::Grpc));
-    http && vs.mesh_bound
+    vs.http_route()
+        && vs.mesh_bound
         && vs.hosts.iter().any(|h| h == host)
         && vs.export.visible_to(ns)
         && (vs.namespace == ns || !own_namespace_only(snap, vs, host))
