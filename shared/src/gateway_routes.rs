@@ -8,8 +8,7 @@
 //! the route's own namespace. An HTTP or gRPC route's virtual host exists
 //! only on the parent's HTTP (or sniffed) ports: on a parent with none,
 //! istiod builds no RDS for it, though its backends' clusters still come
-//! into scope (measured by the random fidelity seeds 8 and 9 of
-//! `tests/tests/istiod.rs`). Its routes name one cluster per backend,
+//! into scope (`docs/istio-semantics.md` §11). Its routes name one cluster per backend,
 //! `outbound|PORT||HOST`.
 
 use serde::Serialize;
