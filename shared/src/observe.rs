@@ -477,13 +477,11 @@ impl<'s> LogIngest<'s> {
         };
         let snap = self.snap;
         let cluster_host: &str = &self.hosts[host as usize];
-        let dialled: Vec<&'s str> = snap
-            .services_at(&ip)
-            .iter()
-            .map(|&s| snap.services[s].hostname.as_str())
-            .filter(|name| *name != cluster_host)
-            .collect();
-        for name in dialled {
+        for &s in snap.services_at(&ip) {
+            let name = snap.services[s].hostname.as_str();
+            if name == cluster_host {
+                continue;
+            }
             let raw = self.raw.entry(w).or_default();
             if !raw.dialled.contains_key(name) {
                 raw.dialled.insert(name.into(), ());
