@@ -761,10 +761,11 @@ pub fn audit(
     out
 }
 
-/// MS0016–MS0020 and MS0023: ServiceEntries with a catch-all address or a wildcard
+/// MS0016–MS0020, MS0023 and MS0024: ServiceEntries with a catch-all address or a wildcard
 /// host seen mesh-wide, wildcard DestinationRules that shadow other
 /// namespaces' rules, Gateway API routes whose services are hidden where
-/// they apply, and (with observed traffic) exportTo that hides an
+/// they apply or that send requests to another namespace without a
+/// ReferenceGrant, and (with observed traffic) exportTo that hides an
 /// object from its callers and namespaces istiod need not watch.
 fn export_findings(
     snap: &MeshSnapshot,
@@ -787,6 +788,9 @@ fn export_findings(
         }
     }
     out.extend(crate::exports::routes::hidden_route_services(snap, |ns| {
+        scope.ns(ns)
+    }));
+    out.extend(crate::gateway_routes::refused_backends(snap, |ns| {
         scope.ns(ns)
     }));
     let Some(obs) = obs.filter(|o| !o.traffic.is_empty()) else {

@@ -210,6 +210,13 @@ pub const CODES: &[CodeDoc] = &[
         description: "A Gateway API route (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute) names a Service or ServiceEntry that the exportTo of the object (or the mesh default) hides from proxies the route applies to. A route bound to a Gateway is served by the gateway's pods in the Gateway's namespace: a backend hidden there gets no cluster, and requests through the gateway fail (HTTP 500). A mesh route (a Service parent) applies to the proxies that see its parent, and an HTTP or gRPC route in another namespace than its parent only to the proxies of its own namespace: a parent hidden from that namespace drops the route everywhere, and a backend hidden from a namespace where the route applies leaves its proxies a route to a cluster they lack (HTTP 503 NC for the share of requests sent there). Found from the objects alone, without traffic.",
         fix: "Export each service the message names to the namespaces it names: its networking.istio.io/exportTo annotation (a ServiceEntry's spec.exportTo), or widen the mesh default. With a traffic source, kubectl meshscope apply --exports --force-exports -n NS keeps a route's parent and backends exported to every namespace that calls the parent and to the gateway's namespace.",
     },
+    CodeDoc {
+        code: "MS0024",
+        severity: Severity::Error,
+        title: "Gateway route sends requests to another namespace without a ReferenceGrant",
+        description: "A Gateway API route (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute) bound to a Gateway names a backend in another namespace than the route's, and no ReferenceGrant in the backend's namespace permits routes of that kind from the route's namespace to it (by name, or to every Service). istiod drops such a backend from the route (reason RefNotPermitted in the route's status): requests through the gateway that the route would send there fail. A grant permits Services only, so a ServiceEntry in another namespace is always refused. Routes whose parent is a Service (mesh routes) are not checked, as istiod does not check them.",
+        fix: "Add a ReferenceGrant in the backend's namespace: spec.from [{group: gateway.networking.k8s.io, kind: <the route's kind>, namespace: <the route's namespace>}], spec.to [{group: \"\", kind: Service, name: <the backend>}] (omit name for every Service there); or move the route to the backend's namespace.",
+    },
 ];
 
 pub fn code_doc(code: &str) -> Option<&'static CodeDoc> {

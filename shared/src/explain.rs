@@ -294,7 +294,7 @@ pub fn explain(
             .into_iter()
             .map(String::from)
             .collect(),
-        routes: crate::gateway_routes::routes_seen(snap, &vis),
+        routes: routes_for(snap, &vis, injection.gateway),
         estimate: snap
             .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),
@@ -761,4 +761,27 @@ pub fn impact(
             .count(wl.key(), n, bytes(after), depends(after), serves);
     }
     Ok(out)
+}
+
+/// The mesh routes a proxy gets: those its scope selects, for a sidecar;
+/// none apply on a router proxy, whose routes are its Gateways' servers
+/// (istiod builds a gateway's RDS from the Gateways bound to it alone:
+/// `buildGatewayHTTPRouteConfig`, `pilot/pkg/networking/core/gateway.go`,
+/// istio 1.31). A waypoint is left as its scope gives (not checked
+/// against istiod).
+fn routes_for(
+    snap: &MeshSnapshot,
+    vis: &crate::scope::Visible,
+    gateway: Option<crate::inject::Gateway>,
+) -> Vec<crate::gateway_routes::RouteSeen> {
+    let mut routes = crate::gateway_routes::routes_seen(snap, vis);
+    if gateway == Some(crate::inject::Gateway::Router) {
+        for r in &mut routes {
+            r.applies = false;
+            r.reason = Some(
+                "a router proxy gets the routes of the Gateways it serves, not mesh routes".into(),
+            );
+        }
+    }
+    routes
 }

@@ -1,9 +1,10 @@
-//! The Kubernetes Gateway API routes meshscope reads
-//! (`gateway.networking.k8s.io`): HTTPRoute, GRPCRoute, TCPRoute and
-//! TLSRoute. Only the fields scoping depends on are typed: whom a route
-//! attaches to (`parentRefs`) and where it sends requests (`backendRefs`).
-//! How istiod turns the mesh ones (a Service parent: GAMMA) into routes is
-//! in `crate::snapshot::routes`.
+//! The Kubernetes Gateway API objects meshscope reads
+//! (`gateway.networking.k8s.io`): the routes (HTTPRoute, GRPCRoute,
+//! TCPRoute, TLSRoute) and the ReferenceGrants that let a route bound to a
+//! Gateway send requests to another namespace. Only the fields scoping
+//! depends on are typed: whom a route attaches to (`parentRefs`), where it
+//! sends requests (`backendRefs`), and what a grant permits. How istiod
+//! turns routes into VirtualServices is in `crate::snapshot::routes`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -149,6 +150,84 @@ impl BackendRef {
     }
 }
 
+/// A `ReferenceGrant` (istio 1.31 reads `v1beta1`; v1 has the same
+/// fields): objects of the kinds in `from`, in the namespaces named there,
+/// may refer to the objects of the kinds (and names) in `to` in the
+/// grant's own namespace.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ReferenceGrant {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: GrantSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GrantSpec {
+    #[serde(default)]
+    pub from: Vec<GrantFrom>,
+    #[serde(default)]
+    pub to: Vec<GrantTo>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GrantFrom {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GrantTo {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    /// None: every object of the kind.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Whether istiod lets a route of `kind` in `route_ns`, bound to a
+/// Gateway, send requests to `b`: a backend in the route's own namespace
+/// (or naming none) always; one in another namespace only when it is a
+/// Service and a ReferenceGrant there permits routes of that kind from
+/// `route_ns` to it by name or to every Service. A grant cannot permit
+/// another kind (a ServiceEntry in another namespace is refused whatever
+/// grant exists). Mesh routes are not checked. (`buildDestination` in
+/// `pilot/pkg/config/kube/gateway/conversion.go` and `BackendAllowed` in
+/// `pilot/pkg/config/kube/gatewaycommon/references.go`, istio 1.31.)
+pub fn backend_allowed(
+    grants: &[ReferenceGrant],
+    kind: RouteKind,
+    route_ns: &str,
+    b: &BackendRef,
+) -> bool {
+    let Some(bns) = b.namespace.as_deref().filter(|n| *n != route_ns) else {
+        return true;
+    };
+    if !b.is_service() {
+        return false;
+    }
+    grants
+        .iter()
+        .filter(|g| g.metadata.namespace.as_deref() == Some(bns))
+        .filter(|g| {
+            g.spec.from.iter().any(|f| {
+                f.group == GATEWAY_API_GROUP && f.kind == kind.as_str() && f.namespace == route_ns
+            })
+        })
+        .flat_map(|g| &g.spec.to)
+        .any(|t| {
+            matches!(t.group.as_str(), "" | "core")
+                && t.kind == "Service"
+                && t.name.as_deref().is_none_or(|n| n == b.name)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +254,65 @@ mod tests {
         assert!(b[0].is_service() && !b[1].is_service());
         assert_eq!(RouteKind::of("TLSRoute"), Some(RouteKind::Tls));
         assert_eq!(RouteKind::of("Route"), None);
+    }
+
+    fn grant(ns: &str, from_kind: &str, from_ns: &str, name: Option<&str>) -> ReferenceGrant {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "g", "namespace": ns},
+            "spec": {
+                "from": [{"group": GATEWAY_API_GROUP, "kind": from_kind, "namespace": from_ns}],
+                "to": [{"group": "", "kind": "Service", "name": name}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_backend_in_another_namespace_needs_a_grant_for_the_route_kind_and_namespace() {
+        let b = |ns: Option<&str>, kind: Option<&str>| BackendRef {
+            name: "front".into(),
+            namespace: ns.map(String::from),
+            kind: kind.map(String::from),
+            group: kind.map(|_| "networking.istio.io".into()),
+            ..Default::default()
+        };
+        let front = b(Some("shop"), None);
+        let http = RouteKind::Http;
+        assert!(backend_allowed(&[], http, "ing", &b(None, None)));
+        assert!(backend_allowed(&[], http, "shop", &front));
+        assert!(!backend_allowed(&[], http, "ing", &front));
+        let by_name = grant("shop", "HTTPRoute", "ing", Some("front"));
+        let every = grant("shop", "HTTPRoute", "ing", None);
+        assert!(backend_allowed(
+            std::slice::from_ref(&by_name),
+            http,
+            "ing",
+            &front
+        ));
+        assert!(backend_allowed(
+            std::slice::from_ref(&every),
+            http,
+            "ing",
+            &front
+        ));
+        // Another name, kind of route, source namespace, or grant namespace.
+        let other = grant("shop", "HTTPRoute", "ing", Some("cart"));
+        assert!(!backend_allowed(&[other], http, "ing", &front));
+        assert!(!backend_allowed(
+            std::slice::from_ref(&by_name),
+            RouteKind::Grpc,
+            "ing",
+            &front
+        ));
+        assert!(!backend_allowed(&[by_name], http, "edge", &front));
+        assert!(!backend_allowed(
+            &[grant("ing", "HTTPRoute", "ing", None)],
+            http,
+            "ing",
+            &front
+        ));
+        // A grant permits Services only.
+        let se = b(Some("shop"), Some("ServiceEntry"));
+        assert!(!backend_allowed(&[every], http, "ing", &se));
     }
 }

@@ -131,3 +131,42 @@ pub fn own_namespace_only(snap: &MeshSnapshot, vs: &VsInfo, parent: &str) -> boo
             .iter()
             .any(|&s| snap.services[s].namespace == vs.namespace)
 }
+
+/// MS0024 for each route bound to a Gateway, in a namespace `in_scope`
+/// accepts, that sends requests to another namespace's backend no
+/// ReferenceGrant permits: istiod drops that backend from the route (its
+/// share of requests through the gateway fails).
+pub fn refused_backends(
+    snap: &MeshSnapshot,
+    in_scope: impl Fn(&str) -> bool,
+) -> Vec<crate::finding::Finding> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for vs in snap
+        .virtual_services
+        .iter()
+        .filter(|v| in_scope(&v.namespace))
+    {
+        let Some(origin) = vs.route.as_ref().filter(|o| !o.refused.is_empty()) else {
+            continue;
+        };
+        if !seen.insert((vs.namespace.as_str(), origin.kind, origin.name.as_str())) {
+            continue;
+        }
+        let kind = origin.kind.as_str();
+        let ns = &vs.namespace;
+        let list = origin.refused.join(", ");
+        out.push(crate::finding::finding(
+            "MS0024",
+            kind,
+            ns,
+            &origin.name,
+            format!(
+                "{kind} {ns}/{}, bound to Gateway {}, sends requests to {list} in another namespace, and no ReferenceGrant there permits {kind}s from namespace {ns}: istiod drops the backend from the route; add a ReferenceGrant in that namespace (from: group gateway.networking.k8s.io, kind {kind}, namespace {ns}; to: group \"\", kind Service)",
+                origin.name,
+                vs.gateways.join(", ")
+            ),
+        ));
+    }
+    out
+}

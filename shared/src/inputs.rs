@@ -458,6 +458,9 @@ pub struct Inputs {
     pub authorization_policies: Vec<AuthorizationPolicy>,
     /// Gateway API routes (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute).
     pub routes: Vec<crate::gateway_api::Route>,
+    /// Gateway API ReferenceGrants: which routes bound to a Gateway may
+    /// send requests to another namespace's Services.
+    pub reference_grants: Vec<crate::gateway_api::ReferenceGrant>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
     /// EndpointSlices (only those of headless Services are used).
@@ -643,6 +646,9 @@ impl Inputs {
                 let mut r: crate::gateway_api::Route = decode(&kind, v)?;
                 r.kind = RouteKind::of(&kind).expect("matched above");
                 self.routes.push(r)
+            }
+            ("ReferenceGrant", _) if group == GATEWAY_API_GROUP => {
+                self.reference_grants.push(decode(&kind, v)?)
             }
             ("Namespace", false) => self.namespaces.push(decode(&kind, v)?),
             ("Pod", false) => {

@@ -469,3 +469,76 @@ fn a_route_on_a_port_no_egress_listener_serves_does_not_apply() {
     let routes = meshscope_shared::explain::explain(&s, web, None, None).routes;
     assert!(routes[0].applies, "{routes:?}");
 }
+
+// === MS0024: a Gateway route's backend in another namespace needs a ReferenceGrant ===
+
+/// The INGRESS route moved to the Gateway's namespace, its backend named
+/// in `front`; with `grant`, a ReferenceGrant in `front` for it.
+fn ingress_across(grant: Option<&str>) -> String {
+    let route = INGRESS
+        .replace(
+            "metadata: {name: shop, namespace: front}",
+            "metadata: {name: shop, namespace: ingress}",
+        )
+        .replace(
+            "backendRefs: [{name: web, port: 80}]",
+            "backendRefs: [{name: web, namespace: front, port: 80}]",
+        );
+    let grant = grant.map_or(String::new(), |to| {
+        format!("---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: front}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: ingress}}]\n  to: [{to}]\n")
+    });
+    mesh(&(route + &grant))
+}
+
+fn codes(yaml: &str, code: &str) -> Vec<String> {
+    use meshscope_shared::audit::{audit, AuditScope};
+    let scope = AuditScope {
+        namespaces: None,
+        workloads: None,
+    };
+    audit(&snap(yaml), None, &scope)
+        .into_iter()
+        .filter(|f| f.code == code)
+        .map(|f| format!("{} {}/{}: {}", f.kind, f.namespace, f.name, f.message))
+        .collect()
+}
+
+#[test]
+fn ms0024_names_a_gateway_routes_backend_in_another_namespace_without_a_grant() {
+    let f = codes(&ingress_across(None), "MS0024");
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].starts_with("HTTPRoute ingress/shop: ")
+            && f[0].contains("bound to Gateway ingress/public, sends requests to front/web"),
+        "{f:?}"
+    );
+    // A grant by name, or for every Service, permits it.
+    for to in [
+        "{group: \"\", kind: Service, name: web}",
+        "{group: \"\", kind: Service}",
+    ] {
+        assert_eq!(
+            codes(&ingress_across(Some(to)), "MS0024"),
+            Vec::<String>::new(),
+            "{to}"
+        );
+    }
+    // One for another Service does not.
+    let other = "{group: \"\", kind: Service, name: cart}";
+    assert_eq!(codes(&ingress_across(Some(other)), "MS0024").len(), 1);
+}
+
+#[test]
+fn exports_keep_an_ingress_backend_for_its_gateway_only_where_a_grant_permits_it() {
+    let recommended = |yaml: String| {
+        let s = snap(&yaml);
+        let r = recommend_exports(&s, &observe(&s, ""), ExportOptions { force: false });
+        find(&r, ExportKind::Service, "front/web")
+            .recommended
+            .clone()
+    };
+    let by_name = "{group: \"\", kind: Service, name: web}";
+    assert_eq!(recommended(ingress_across(Some(by_name))), [".", "ingress"]);
+    // istiod refuses the backend: the gateway never sends to it.
+    assert_eq!(recommended(ingress_across(None)), ["."]);
+}

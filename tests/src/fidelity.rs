@@ -94,6 +94,7 @@ impl Builder {
             ready: true,
             terminating: false,
             proxied: true,
+            router: false,
         });
     }
 

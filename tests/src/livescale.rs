@@ -183,6 +183,7 @@ pub fn deploy_with(c: &Cluster, s: &Scenario, edit: impl Fn(String) -> String) -
                 ready: true,
                 terminating: false,
                 proxied: true,
+                router: false,
             });
         }
         if app.starts_with("httpbin-") {

@@ -237,6 +237,7 @@ fn endpoint_slices(p: &Parsed, ips: &BTreeMap<(String, String), String>) -> Stri
             ready: true,
             terminating: false,
             proxied: true,
+            router: false,
         });
     }
     w.endpoint_slices_yaml()

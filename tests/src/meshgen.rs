@@ -1020,6 +1020,7 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
                 ready: true,
                 terminating: false,
                 proxied: true,
+                router: false,
             };
             world.pods.push(pod.clone());
             out.push((w, pod));
@@ -1251,6 +1252,7 @@ mod tests {
                     ready: true,
                     terminating: false,
                     proxied: true,
+                    router: false,
                 });
             }
         }

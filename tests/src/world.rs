@@ -79,6 +79,10 @@ pub struct Pod {
     /// Carries an `istio-proxy` container (injected); `false`: a plain
     /// pod outside the mesh.
     pub proxied: bool,
+    /// Its `istio-proxy` runs `proxy router` (a gateway pod, as istiod's
+    /// deployment controller renders one for a Gateway): it connects as a
+    /// router proxy, and istiod applies no Sidecar to it.
+    pub router: bool,
 }
 
 /// The finalizer that holds a terminating test pod.
@@ -123,6 +127,7 @@ impl Pod {
             .get("app")
             .cloned()
             .unwrap_or_else(|| self.name.clone());
+        s.router = self.router;
         s
     }
 }
@@ -177,6 +182,9 @@ impl World {
             );
             if p.proxied {
                 out.push_str("  - name: istio-proxy\n    image: docker.io/istio/proxyv2:1.31.0\n");
+                if p.router {
+                    out.push_str("    args: [proxy, router]\n");
+                }
             }
         }
         out.push_str(&self.endpoint_slices_yaml());

@@ -102,6 +102,8 @@ pub struct ProxySpec {
     pub istio_version: String,
     /// `NODE_NAME` (the pod's `spec.nodeName`); empty sends `meshscope-sim`.
     pub node_name: String,
+    /// Connects as a gateway (`router`), not a `sidecar`.
+    pub router: bool,
 }
 
 impl ProxySpec {
@@ -117,6 +119,7 @@ impl ProxySpec {
             workload_name: pod_name.into(),
             istio_version: DEFAULT_ISTIO_VERSION.into(),
             node_name: String::new(),
+            router: false,
         }
     }
 
@@ -136,11 +139,16 @@ impl ProxySpec {
         format!("{}.{}", self.pod_name, self.namespace)
     }
 
-    /// `sidecar~<podIP>~<pod>.<ns>~<ns>.svc.cluster.local`.
+    /// `sidecar~<podIP>~<pod>.<ns>~<ns>.svc.cluster.local` (`router~...`
+    /// for a gateway).
     pub fn node_id(&self) -> String {
         format!(
-            "sidecar~{}~{}.{}~{}.svc.cluster.local",
-            self.pod_ip, self.pod_name, self.namespace, self.namespace
+            "{}~{}~{}.{}~{}.svc.cluster.local",
+            if self.router { "router" } else { "sidecar" },
+            self.pod_ip,
+            self.pod_name,
+            self.namespace,
+            self.namespace
         )
     }
 

@@ -40,6 +40,9 @@ mod exports;
 #[path = "verify/gateway_api.rs"]
 mod gateway_api;
 
+#[path = "verify/ingress.rs"]
+mod ingress;
+
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {

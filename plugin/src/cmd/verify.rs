@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use meshscope_shared::explain;
+use meshscope_shared::inject::Gateway;
 use meshscope_shared::observe::WorkloadTraffic;
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::verify::{self, ProxyCheck, Reported, Status, SyncStatus};
@@ -48,7 +49,7 @@ pub fn run(r: &VerifyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     if pods.is_empty() {
         writeln!(
             p.err,
-            "no injected pods to verify{}",
+            "no injected or gateway pods to verify{}",
             ns.as_deref()
                 .map(|n| format!(" in namespace {n}"))
                 .unwrap_or_default()
@@ -85,15 +86,24 @@ pub fn warn_version_skew(world: &World, checks: &[ProxyCheck], err: &mut dyn Wri
     Ok(())
 }
 
-/// Pods to check: injected, in `ns` (all when `None`), matching `-l`, and
-/// the target's when one is given.
+/// Whether verify can check pod `p`: a sidecar, or a gateway's router
+/// proxy (istiod gives it its namespace's default scope, and its outbound
+/// clusters are compared as a sidecar's are). A waypoint's clusters are
+/// not outbound ones: it is not checked.
+fn checkable(world: &World, p: PodId) -> bool {
+    let inj = &world.snap.pods[p].injection;
+    inj.sidecar || inj.gateway == Some(Gateway::Router)
+}
+
+/// Pods to check: injected (or gateways), in `ns` (all when `None`),
+/// matching `-l`, and the target's when one is given.
 fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<Vec<PodId>> {
     let snap = &world.snap;
     let in_ns = |p: PodId| ns.is_none_or(|n| snap.pods[p].namespace == n);
     let pods: Vec<PodId> = match target {
         None => (0..snap.pods.len())
             .filter(|p| in_ns(*p) && world.in_scope(snap.pods[*p].workload))
-            .filter(|p| snap.pods[*p].injection.sidecar)
+            .filter(|p| checkable(world, *p))
             .collect(),
         Some(t) => {
             let (kind, name) = t.split_once('/').ok_or_else(|| {
@@ -120,11 +130,11 @@ fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<
                         .filter(|p| snap.pods[*p].workload == w)
                         .collect()
                 };
-            if let Some(p) = hits.iter().find(|p| !snap.pods[**p].injection.sidecar) {
+            if let Some(p) = hits.iter().find(|p| !checkable(world, **p)) {
                 let pod = &snap.pods[*p];
                 if pod.injection.gateway.is_some() {
                     bail!(
-                        "pod {}/{} runs {}; verify checks sidecars only (kubectl meshscope explain pod/{} -n {} shows the scope istiod gives it)",
+                        "pod {}/{} runs {}; verify checks sidecars and gateways' router proxies, not waypoints (kubectl meshscope explain pod/{} -n {} shows the scope istiod gives it)",
                         pod.namespace,
                         pod.name,
                         pod.injection.reason,

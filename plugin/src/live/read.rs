@@ -44,8 +44,10 @@ const WORKLOADS: [(&str, &str); 7] = [
 /// namespaces; a user who cannot list them cluster-wide gets those of the
 /// namespaces in scope. Telemetries and AuthorizationPolicies name the
 /// extension providers a workload's Envoy calls (from the root namespace
-/// too). The Gateway API's routes route as VirtualServices do.
-const SHARED: [(&str, &str); 11] = [
+/// too). The Gateway API's routes route as VirtualServices do, and
+/// ReferenceGrants decide which backends in other namespaces a Gateway's
+/// routes may use.
+const SHARED: [(&str, &str); 12] = [
     ("", "services"),
     ("networking.istio.io", "sidecars"),
     ("networking.istio.io", "serviceentries"),
@@ -57,6 +59,7 @@ const SHARED: [(&str, &str); 11] = [
     (GATEWAY_API_GROUP, "grpcroutes"),
     (GATEWAY_API_GROUP, "tcproutes"),
     (GATEWAY_API_GROUP, "tlsroutes"),
+    (GATEWAY_API_GROUP, "referencegrants"),
 ];
 
 /// Said once when the cluster has no HTTPRoute CRD (clusters with it may
@@ -543,25 +546,34 @@ impl Live {
             }
         }
         let optional = [
-            (
+            istio_in(
                 meshscope_shared::istio::TELEMETRY_GROUP,
                 "Telemetry",
                 "telemetries",
             ),
-            (
+            istio_in(
                 meshscope_shared::istio::SECURITY_GROUP,
                 "AuthorizationPolicy",
                 "authorizationpolicies",
             ),
+            // istio 1.31 reads ReferenceGrants at v1beta1, which every
+            // Gateway API release since v0.6 serves.
+            ApiResource {
+                version: "v1beta1".into(),
+                api_version: format!("{GATEWAY_API_GROUP}/v1beta1"),
+                ..istio_in(GATEWAY_API_GROUP, "ReferenceGrant", "referencegrants")
+            },
         ]
         .into_iter()
-        .chain(RouteKind::ALL.map(|k| (GATEWAY_API_GROUP, k.as_str(), k.plural())));
-        for (group, kind, plural) in optional {
-            for ns in per_scope(plural) {
+        .chain(RouteKind::ALL.map(|k| istio_in(GATEWAY_API_GROUP, k.as_str(), k.plural())));
+        for ar in optional {
+            for ns in per_scope(&ar.plural) {
+                let ar = ar.clone();
                 // Without these CRDs there are none of them: not an error.
                 jobs.push(
                     async move {
-                        match self.list_istio(istio_in(group, kind, plural), ns).await {
+                        let plural = ar.plural.clone();
+                        match self.list_istio(ar, ns).await {
                             Err(ApiFailure {
                                 kind: FailureKind::NotFound(_),
                                 ..

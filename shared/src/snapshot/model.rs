@@ -399,6 +399,12 @@ pub struct RouteOrigin {
     /// The parent's `port`, when the route attaches to one port of it: its
     /// rules then match that port only.
     pub port: Option<u32>,
+    /// The backends istiod refuses this route, as `namespace/name`: a
+    /// route bound to a Gateway may send requests to another namespace
+    /// only where a ReferenceGrant permits it
+    /// ([`crate::gateway_api::backend_allowed`]); they are not among its
+    /// destinations.
+    pub refused: Vec<String>,
 }
 
 impl VsInfo {

@@ -13,10 +13,12 @@
 //! - backends (`backendRefs`) are Services by default (`name.ns.svc.<domain>`,
 //!   the route's namespace when none is named), or hosts named directly
 //!   (`networking.istio.io` `Hostname`), or a ServiceEntry's hosts; one
-//!   of weight 0 is dropped.
+//!   of weight 0 is dropped; a route bound to a Gateway sends requests to
+//!   another namespace's Service only where a ReferenceGrant permits it
+//!   (the others are refused, [`crate::gateway_api::backend_allowed`]).
 
 use super::model::{RouteOrigin, VsDest, VsInfo};
-use crate::gateway_api::{BackendRef, ParentRef, Route};
+use crate::gateway_api::{backend_allowed, BackendRef, ParentRef, ReferenceGrant, Route};
 use crate::host::Export;
 use crate::inputs::Inputs;
 use crate::istio::ServiceEntry;
@@ -30,28 +32,44 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
     let mut out = Vec::new();
     for r in &inputs.routes {
         let ns = ns_of(&r.metadata);
-        let dests = destinations(r, &ns, &inputs.service_entries, domain);
+        let entries = &inputs.service_entries;
+        let mesh_dests = destinations(r, &ns, entries, domain, None);
+        let grants = Some(inputs.reference_grants.as_slice());
         let base = |n: usize,
                     hosts: Vec<String>,
                     mesh_bound: bool,
                     gateways: Vec<String>,
-                    port: Option<u32>| VsInfo {
-            name: format!("{}~{n}~gateway", name_of(&r.metadata)),
-            namespace: ns.clone(),
-            hosts,
-            mesh_bound,
-            gateways,
-            export: Export::for_virtual_service(None, &mesh.default_virtual_service_export_to, &ns),
-            declared: None,
-            declared_ours: false,
-            dests: dests.clone(),
-            delegates: Vec::new(),
-            created: created(&r.metadata),
-            route: Some(RouteOrigin {
-                kind: r.kind,
-                name: name_of(&r.metadata),
-                port,
-            }),
+                    port: Option<u32>| {
+            let (dests, refused) = match mesh_bound {
+                true => (mesh_dests.clone(), Vec::new()),
+                false => (
+                    destinations(r, &ns, entries, domain, grants),
+                    refused(r, &ns, &inputs.reference_grants),
+                ),
+            };
+            VsInfo {
+                name: format!("{}~{n}~gateway", name_of(&r.metadata)),
+                namespace: ns.clone(),
+                hosts,
+                mesh_bound,
+                gateways,
+                export: Export::for_virtual_service(
+                    None,
+                    &mesh.default_virtual_service_export_to,
+                    &ns,
+                ),
+                declared: None,
+                declared_ours: false,
+                dests,
+                delegates: Vec::new(),
+                created: created(&r.metadata),
+                route: Some(RouteOrigin {
+                    kind: r.kind,
+                    name: name_of(&r.metadata),
+                    port,
+                    refused,
+                }),
+            }
         };
         let mut n = 0;
         for p in &r.spec.parent_refs {
@@ -116,8 +134,15 @@ fn entry_hosts(entries: &[ServiceEntry], ns: &str, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Where a route's rules send requests.
-fn destinations(r: &Route, ns: &str, entries: &[ServiceEntry], domain: &str) -> Vec<VsDest> {
+/// Where a route's rules send requests; with `grants` (a route bound to a
+/// Gateway), only to the backends they permit.
+fn destinations(
+    r: &Route,
+    ns: &str,
+    entries: &[ServiceEntry],
+    domain: &str,
+    grants: Option<&[ReferenceGrant]>,
+) -> Vec<VsDest> {
     let mut out = Vec::new();
     // A backend of weight 0 is left out of the route (HTTP, gRPC and TCP
     // alike: `buildHTTPDestination`, `buildTCPDestination`, conversion.go,
@@ -127,7 +152,8 @@ fn destinations(r: &Route, ns: &str, entries: &[ServiceEntry], domain: &str) -> 
         .rules
         .iter()
         .flat_map(|rule| &rule.backend_refs)
-        .filter(|b| b.weight != Some(0));
+        .filter(|b| b.weight != Some(0))
+        .filter(|b| grants.is_none_or(|g| backend_allowed(g, r.kind, ns, b)));
     for b in weighted {
         for host in backend_hosts(b, ns, entries, domain) {
             out.push(VsDest {
@@ -137,6 +163,22 @@ fn destinations(r: &Route, ns: &str, entries: &[ServiceEntry], domain: &str) -> 
             });
         }
     }
+    out
+}
+
+/// The backends of a route bound to a Gateway that no ReferenceGrant
+/// permits, as `namespace/name`, sorted.
+fn refused(r: &Route, ns: &str, grants: &[ReferenceGrant]) -> Vec<String> {
+    let mut out: Vec<String> = r
+        .spec
+        .rules
+        .iter()
+        .flat_map(|rule| &rule.backend_refs)
+        .filter(|b| !backend_allowed(grants, r.kind, ns, b))
+        .map(|b| format!("{}/{}", b.namespace.as_deref().unwrap_or(ns), b.name))
+        .collect();
+    out.sort();
+    out.dedup();
     out
 }
 

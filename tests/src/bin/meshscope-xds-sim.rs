@@ -188,6 +188,14 @@ fn spec_of(pod: &Value, istio_version: &str) -> Result<ProxySpec, String> {
         spec.node_name = node.to_string();
     }
     spec.istio_version = istio_version.to_string();
+    // A gateway pod (its istio-proxy runs `proxy router`) connects as a
+    // router, as pilot-agent does for it.
+    spec.router = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == "istio-proxy")
+        .any(|c| c["args"][0] == "proxy" && c["args"][1] == "router");
     Ok(spec)
 }
 

@@ -21,7 +21,7 @@ use super::{meshscope, serial, tag};
 /// The clusters each virtual host's routes name, for the virtual hosts
 /// whose domains include `domain`, from istiod's config dump of `proxy`
 /// (`?types=rds`: one RouteConfiguration per entry, protobuf JSON names).
-fn routed_clusters(istiod: &Istiod, proxy: &str, domain: &str) -> Vec<String> {
+pub(super) fn routed_clusters(istiod: &Istiod, proxy: &str, domain: &str) -> Vec<String> {
     let dump = istiod
         .debug(&format!("/debug/config_dump?proxyID={proxy}&types=rds"))
         .expect("config dump");

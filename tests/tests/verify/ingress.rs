@@ -1,0 +1,234 @@
+//! An ingress Gateway on a real istiod with the Gateway API on (issue #33):
+//! Gateway `gw` of class `istio` in `ing`, its pod `gw-0` written as
+//! istiod's deployment controller would render it (the test istiod has no
+//! `kube-gateway` template: `../shared/istiod.md` §7), connected as a
+//! router proxy, and an HTTPRoute in `ing` sending `shop.example.com` to
+//! Service `front` of namespace `shop`, which a ReferenceGrant there
+//! permits. istiod is the reference for the gateway pod's scope (every
+//! service exported to its namespace, whatever Sidecar exists), for the
+//! grant (without it, istiod routes nothing to `front`), and for what an
+//! export meshscope writes leaves the gateway.
+
+use std::time::{Duration, Instant};
+
+use kubectl_meshscope::Outcome;
+use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::fidelity::{Builder, Scenario, DEFAULT_MESH};
+use meshscope_e2e::istiod::Istiod;
+use meshscope_e2e::outbound_text_line;
+use meshscope_e2e::world::{labels, SvcPort};
+use meshscope_e2e::xds::Sim;
+use serde_json::Value;
+
+use super::gateway_api::routed_clusters;
+use super::{meshscope, serial, tag};
+
+const HOST: &str = "shop.example.com";
+
+#[test]
+fn a_gateway_pod_gets_istiods_scope_and_its_route_needs_the_grant_istiod_needs() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    let c = Cluster::shared();
+    let ns = |n: &str| format!("ving{}-{n}", tag());
+    let (ing, shop) = (ns("ing"), ns("shop"));
+    let mut w = Builder::new(450 + tag() % 50);
+    w.namespace(&ing);
+    w.namespace(&shop);
+    for svc in ["front", "other"] {
+        w.service(&shop, svc, vec![SvcPort::new("http", 80)], false);
+        w.pod(&shop, &format!("{svc}-0"), labels(&[("app", svc)]));
+    }
+    // What the deployment controller renders for Gateway gw: Service
+    // gw-istio and a pod whose istio-proxy runs `proxy router`.
+    w.service(&ing, "gw-istio", vec![SvcPort::new("http", 80)], false);
+    w.pod(
+        &ing,
+        "gw-0",
+        labels(&[
+            ("app", "gw-istio"),
+            ("gateway.networking.k8s.io/gateway-name", "gw"),
+            ("sidecar.istio.io/inject", "false"),
+        ]),
+    );
+    w.world.pods.last_mut().expect("gw-0").router = true;
+    let sc = w.finish("verify-ingress".into(), DEFAULT_MESH.into());
+    sc.world.apply(c).expect("world applied");
+    c.kubectl_ok(&["apply", "-f", "-"], Some(&gateway_and_route(&ing, &shop)));
+    c.kubectl_ok(&["apply", "-f", "-"], Some(&grant(&ing, &shop)));
+    let mut istiod = None;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let started = istiod.insert(Istiod::start_with_gateway_api(c).expect("istiod starts"));
+        checks(c, started, &sc, &ing, &shop)
+    }));
+    let _ = c.kubectl(&["delete", "gateway", "gw", "-n", &ing], None);
+    let _ = c.kubectl(&["delete", "httproute", "shop", "-n", &ing], None);
+    let _ = c.kubectl(&["delete", "referencegrant", "--all", "-n", &shop], None);
+    if let Err(e) = sc.world.delete(c) {
+        eprintln!("cleanup: {e:#}");
+    }
+    if let Err(p) = result {
+        if let Some(i) = &istiod {
+            eprintln!("istiod log:\n{}", i.log_tail(30));
+        }
+        std::panic::resume_unwind(p);
+    }
+}
+
+fn gateway_and_route(ing: &str, shop: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {ing}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ing}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [{HOST}]\n  rules:\n  - backendRefs: [{{name: front, namespace: {shop}, port: 80}}]\n"
+    )
+}
+
+fn grant(ing: &str, shop: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-ing, namespace: {shop}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {ing}}}]\n  to: [{{group: \"\", kind: Service, name: front}}]\n"
+    )
+}
+
+fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
+    let fqdn = |s: &str, ns: &str| format!("{s}.{ns}.svc.cluster.local");
+    istiod
+        .wait_for(
+            &[
+                (shop.to_string(), fqdn("front", shop)),
+                (shop.to_string(), fqdn("other", shop)),
+                (ing.to_string(), fqdn("gw-istio", ing)),
+            ],
+            &[],
+            Duration::from_secs(60),
+        )
+        .expect("istiod sees the services");
+    let gw = sc.world.pods.iter().find(|p| p.name == "gw-0").unwrap();
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![gw.proxy_spec()], 1);
+    let proxy = format!("gw-0.{ing}");
+    let front = vec![format!("outbound|80||{}", fqdn("front", shop))];
+    await_routed(istiod, &proxy, &front);
+
+    // The gateway pod is not a sidecar: explain gives it the scope istiod
+    // does, and verify, comparing every cluster, finds it OK.
+    let (status, p) = verified(c, istiod, ing);
+    assert_eq!(status, "OK", "{p}");
+    let explained = explain(c, ing);
+    assert!(
+        explained["scope_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("router proxy")),
+        "{explained}"
+    );
+    assert_eq!(audit(c, ing, "MS0024"), Vec::<String>::new());
+
+    // apply --exports from a log in which only other-0 calls front keeps
+    // front exported to the gateway's namespace too (the route and its
+    // grant are the evidence, not traffic from the gateway), and the
+    // gateway keeps its cluster and route.
+    let other = sc.world.pods.iter().find(|p| p.name == "other-0").unwrap();
+    let mut log = tempfile::NamedTempFile::new().unwrap();
+    let line = outbound_text_line(0, &other.ip, &fqdn("front", shop), 80, "10.255.0.3:80");
+    std::io::Write::write_all(&mut log, line.as_bytes()).unwrap();
+    let t0 = Instant::now();
+    let r = meshscope(
+        &c.kubeconfig,
+        &[
+            "apply",
+            "--exports",
+            "-n",
+            shop,
+            "--access-log",
+            log.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.outcome, Ok(Outcome::Ok), "{}\n{}", r.stdout, r.stderr);
+    let export = c.kubectl_ok(
+        &[
+            "get",
+            "service",
+            "front",
+            "-n",
+            shop,
+            "-o",
+            "jsonpath={.metadata.annotations.networking\\.istio\\.io/exportTo}",
+        ],
+        None,
+    );
+    assert_eq!(export, format!(".,{ing}"), "{}", r.stdout);
+    sim.wait_push_after(t0, Duration::from_millis(1000), Duration::from_secs(60))
+        .expect("istiod pushes the exports");
+    assert_eq!(routed_clusters(istiod, &proxy, HOST), front);
+    let (status, p) = verified(c, istiod, ing);
+    assert_eq!(status, "OK", "{p}");
+
+    // Without the grant istiod drops front from the route, and MS0024 says
+    // so.
+    c.kubectl_ok(&["delete", "referencegrant", "from-ing", "-n", shop], None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while routed_clusters(istiod, &proxy, HOST).contains(&front[0]) {
+        assert!(Instant::now() < deadline, "istiod still routes to front");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let found = audit(c, ing, "MS0024");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains(&format!("sends requests to {shop}/front")),
+        "{found:?}"
+    );
+    sim.close();
+}
+
+/// istiod routes HOST through the gateway to `want` within 30 s: else the
+/// harness, not meshscope, is at fault.
+fn await_routed(istiod: &Istiod, proxy: &str, want: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while routed_clusters(istiod, proxy, HOST) != want {
+        assert!(
+            Instant::now() < deadline,
+            "istiod never routed {HOST} through the gateway: {:?}; its routes: {}",
+            routed_clusters(istiod, proxy, HOST),
+            istiod
+                .debug(&format!("/debug/config_dump?proxyID={proxy}&types=rds"))
+                .unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// `verify -n ING -o json` on gw-0: its status and its entry.
+fn verified(c: &Cluster, istiod: &Istiod, ing: &str) -> (String, Value) {
+    let url = format!("http://{}", istiod.monitoring);
+    let r = meshscope(
+        &c.kubeconfig,
+        &["verify", "-n", ing, "--istiod-url", &url, "-o", "json"],
+    );
+    let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    let p = v["proxies"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["pod"] == "gw-0"))
+        .cloned()
+        .unwrap_or_else(|| panic!("gw-0 in {v}"));
+    (p["status"].as_str().unwrap_or_default().to_string(), p)
+}
+
+fn explain(c: &Cluster, ing: &str) -> Value {
+    let r = meshscope(
+        &c.kubeconfig,
+        &["explain", "pod", "gw-0", "-n", ing, "-o", "json"],
+    );
+    assert!(r.outcome.is_ok(), "{:?}\n{}", r.outcome, r.stderr);
+    serde_json::from_str(&r.stdout).expect(&r.stderr)
+}
+
+/// `audit -n NS --code CODE -o json`: each finding's message.
+fn audit(c: &Cluster, ns: &str, code: &str) -> Vec<String> {
+    let r = meshscope(
+        &c.kubeconfig,
+        &["audit", "-n", ns, "--code", code, "-o", "json"],
+    );
+    let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+    v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["message"].as_str().map(str::to_string))
+        .collect()
+}
