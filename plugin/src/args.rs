@@ -707,7 +707,7 @@ pub struct ImpactArgs {
     pub selection: TargetSelection,
     #[command(flatten)]
     pub mesh: MeshFlags,
-    /// service/NAME, serviceentry/NAME, virtualservice/NAME, destinationrule/NAME, or a Gateway API route: httproute/NAME, grpcroute/NAME, tcproute/NAME, tlsroute/NAME
+    /// service/NAME, serviceentry/NAME, virtualservice/NAME, destinationrule/NAME, a Gateway API route: httproute/NAME, grpcroute/NAME, tcproute/NAME, tlsroute/NAME, or gateway/NAME (a Gateway of either API: pushed to gateways' proxies only)
     #[arg(value_name = "KIND/NAME")]
     pub target: String,
     /// Output format: table, wide (lists every workload), json, yaml, or name (each workload the change is pushed to now as kind.group/NAME, e.g. deployment.apps/reviews-v1), or jsonpath=TEMPLATE (kubectl's, over the json)

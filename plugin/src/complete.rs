@@ -123,12 +123,15 @@ pub enum Kind {
     VirtualService,
     DestinationRule,
     Route(RouteKind),
+    /// A Gateway API Gateway (completion lists those; `impact` also finds
+    /// istio's).
+    Gateway,
 }
 
 /// Workload kinds offered for `explain` and `verify` targets.
 const WORKLOAD_KINDS: [Kind; 3] = [Kind::Deployment, Kind::StatefulSet, Kind::DaemonSet];
 /// Kinds offered for `impact` targets.
-const IMPACT_KINDS: [Kind; 8] = [
+const IMPACT_KINDS: [Kind; 9] = [
     Kind::Service,
     Kind::ServiceEntry,
     Kind::VirtualService,
@@ -137,6 +140,7 @@ const IMPACT_KINDS: [Kind; 8] = [
     Kind::Route(RouteKind::Grpc),
     Kind::Route(RouteKind::Tcp),
     Kind::Route(RouteKind::Tls),
+    Kind::Gateway,
 ];
 
 impl Kind {
@@ -152,6 +156,7 @@ impl Kind {
             Kind::VirtualService => "virtualservice",
             Kind::DestinationRule => "destinationrule",
             Kind::Route(k) => k.singular(),
+            Kind::Gateway => "gateway",
         }
     }
 
@@ -174,6 +179,7 @@ impl Kind {
             Target::VirtualService { .. } => Kind::VirtualService,
             Target::DestinationRule { .. } => Kind::DestinationRule,
             Target::Route { kind, .. } => Kind::Route(kind),
+            Target::Gateway { .. } => Kind::Gateway,
         })
     }
 }
@@ -675,6 +681,7 @@ async fn list_names(live: &Live, kind: Kind, ns: &str) -> Result<Vec<String>, li
         Kind::VirtualService => live::istio("VirtualService", "virtualservices"),
         Kind::DestinationRule => live::istio("DestinationRule", "destinationrules"),
         Kind::Route(k) => live::istio_in(GATEWAY_API_GROUP, k.as_str(), k.plural()),
+        Kind::Gateway => live::istio_in(GATEWAY_API_GROUP, "Gateway", "gateways"),
     };
     live.names(&ar, Some(ns)).await
 }

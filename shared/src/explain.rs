@@ -444,12 +444,17 @@ pub enum Target {
         namespace: String,
         name: String,
     },
+    /// A Gateway of either API (istio's or the Gateway API's).
+    Gateway {
+        namespace: String,
+        name: String,
+    },
 }
 
 impl Target {
     /// Parses `service/NAME` (also `svc/`, `serviceentry/`, `se/`,
     /// `virtualservice/`, `vs/`, `destinationrule/`, `dr/`, `httproute/`,
-    /// `grpcroute/`, `tcproute/`, `tlsroute/`).
+    /// `grpcroute/`, `tcproute/`, `tlsroute/`, `gateway/`, `gtw/`, `gw/`).
     pub fn parse(s: &str, namespace: &str) -> Option<Self> {
         let (kind, name) = s.split_once('/')?;
         let (namespace, name) = (namespace.to_string(), name.to_string());
@@ -473,6 +478,7 @@ impl Target {
             "destinationrule" | "destinationrules" | "dr" => {
                 Target::DestinationRule { namespace, name }
             }
+            "gateway" | "gateways" | "gtw" | "gw" => Target::Gateway { namespace, name },
             _ => return None,
         })
     }
@@ -483,7 +489,8 @@ impl Target {
             | Target::ServiceEntry { namespace, .. }
             | Target::VirtualService { namespace, .. }
             | Target::DestinationRule { namespace, .. }
-            | Target::Route { namespace, .. } => namespace,
+            | Target::Route { namespace, .. }
+            | Target::Gateway { namespace, .. } => namespace,
         }
     }
 
@@ -520,6 +527,12 @@ impl Target {
                 .filter(|v| is_route(v, *kind, name))
                 .map(|v| v.namespace.clone())
                 .collect(),
+            Target::Gateway { name, .. } => snap
+                .gateways
+                .iter()
+                .filter(|g| &g.name == name)
+                .map(|g| g.namespace.clone())
+                .collect(),
         };
         out.sort();
         out.dedup();
@@ -534,7 +547,8 @@ impl Target {
             | Target::ServiceEntry { namespace, .. }
             | Target::VirtualService { namespace, .. }
             | Target::DestinationRule { namespace, .. }
-            | Target::Route { namespace, .. } => *namespace = ns.to_string(),
+            | Target::Route { namespace, .. }
+            | Target::Gateway { namespace, .. } => *namespace = ns.to_string(),
         }
         t
     }
@@ -556,6 +570,7 @@ impl Target {
                 namespace,
                 name,
             } => format!("{}/{name} -n {namespace}", kind.singular()),
+            Target::Gateway { namespace, name } => format!("gateway/{name} -n {namespace}"),
         }
     }
 }
@@ -597,6 +612,19 @@ enum Keys {
     /// A VirtualService, or the ones istiod makes of a route.
     Vss(Vec<VsId>),
     Dr(DrId),
+    /// A Gateway: sidecars never depend on one.
+    Gateway,
+}
+
+impl Keys {
+    /// Whether workload `w` serves the target (a Service or ServiceEntry
+    /// selecting its pods, whose inbound config it changes).
+    fn served_by(&self, snap: &MeshSnapshot, w: WorkloadId) -> bool {
+        match self {
+            Keys::Services(ids) => ids.iter().any(|i| snap.serves(w, *i)),
+            Keys::Vss(_) | Keys::Dr(_) | Keys::Gateway => false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -611,6 +639,9 @@ pub struct ImpactSide {
     /// Those that serve it: the target's Service or ServiceEntry selects
     /// their pods, and istiod builds their inbound config from it.
     pub serving: BTreeMap<String, usize>,
+    /// Gateways' router proxies it is pushed to: every change of routing
+    /// config, and a service their namespace sees.
+    pub gateways: BTreeMap<String, usize>,
 }
 
 impl ImpactSide {
@@ -624,6 +655,23 @@ impl ImpactSide {
         self.bytes += bytes * n as u64;
         if calls {
             self.importing.insert(key.clone(), n);
+        }
+        if serves {
+            self.serving.insert(key.clone(), n);
+        }
+        self.workloads.insert(key, n);
+    }
+
+    /// Counts `n` router proxies of gateway workload `key`, each sent
+    /// `bytes`, when the change `reaches` them or they serve the target.
+    fn count_gateway(&mut self, key: String, n: usize, bytes: u64, reached: bool, serves: bool) {
+        if !reached && !serves {
+            return;
+        }
+        self.proxies += n;
+        self.bytes += bytes * n as u64;
+        if reached {
+            self.gateways.insert(key.clone(), n);
         }
         if serves {
             self.serving.insert(key.clone(), n);
@@ -646,11 +694,12 @@ pub struct Impact {
 
 /// Which proxies a change to `target` is pushed to, now and under the
 /// `proposed` egress listeners (per workload; others keep their scope):
-/// those whose scope depends on it (istiod's `DependsOnConfig`), and for
-/// a Service or ServiceEntry also those it selects, whose inbound config
-/// it changes (`docs/istio-semantics.md` §4). A change reaches proxies in
-/// every namespace, so every injected workload is counted unless
-/// `counted` (e.g. `-l`) narrows it.
+/// sidecars whose scope depends on it (istiod's `DependsOnConfig`), and
+/// for a Service or ServiceEntry also those it selects, whose inbound
+/// config it changes (`docs/istio-semantics.md` §4); and gateways' router
+/// proxies ([`count_routers`]). A change reaches proxies in every
+/// namespace, so every injected workload is counted unless `counted`
+/// (e.g. `-l`) narrows it.
 pub fn impact(
     snap: &MeshSnapshot,
     target: &Target,
@@ -658,12 +707,91 @@ pub fn impact(
     counted: &dyn Fn(WorkloadId) -> bool,
     obs: Option<&crate::observe::Observations>,
 ) -> Result<Impact, Error> {
+    let keys = impact_keys(snap, target)?;
+    let depends = |v: &Visible| match &keys {
+        Keys::Services(ids) => ids.iter().any(|i| v.imports_service(*i)),
+        Keys::Vss(ids) => ids.iter().any(|id| v.virtual_services.contains(id)),
+        Keys::Dr(id) => v.destination_rules.contains(id),
+        Keys::Gateway => false,
+    };
+    let mut eval = Evaluator::new(snap);
+    let mut out = Impact {
+        target: target.describe(),
+        total_proxies: 0,
+        now: ImpactSide::default(),
+        after: ImpactSide::default(),
+        observed_callers: match (&keys, obs) {
+            (Keys::Services(ids), Some(obs)) => Some(observed_callers(snap, ids, obs)),
+            _ => None,
+        },
+    };
+    for w in snap.sidecar_workloads().filter(|w| counted(*w)) {
+        let wl = &snap.workloads[w];
+        let n = wl.proxies();
+        out.total_proxies += n;
+        // Serving does not depend on the scope: the same now and after.
+        let serves = keys.served_by(snap, w);
+        let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
+        let now = eval.visible_for(sel.source, &wl.namespace);
+        let bytes = |v: &Visible| snap.estimate(v, wl.inbound).bytes;
+        out.now
+            .count(wl.key(), n, bytes(&now), depends(&now), serves);
+        let after_vis;
+        let after: &Visible = match proposed.get(&w) {
+            Some(listeners) => {
+                after_vis = snap.visible(&wl.namespace, listeners);
+                &after_vis
+            }
+            None => &now,
+        };
+        out.after
+            .count(wl.key(), n, bytes(after), depends(after), serves);
+    }
+    count_routers(snap, &keys, counted, &mut eval, &mut out);
+    Ok(out)
+}
+
+/// Counts gateways' router proxies: istiod pushes them every change but a
+/// Sidecar's, and a Service's or ServiceEntry's only when their
+/// namespace's default scope sees it (`proxyDependentOnConfig`,
+/// `pilot/pkg/xds/proxy_dependencies.go`, istio 1.31); a Gateway's change
+/// reaches them all and no sidecar (`UnAffectedConfigKinds`, there). No
+/// Sidecar applies to them: the same now and after.
+fn count_routers(
+    snap: &MeshSnapshot,
+    keys: &Keys,
+    counted: &dyn Fn(WorkloadId) -> bool,
+    eval: &mut Evaluator<'_>,
+    out: &mut Impact,
+) {
+    let router = |w: &WorkloadId| {
+        snap.workloads[*w].injection.gateway == Some(crate::inject::Gateway::Router)
+    };
+    for w in (0..snap.workloads.len()).filter(|w| router(w) && counted(*w)) {
+        let wl = &snap.workloads[w];
+        let n = wl.proxies();
+        out.total_proxies += n;
+        let vis = eval.visible_for(ScopeSource::Implicit, &wl.namespace);
+        let reached = match keys {
+            Keys::Services(ids) => ids.iter().any(|i| vis.imports_service(*i)),
+            Keys::Vss(_) | Keys::Dr(_) | Keys::Gateway => true,
+        };
+        let serves = keys.served_by(snap, w);
+        let bytes = snap.estimate(&vis, wl.inbound).bytes;
+        for side in [&mut out.now, &mut out.after] {
+            side.count_gateway(wl.key(), n, bytes, reached, serves);
+        }
+    }
+}
+
+/// The objects a change to `target` is a change of, to istiod.
+fn impact_keys(snap: &MeshSnapshot, target: &Target) -> Result<Keys, Error> {
     let not_found = |kind: &str, ns: &str, name: &str| Error::Object {
         kind: kind.into(),
         name: format!("{ns}/{name}"),
         reason: "not found in the snapshot".into(),
     };
-    let keys = match target {
+    Ok(match target {
         Target::Service { namespace, name } | Target::ServiceEntry { namespace, name } => {
             let kind = if matches!(target, Target::Service { .. }) {
                 SvcKind::Kube
@@ -718,49 +846,17 @@ pub fn impact(
                 .find(|d| &snap.destination_rules[*d].name == name)
                 .ok_or_else(|| not_found("DestinationRule", namespace, name))?,
         ),
-    };
-    let depends = |v: &Visible| match &keys {
-        Keys::Services(ids) => ids.iter().any(|i| v.imports_service(*i)),
-        Keys::Vss(ids) => ids.iter().any(|id| v.virtual_services.contains(id)),
-        Keys::Dr(id) => v.destination_rules.contains(id),
-    };
-    let mut eval = Evaluator::new(snap);
-    let mut out = Impact {
-        target: target.describe(),
-        total_proxies: 0,
-        now: ImpactSide::default(),
-        after: ImpactSide::default(),
-        observed_callers: match (&keys, obs) {
-            (Keys::Services(ids), Some(obs)) => Some(observed_callers(snap, ids, obs)),
-            _ => None,
-        },
-    };
-    for w in snap.sidecar_workloads().filter(|w| counted(*w)) {
-        let wl = &snap.workloads[w];
-        let n = wl.proxies();
-        out.total_proxies += n;
-        // Serving does not depend on the scope: the same now and after.
-        let serves = match &keys {
-            Keys::Services(ids) => ids.iter().any(|i| snap.serves(w, *i)),
-            Keys::Vss(_) | Keys::Dr(_) => false,
-        };
-        let sel = snap.select_sidecar(&wl.namespace, snap.workload_labels(w));
-        let now = eval.visible_for(sel.source, &wl.namespace);
-        let bytes = |v: &Visible| snap.estimate(v, wl.inbound).bytes;
-        out.now
-            .count(wl.key(), n, bytes(&now), depends(&now), serves);
-        let after_vis;
-        let after: &Visible = match proposed.get(&w) {
-            Some(listeners) => {
-                after_vis = snap.visible(&wl.namespace, listeners);
-                &after_vis
+        Target::Gateway { namespace, name } => {
+            if !snap
+                .gateways
+                .iter()
+                .any(|g| &g.namespace == namespace && &g.name == name)
+            {
+                return Err(not_found("Gateway", namespace, name));
             }
-            None => &now,
-        };
-        out.after
-            .count(wl.key(), n, bytes(after), depends(after), serves);
-    }
-    Ok(out)
+            Keys::Gateway
+        }
+    })
 }
 
 /// The mesh routes a proxy gets: those its scope selects, for a sidecar;

@@ -150,6 +150,29 @@ impl BackendRef {
     }
 }
 
+/// A Gateway API `Gateway`: only which it is matters here. istiod's
+/// deployment controller runs its pods in its namespace, labelled
+/// [`GATEWAY_NAME_LABEL`] with its name
+/// (`pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go`, istio
+/// 1.31).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Gateway {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: GatewaySpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    #[serde(default)]
+    pub gateway_class_name: String,
+}
+
+/// The label on the pods that serve a Gateway API Gateway: its name.
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+
 /// A `ReferenceGrant` (istio 1.31 reads `v1beta1`; v1 has the same
 /// fields): objects of the kinds in `from`, in the namespaces named there,
 /// may refer to the objects of the kinds (and names) in `to` in the

@@ -461,6 +461,8 @@ pub struct Inputs {
     /// Gateway API ReferenceGrants: which routes bound to a Gateway may
     /// send requests to another namespace's Services.
     pub reference_grants: Vec<crate::gateway_api::ReferenceGrant>,
+    /// Gateway API Gateways (istio's `gateways` are [`Self::gateways`]).
+    pub kube_gateways: Vec<crate::gateway_api::Gateway>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
     /// EndpointSlices (only those of headless Services are used).
@@ -646,6 +648,9 @@ impl Inputs {
                 let mut r: crate::gateway_api::Route = decode(&kind, v)?;
                 r.kind = RouteKind::of(&kind).expect("matched above");
                 self.routes.push(r)
+            }
+            ("Gateway", _) if group == GATEWAY_API_GROUP => {
+                self.kube_gateways.push(decode(&kind, v)?)
             }
             ("ReferenceGrant", _) if group == GATEWAY_API_GROUP => {
                 self.reference_grants.push(decode(&kind, v)?)

@@ -542,3 +542,60 @@ fn exports_keep_an_ingress_backend_for_its_gateway_only_where_a_grant_permits_it
     // istiod refuses the backend: the gateway never sends to it.
     assert_eq!(recommended(ingress_across(None)), ["."]);
 }
+
+// === gateways' router proxies in impact ===
+
+/// `mesh(INGRESS)` with the Gateway's pod (`proxy router`) in `ingress`.
+fn with_gateway_pod() -> String {
+    let pod = r#"---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: public-istio-0
+  namespace: ingress
+  labels: {gateway.networking.k8s.io/gateway-name: public, sidecar.istio.io/inject: "false"}
+spec:
+  containers: [{name: istio-proxy, image: proxyv2, args: [proxy, router]}]
+status:
+  podIP: 10.0.9.1
+"#;
+    mesh(&(INGRESS.to_string() + &split("app", "HTTPRoute"))) + pod
+}
+
+#[test]
+fn impact_reaches_a_gateways_pods_on_every_routing_change_and_a_gateway_change_nothing_else() {
+    use meshscope_shared::explain::{impact, Target};
+    use std::collections::HashMap;
+    let gw = "Pod/ingress/public-istio-0";
+    let reached = |yaml: &str, target: &str, ns: &str| {
+        let s = snap(yaml);
+        let t = Target::parse(target, ns).unwrap();
+        let imp = impact(&s, &t, &HashMap::new(), &|_| true, None).unwrap();
+        let all: Vec<String> = imp.now.workloads.keys().cloned().collect();
+        let gateways: Vec<String> = imp.now.gateways.keys().cloned().collect();
+        (all, gateways)
+    };
+    let yaml = with_gateway_pod();
+    // A Gateway's change reaches its pods, and no sidecar.
+    assert_eq!(
+        reached(&yaml, "gateway/public", "ingress"),
+        (vec![gw.into()], vec![gw.into()])
+    );
+    // A route's change reaches the gateway's pods whatever it routes.
+    let (all, gateways) = reached(&yaml, "httproute/split", "app");
+    assert_eq!(gateways, [gw], "{all:?}");
+    // A service's change, only where the gateway's namespace sees it.
+    let (_, gateways) = reached(&yaml, "service/b", "app");
+    assert_eq!(gateways, [gw]);
+    let hidden = exported(yaml.clone(), "app", "b", ".");
+    let (all, gateways) = reached(&hidden, "service/b", "app");
+    assert!(
+        gateways.is_empty() && !all.contains(&gw.to_string()),
+        "{all:?}"
+    );
+    // An unknown Gateway is not found.
+    let s = snap(&yaml);
+    let t = Target::parse("gateway/private", "ingress").unwrap();
+    let e = impact(&s, &t, &HashMap::new(), &|_| true, None).unwrap_err();
+    assert!(e.to_string().contains("Gateway ingress/private"), "{e}");
+}

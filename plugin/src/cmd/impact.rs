@@ -153,15 +153,19 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
     // The headline is the table's heading: --no-headers drops both.
     if !p.no_headers {
         let a = &imp.after;
-        let why = match (a.importing.is_empty(), a.serving.is_empty()) {
-            (true, true) => "none".to_string(),
-            (false, true) => format!("importing it: {}", names(&a.importing)),
-            (true, false) => format!("serving it: {}", names(&a.serving)),
-            (false, false) => format!(
-                "importing it: {}; serving it: {}",
-                names(&a.importing),
-                names(&a.serving)
-            ),
+        let groups = [
+            ("importing it", &a.importing),
+            ("serving it", &a.serving),
+            ("gateways", &a.gateways),
+        ];
+        let why: Vec<String> = groups
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(label, m)| format!("{label}: {}", names(m)))
+            .collect();
+        let why = match why.is_empty() {
+            true => "none".to_string(),
+            false => why.join("; "),
         };
         writeln!(
             p.out,
@@ -178,6 +182,7 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
         "PUSHED (PROTOBUF)",
         "IMPORTING",
         "SERVING",
+        "GATEWAYS",
     ]);
     for (label, side) in [("now", &imp.now), ("after", &imp.after)] {
         t.row([
@@ -187,6 +192,7 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
             bytes(side.bytes),
             names(&side.importing),
             names(&side.serving),
+            names(&side.gateways),
         ]);
     }
     p.table(&t)?;

@@ -201,7 +201,8 @@ fn targets_offer_kinds_without_a_space_then_kind_slash_name() {
             "httproute/",
             "grpcroute/",
             "tcproute/",
-            "tlsroute/"
+            "tlsroute/",
+            "gateway/"
         ]
     );
     assert_eq!(run("impact svc/").values(), ["svc/db", "svc/web"]);

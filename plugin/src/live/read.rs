@@ -46,8 +46,8 @@ const WORKLOADS: [(&str, &str); 7] = [
 /// extension providers a workload's Envoy calls (from the root namespace
 /// too). The Gateway API's routes route as VirtualServices do, and
 /// ReferenceGrants decide which backends in other namespaces a Gateway's
-/// routes may use.
-const SHARED: [(&str, &str); 12] = [
+/// routes may use; a Gateway's pods get its routes.
+const SHARED: [(&str, &str); 13] = [
     ("", "services"),
     ("networking.istio.io", "sidecars"),
     ("networking.istio.io", "serviceentries"),
@@ -60,6 +60,7 @@ const SHARED: [(&str, &str); 12] = [
     (GATEWAY_API_GROUP, "tcproutes"),
     (GATEWAY_API_GROUP, "tlsroutes"),
     (GATEWAY_API_GROUP, "referencegrants"),
+    (GATEWAY_API_GROUP, "gateways"),
 ];
 
 /// Said once when the cluster has no HTTPRoute CRD (clusters with it may
@@ -563,6 +564,7 @@ impl Live {
                 api_version: format!("{GATEWAY_API_GROUP}/v1beta1"),
                 ..istio_in(GATEWAY_API_GROUP, "ReferenceGrant", "referencegrants")
             },
+            istio_in(GATEWAY_API_GROUP, "Gateway", "gateways"),
         ]
         .into_iter()
         .chain(RouteKind::ALL.map(|k| istio_in(GATEWAY_API_GROUP, k.as_str(), k.plural())));

@@ -669,13 +669,18 @@ impl ImpactRequest {
     fn parse(a: args::ImpactArgs, c: &Common) -> Result<Self> {
         let target = Target::parse(&a.target, "").ok_or_else(|| {
             anyhow!(
-                "expected service/NAME, serviceentry/NAME, virtualservice/NAME, destinationrule/NAME, httproute/NAME, grpcroute/NAME, tcproute/NAME or tlsroute/NAME, got {:?}",
+                "expected service/NAME, serviceentry/NAME, virtualservice/NAME, destinationrule/NAME, httproute/NAME, grpcroute/NAME, tcproute/NAME, tlsroute/NAME or gateway/NAME, got {:?}",
                 a.target
             )
         })?;
         let mut mesh = MeshRequest::parse(c)?;
         mesh.all_namespaces = true;
         mesh.narrowable = true;
+        if matches!(target, Target::Gateway { .. }) {
+            // The target may be istio's Gateway (the Gateway API's are
+            // always read).
+            mesh.gateways = GatewayRead::IfAllowed;
+        }
         Ok(ImpactRequest {
             mesh,
             namespace: c.namespace.clone(),

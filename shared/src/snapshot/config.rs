@@ -59,24 +59,39 @@ pub(super) fn declared(export_to: Option<&[String]>) -> Option<Vec<String>> {
 
 /// The Gateways, with the namespaces of the pods each selects.
 pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
-    inputs
-        .gateways
-        .iter()
-        .map(|g| {
-            let selector: crate::labels::Labels = g.spec.selector.clone().into_iter().collect();
-            let pod_namespaces = pods
-                .iter()
-                .filter(|p| !selector.is_empty() && selector_matches(&selector, &p.labels))
-                .map(|p| p.namespace.clone())
-                .collect();
-            GatewayInfo {
-                name: name_of(&g.metadata),
-                namespace: ns_of(&g.metadata),
-                selector,
-                pod_namespaces,
-            }
-        })
-        .collect()
+    let istio = inputs.gateways.iter().map(|g| {
+        let selector: crate::labels::Labels = g.spec.selector.clone().into_iter().collect();
+        let pod_namespaces = pods
+            .iter()
+            .filter(|p| !selector.is_empty() && selector_matches(&selector, &p.labels))
+            .map(|p| p.namespace.clone())
+            .collect();
+        GatewayInfo {
+            name: name_of(&g.metadata),
+            namespace: ns_of(&g.metadata),
+            selector,
+            pod_namespaces,
+            kube: false,
+        }
+    });
+    // A Gateway API Gateway's pods run in its namespace, whether or not
+    // they have started.
+    let kube = inputs.kube_gateways.iter().map(|g| {
+        let (name, ns) = (name_of(&g.metadata), ns_of(&g.metadata));
+        GatewayInfo {
+            selector: [(
+                crate::gateway_api::GATEWAY_NAME_LABEL.to_string(),
+                name.clone(),
+            )]
+            .into_iter()
+            .collect(),
+            pod_namespaces: [ns.clone()].into_iter().collect(),
+            name,
+            namespace: ns,
+            kube: true,
+        }
+    });
+    istio.chain(kube).collect()
 }
 
 /// The VirtualServices, and their ids by namespace.

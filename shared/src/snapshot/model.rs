@@ -97,7 +97,7 @@ pub struct Workload {
     pub inbound: Inbound,
     pub created: Created,
     pub injection: Injection,
-    /// How many of its pods run the proxy.
+    /// How many of its pods run the proxy (a sidecar, or a gateway's).
     pub proxy_pods: usize,
     /// `meshscope.io/exempt` on the workload object itself (not its pod
     /// template): the webhook admits it unchecked, and `audit` reports its
@@ -485,6 +485,8 @@ pub struct GatewayInfo {
     pub namespace: String,
     pub selector: Labels,
     pub pod_namespaces: std::collections::BTreeSet<String>,
+    /// A Gateway API Gateway (`gateway.networking.k8s.io`), not istio's.
+    pub kube: bool,
 }
 
 impl GatewayInfo {

@@ -315,7 +315,7 @@ pub(super) fn decide_injection(
         w.proxy_pods = w
             .pods
             .iter()
-            .filter(|p| pods[**p].injection.sidecar)
+            .filter(|p| pods[**p].injection.runs_proxy())
             .count();
         // The pods decide when there are any: they are what runs.
         w.injection = match w

@@ -29,6 +29,23 @@ const HOST: &str = "shop.example.com";
 fn a_gateway_pod_gets_istiods_scope_and_its_route_needs_the_grant_istiod_needs() {
     meshscope_e2e::needs_cluster!();
     let _serial = serial();
+    with_ingress(checks);
+}
+
+/// `impact` names the proxies istiod pushes a change to: a change of the
+/// route, or of the Gateway, reaches the gateway's pod and no sidecar.
+#[test]
+fn impact_of_a_gateway_or_its_route_names_the_gateway_pods_istiod_pushes() {
+    meshscope_e2e::needs_cluster!();
+    let _serial = serial();
+    with_ingress(pushes);
+}
+
+type Check = fn(&Cluster, &Istiod, &Scenario, &str, &str);
+
+/// The ingress mesh (namespaces `ing` and `shop`), istiod started, `check`
+/// run, everything deleted.
+fn with_ingress(check: Check) {
     let c = Cluster::shared();
     let ns = |n: &str| format!("ving{}-{n}", tag());
     let (ing, shop) = (ns("ing"), ns("shop"));
@@ -59,7 +76,7 @@ fn a_gateway_pod_gets_istiods_scope_and_its_route_needs_the_grant_istiod_needs()
     let mut istiod = None;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let started = istiod.insert(Istiod::start_with_gateway_api(c).expect("istiod starts"));
-        checks(c, started, &sc, &ing, &shop)
+        check(c, started, &sc, &ing, &shop)
     }));
     let _ = c.kubectl(&["delete", "gateway", "gw", "-n", &ing], None);
     let _ = c.kubectl(&["delete", "httproute", "shop", "-n", &ing], None);
@@ -87,8 +104,13 @@ fn grant(ing: &str, shop: &str) -> String {
     )
 }
 
-fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
-    let fqdn = |s: &str, ns: &str| format!("{s}.{ns}.svc.cluster.local");
+fn fqdn(s: &str, ns: &str) -> String {
+    format!("{s}.{ns}.svc.cluster.local")
+}
+
+/// istiod has the services; `pods` connected; istiod routes HOST through
+/// the gateway to front.
+fn connected(istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str, pods: &[&str]) -> Sim {
     istiod
         .wait_for(
             &[
@@ -100,11 +122,24 @@ fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
             Duration::from_secs(60),
         )
         .expect("istiod sees the services");
-    let gw = sc.world.pods.iter().find(|p| p.name == "gw-0").unwrap();
-    let sim = Sim::connect_many_settled(&istiod.grpc_url(), vec![gw.proxy_spec()], 1);
+    let specs: Vec<_> = sc
+        .world
+        .pods
+        .iter()
+        .filter(|p| pods.contains(&p.name.as_str()))
+        .map(|p| p.proxy_spec())
+        .collect();
+    let n = specs.len();
+    let sim = Sim::connect_many_settled(&istiod.grpc_url(), specs, n);
+    let front = vec![format!("outbound|80||{}", fqdn("front", shop))];
+    await_routed(istiod, &format!("gw-0.{ing}"), &front);
+    sim
+}
+
+fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
+    let sim = connected(istiod, sc, ing, shop, &["gw-0"]);
     let proxy = format!("gw-0.{ing}");
     let front = vec![format!("outbound|80||{}", fqdn("front", shop))];
-    await_routed(istiod, &proxy, &front);
 
     // The gateway pod is not a sidecar: explain gives it the scope istiod
     // does, and verify, comparing every cluster, finds it OK.
@@ -173,6 +208,64 @@ fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
         found[0].contains(&format!("sends requests to {shop}/front")),
         "{found:?}"
     );
+    sim.close();
+}
+
+fn pushes(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
+    let sim = connected(istiod, sc, ing, shop, &["gw-0", "front-0", "other-0"]);
+    let ours = [format!("Pod/{ing}/"), format!("Pod/{shop}/")];
+    for (target, ns) in [("httproute/shop", ing), ("gateway/gw", ing)] {
+        let r = meshscope(&c.kubeconfig, &["impact", target, "-n", ns, "-o", "json"]);
+        assert!(r.outcome.is_ok(), "{:?}\n{}", r.outcome, r.stderr);
+        let v: Value = serde_json::from_str(&r.stdout).expect(&r.stderr);
+        // Other tests' unscoped pods share the API server: compare within
+        // this mesh's namespaces, the only proxies connected to istiod.
+        let named: Vec<&String> = v["now"]["workloads"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{v}"))
+            .keys()
+            .filter(|k| ours.iter().any(|p| k.starts_with(p.as_str())))
+            .collect();
+        assert_eq!(
+            named,
+            [&format!("Pod/{ing}/gw-0")],
+            "{target}: {}",
+            r.stdout
+        );
+        assert_eq!(
+            v["now"]["gateways"][format!("Pod/{ing}/gw-0")],
+            1,
+            "{target}: {}",
+            r.stdout
+        );
+    }
+    // istiod agrees: a change of the route, then of the Gateway, is pushed
+    // to the gateway's pod alone.
+    let edits = [
+        (
+            "httproute",
+            "shop",
+            "  - shop.example.com\n",
+            "  - shop.example.com\n  - www.example.com\n",
+        ),
+        ("gateway", "gw", "name: http\n", "name: web\n"),
+    ];
+    for (kind, name, from, to) in edits {
+        let t0 = Instant::now();
+        let obj = c.kubectl_ok(&["get", kind, name, "-n", ing, "-o", "yaml"], None);
+        let changed = obj.replacen(from, to, 1);
+        assert_ne!(changed, obj, "{kind} {name}: no {from:?} in {obj}");
+        c.kubectl_ok(&["apply", "-f", "-"], Some(&changed));
+        sim.wait_push_after(t0, Duration::from_millis(2000), Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("istiod pushes the {kind} change: {e:#}"));
+        let pushed: Vec<String> = sim
+            .proxies()
+            .iter()
+            .filter(|p| !p.pushes_since(t0).is_empty())
+            .map(|p| p.key().to_string())
+            .collect();
+        assert_eq!(pushed, [format!("{ing}/gw-0")], "{kind} change pushed to");
+    }
     sim.close();
 }
 
