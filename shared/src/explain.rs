@@ -294,7 +294,7 @@ pub fn explain(
             .into_iter()
             .map(String::from)
             .collect(),
-        routes: routes_for(snap, &vis, injection.gateway),
+        routes: routes_for(snap, &vis, injection.gateway, labels),
         estimate: snap
             .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),
@@ -859,16 +859,18 @@ fn impact_keys(snap: &MeshSnapshot, target: &Target) -> Result<Keys, Error> {
     })
 }
 
-/// The mesh routes a proxy gets: those its scope selects, for a sidecar;
-/// none apply on a router proxy, whose routes are its Gateways' servers
-/// (istiod builds a gateway's RDS from the Gateways bound to it alone:
-/// `buildGatewayHTTPRouteConfig`, `pilot/pkg/networking/core/gateway.go`,
-/// istio 1.31). A waypoint is left as its scope gives (not checked
-/// against istiod).
+/// The Gateway API routes a proxy gets: for a sidecar, the mesh routes
+/// its scope selects; for a router proxy, the routes of the Gateways it
+/// serves ([`crate::gateway_routes::served_routes`]), the mesh routes
+/// listed as not applying there (istiod builds a gateway's RDS from its
+/// Gateways alone: `buildGatewayHTTPRouteConfig`,
+/// `pilot/pkg/networking/core/gateway.go`, istio 1.31). A waypoint is left
+/// as its scope gives (not checked against istiod).
 fn routes_for(
     snap: &MeshSnapshot,
     vis: &crate::scope::Visible,
     gateway: Option<crate::inject::Gateway>,
+    labels: &Labels,
 ) -> Vec<crate::gateway_routes::RouteSeen> {
     let mut routes = crate::gateway_routes::routes_seen(snap, vis);
     if gateway == Some(crate::inject::Gateway::Router) {
@@ -878,6 +880,11 @@ fn routes_for(
                 "a router proxy gets the routes of the Gateways it serves, not mesh routes".into(),
             );
         }
+        routes.extend(crate::gateway_routes::served_routes(
+            snap,
+            &vis.namespace,
+            labels,
+        ));
     }
     routes
 }

@@ -93,6 +93,58 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
     }
 }
 
+/// The cluster a gateway's HTTP or gRPC route names for a backend istiod
+/// refused it (a Destination without a host: `GetDestinationCluster`,
+/// `pilot/pkg/networking/core/route/route.go`, istio 1.31): requests
+/// sent there fail.
+pub const UNKNOWN_SERVICE: &str = "UnknownService";
+
+/// The Gateway API routes a gateway's pod in `ns` with `labels` serves:
+/// those bound to a Gateway API Gateway whose pods it is (the Gateway's
+/// namespace, its name in [`crate::gateway_api::GATEWAY_NAME_LABEL`]),
+/// one per hostname (`*` for none), each routing to its permitted
+/// backends' clusters, and to [`UNKNOWN_SERVICE`] for the refused ones. istiod builds a router's RDS from the Gateways
+/// bound to it (`buildGatewayHTTPRouteConfig`,
+/// `pilot/pkg/networking/core/gateway.go`, istio 1.31). The Gateway's
+/// listeners (ports, hostnames, allowed routes) are not modelled: every
+/// route bound to it counts.
+pub fn served_routes(
+    snap: &MeshSnapshot,
+    ns: &str,
+    labels: &crate::labels::Labels,
+) -> Vec<RouteSeen> {
+    let serves = |key: &str| {
+        snap.gateways.iter().any(|g| {
+            g.kube
+                && g.key() == key
+                && g.namespace == ns
+                && labels.get(crate::gateway_api::GATEWAY_NAME_LABEL) == Some(&g.name)
+        })
+    };
+    let mut out: Vec<RouteSeen> = snap
+        .virtual_services
+        .iter()
+        .filter(|vs| vs.route.is_some() && vs.gateways.iter().any(|g| serves(g)))
+        .flat_map(|vs| {
+            let mut clusters = backend_clusters(vs);
+            if vs.http_route() && vs.route.as_ref().is_some_and(|o| !o.refused.is_empty()) {
+                clusters.insert(UNKNOWN_SERVICE.to_string());
+            }
+            vs.hosts.iter().map(move |h| RouteSeen {
+                route: vs.label(),
+                host: h.clone(),
+                applies: true,
+                reason: None,
+                clusters: clusters.iter().cloned().collect(),
+                port: None,
+                http: vs.http_route(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
+    out
+}
+
 /// Whether an egress listener of `vis` serves one of `copies` on `port`:
 /// a catch-all listener, or one bound to that port.
 fn listens_on(vis: &Visible, copies: &[crate::snapshot::SvcId], port: u32) -> bool {

@@ -599,3 +599,52 @@ fn impact_reaches_a_gateways_pods_on_every_routing_change_and_a_gateway_change_n
     let e = impact(&s, &t, &HashMap::new(), &|_| true, None).unwrap_err();
     assert!(e.to_string().contains("Gateway ingress/private"), "{e}");
 }
+
+// === the routes a gateway's pod serves ===
+
+/// What explain says the gateway pod of `ingress_across(grant)` gets.
+fn gateway_routes(grant: Option<&str>) -> Vec<meshscope_shared::gateway_routes::RouteSeen> {
+    let pod = r#"---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: public-istio-0
+  namespace: ingress
+  labels: {gateway.networking.k8s.io/gateway-name: public, sidecar.istio.io/inject: "false"}
+spec:
+  containers: [{name: istio-proxy, image: proxyv2, args: [proxy, router]}]
+status:
+  podIP: 10.0.9.1
+"#;
+    let s = snap(&(ingress_across(grant) + pod));
+    let gw = s
+        .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
+        .unwrap();
+    meshscope_shared::explain::explain(&s, gw, None, None).routes
+}
+
+#[test]
+fn a_gateway_pod_serves_its_gateways_routes_and_a_refused_backend_is_unknown_service() {
+    let served = |grant| {
+        gateway_routes(grant)
+            .into_iter()
+            .filter(|r| r.applies)
+            .map(|r| (r.route, r.host, r.clusters))
+            .collect::<Vec<_>>()
+    };
+    let route = "HTTPRoute ingress/shop".to_string();
+    let host = "shop.example.com".to_string();
+    let grant = "{group: \"\", kind: Service, name: web}";
+    assert_eq!(
+        served(Some(grant)),
+        [(
+            route.clone(),
+            host.clone(),
+            vec!["outbound|80||web.front.svc.cluster.local".to_string()]
+        )]
+    );
+    assert_eq!(
+        served(None),
+        [(route, host, vec!["UnknownService".to_string()])]
+    );
+}

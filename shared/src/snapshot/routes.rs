@@ -167,14 +167,15 @@ fn destinations(
 }
 
 /// The backends of a route bound to a Gateway that no ReferenceGrant
-/// permits, as `namespace/name`, sorted.
+/// permits, as `namespace/name`, sorted (one of weight 0 is dropped
+/// before the check).
 fn refused(r: &Route, ns: &str, grants: &[ReferenceGrant]) -> Vec<String> {
     let mut out: Vec<String> = r
         .spec
         .rules
         .iter()
         .flat_map(|rule| &rule.backend_refs)
-        .filter(|b| !backend_allowed(grants, r.kind, ns, b))
+        .filter(|b| b.weight != Some(0) && !backend_allowed(grants, r.kind, ns, b))
         .map(|b| format!("{}/{}", b.namespace.as_deref().unwrap_or(ns), b.name))
         .collect();
     out.sort();

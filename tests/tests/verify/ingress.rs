@@ -153,6 +153,21 @@ fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
         "{explained}"
     );
     assert_eq!(audit(c, ing, "MS0024"), Vec::<String>::new());
+    // explain lists the route the gateway serves, with the cluster istiod's
+    // route names (verify compared them too).
+    let served: Vec<&Value> = explained["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["host"] == HOST && r["applies"] == true)
+        .collect();
+    assert_eq!(served.len(), 1, "{explained}");
+    assert_eq!(served[0]["route"], format!("HTTPRoute {ing}/shop"));
+    assert_eq!(
+        served[0]["clusters"],
+        serde_json::json!(front),
+        "{explained}"
+    );
 
     // apply --exports from a log in which only other-0 calls front keeps
     // front exported to the gateway's namespace too (the route and its
@@ -202,6 +217,9 @@ fn checks(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
         assert!(Instant::now() < deadline, "istiod still routes to front");
         std::thread::sleep(Duration::from_millis(300));
     }
+    // verify predicts the route without front, as istiod sends it.
+    let (status, p) = verified(c, istiod, ing);
+    assert_eq!(status, "OK", "{p}");
     let found = audit(c, ing, "MS0024");
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
