@@ -214,7 +214,7 @@ pub fn refused_backends(
             ns,
             &origin.name,
             format!(
-                "{kind} {ns}/{}, bound to Gateway {}, sends requests to {list} in another namespace, and no ReferenceGrant there permits {kind}s from namespace {ns}: istiod drops the backend from the route; add a ReferenceGrant in that namespace (from: group gateway.networking.k8s.io, kind {kind}, namespace {ns}; to: group \"\", kind Service)",
+                "{kind} {ns}/{}, bound to Gateway {}, sends requests to {list} in another namespace, and no ReferenceGrant there permits {kind}s from namespace {ns}: istiod routes its share of the requests to a cluster named UnknownService, and they fail; add a ReferenceGrant in that namespace (from: group gateway.networking.k8s.io, kind {kind}, namespace {ns}; to: group \"\", kind Service)",
                 origin.name,
                 vs.gateways.join(", ")
             ),
