@@ -221,7 +221,10 @@ pub fn explain(
         );
     }
     let mut eval = Evaluator::new(snap);
-    let vis = eval.visible_for(sel.source, ns);
+    let vis = match injection.gateway {
+        Some(_) => eval.gateway_visible(ns),
+        None => eval.visible_for(sel.source, ns),
+    };
     let unscoped = eval.unscoped(ns);
     let listeners = snap.outbound_listeners(&vis.egress, own_ip);
     let mut visible_services: Vec<String> = vis
@@ -771,7 +774,7 @@ fn count_routers(
         let wl = &snap.workloads[w];
         let n = wl.proxies();
         out.total_proxies += n;
-        let vis = eval.visible_for(ScopeSource::Implicit, &wl.namespace);
+        let vis = eval.gateway_visible(&wl.namespace);
         let reached = match keys {
             Keys::Services(ids) => ids.iter().any(|i| vis.imports_service(*i)),
             Keys::Vss(_) | Keys::Dr(_) | Keys::Gateway => true,

@@ -609,4 +609,27 @@ impl<'a> Evaluator<'a> {
     pub fn unscoped(&mut self, proxy_ns: &str) -> Rc<Visible> {
         self.visible_for(ScopeSource::Implicit, proxy_ns)
     }
+
+    /// The view istiod gives a gateway's or waypoint's proxy in
+    /// `proxy_ns`: the services exported to its namespace, and none that
+    /// only VirtualService (or mesh route) destinations pull in
+    /// (`DefaultSidecarScopeForGateway`, `pilot/pkg/model/sidecar.go`,
+    /// istio 1.31, adds `servicesExportedToNamespace` alone), unlike a
+    /// sidecar's default scope. Found by random fidelity seed 10005 at
+    /// 3eddb53: a route's backend exported `~,NS` (hidden from the
+    /// index, visible as a destination) is no cluster of NS's gateway.
+    pub fn gateway_visible(&mut self, proxy_ns: &str) -> Rc<Visible> {
+        let mut v = (*self.unscoped(proxy_ns)).clone();
+        for (svc, ports) in std::mem::take(&mut v.pulled) {
+            let Some(have) = v.services.get_mut(&svc) else {
+                continue;
+            };
+            have.retain(|p| !ports.contains(p));
+            if have.is_empty() {
+                v.services.remove(&svc);
+                v.dr_for_service.remove(&svc);
+            }
+        }
+        Rc::new(v)
+    }
 }

@@ -1082,8 +1082,10 @@ pub fn random(seed: u64, run: u64) -> Scenario {
 /// extension provider, DNS capture, pods that are not Ready or are held in
 /// Terminating, a DestinationRule of a ServiceEntry host, and
 /// port-specific listeners with `~` exclusions of the scenario's own
-/// Services; then, from a third stream, `~` in exportTo lists
-/// ([`tilde_exports`]). Headless Services come from the main stream.
+/// Services; then, from streams of their own, `~` in exportTo lists
+/// ([`tilde_exports`]), mesh routes ([`mesh_routes`]) and an ingress
+/// Gateway ([`ingress_gateway`]). Headless Services come from the main
+/// stream.
 fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs: &[SvcRef]) {
     let mut f = Rng::new(seed ^ 0xfea7_0e5d_0021_0002);
     mesh_features(&mut f, b, mesh, nss, svcs);
@@ -1091,6 +1093,71 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
     sidecar_features(&mut f, b, svcs);
     tilde_exports(&mut Rng::new(seed ^ 0x7117_de00_0021_0003), b, nss);
     mesh_routes(&mut Rng::new(seed ^ 0x6a33_a000_0033_0004), b, nss, svcs);
+    ingress_gateway(&mut Rng::new(seed ^ 0x1a9e_55a7_e033_0005), b, nss, svcs);
+}
+
+/// An ingress Gateway, from a stream of its own: a third of the seeds get
+/// Gateway `gw` of class `istio` in one namespace with its pod as istiod's
+/// deployment controller renders it (Service `gw-istio`, a pod running
+/// `proxy router`: the test istiod has no `kube-gateway` template,
+/// `../shared/istiod.md` §7), and an HTTPRoute bound to it, in the
+/// Gateway's namespace or another, for one hostname, with one or two
+/// backends in any namespace; a backend in another namespace than the
+/// route's gets a ReferenceGrant one time in two (istiod refuses it
+/// without one).
+fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
+    if !chance(f, 0.33) {
+        return;
+    }
+    let gns = pick(f, nss).clone();
+    b.service(&gns, "gw-istio", vec![SvcPort::new("http", 80)], false);
+    b.pod(
+        &gns,
+        "gw-istio-0",
+        labels(&[
+            ("app", "gw-istio"),
+            ("gateway.networking.k8s.io/gateway-name", "gw"),
+            ("sidecar.istio.io/inject", "false"),
+        ]),
+    );
+    if let Some(p) = b.world.pods.last_mut() {
+        p.router = true;
+    }
+    b.istio(format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {gns}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}\n"
+    ));
+    let rns = match chance(f, 0.5) {
+        true => gns.clone(),
+        false => pick(f, nss).clone(),
+    };
+    let mut backends = String::new();
+    let mut grants: Vec<(String, String)> = Vec::new();
+    for _ in 0..1 + f.below(2) {
+        let (bns, bname, bports) = pick(f, svcs);
+        let Some(port) = bports.iter().find(|p| !p.0.starts_with("udp")) else {
+            continue;
+        };
+        let _ = writeln!(
+            backends,
+            "    - {{name: {bname}, namespace: {bns}, port: {}}}",
+            port.1
+        );
+        let pair = (bns.clone(), bname.clone());
+        if *bns != rns && chance(f, 0.5) && !grants.contains(&pair) {
+            grants.push(pair);
+        }
+    }
+    if backends.is_empty() {
+        return;
+    }
+    b.istio(format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: ingress, namespace: {rns}}}\nspec:\n  parentRefs:\n  - {{name: gw, namespace: {gns}}}\n  hostnames: [shop.example.com]\n  rules:\n  - backendRefs:\n{backends}"
+    ));
+    for (bns, bname) in grants {
+        b.istio(format!(
+            "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-{rns}-{bname}, namespace: {bns}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {rns}}}]\n  to: [{{group: \"\", kind: Service, name: {bname}}}]\n"
+        ));
+    }
 }
 
 /// Gateway API mesh (GAMMA) routes, from a stream of their own: half the
