@@ -670,3 +670,28 @@ fn a_gateway_pod_gets_no_service_that_only_a_destination_pulls_in() {
     let plain = clusters(exported(with_gateway_pod(), "app", "b", "ingress"));
     assert!(plain.contains(&b), "{plain:?}");
 }
+
+/// With a sidecar of the gateway's namespace on the implicit default
+/// scope, istiod may hand the gateway that sidecar's scope instead (by the
+/// order of the push: random seeds 10005 and 10028 at 4b13cd9 saw both):
+/// explain names those clusters too, and only then.
+#[test]
+fn a_gateway_pod_may_get_its_namespaces_sidecar_default_and_explain_says_which_clusters() {
+    let alternative = |yaml: String| {
+        let s = snap(&yaml);
+        let gw = s
+            .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
+            .unwrap();
+        meshscope_shared::explain::explain(&s, gw, None, None).outbound_clusters_if_shared
+    };
+    let b = "outbound|80||b.app.svc.cluster.local".to_string();
+    let tilde = exported(with_gateway_pod(), "app", "b", "~,ingress");
+    assert_eq!(alternative(tilde.clone()), None, "no sidecar in ingress");
+    let with_sidecar = tilde + &deploy("ingress", "edge", "10.0.9.2");
+    let shared = alternative(with_sidecar.clone()).expect("a sidecar scope to share");
+    assert!(shared.contains(&b), "{shared:?}");
+    // A namespace Sidecar there: the sidecar never computes the default.
+    let scoped = with_sidecar
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: ingress}\nspec:\n  egress:\n  - hosts: [\"./*\"]\n";
+    assert_eq!(alternative(scoped), None);
+}

@@ -131,6 +131,14 @@ fn identity(e: &Explanation, out: &mut dyn Write) -> Result<bool> {
 /// The scope, the Sidecars considered, and the hosts.
 fn scope_part(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "Scope:            {}", e.scope_reason)?;
+    if let Some(shared) = &e.outbound_clusters_if_shared {
+        writeln!(
+            out,
+            "                  (istiod may give it its namespace's sidecar default scope instead, by the order of a push: {} outbound clusters then, not {})",
+            shared.len(),
+            e.outbound_clusters.len()
+        )?;
+    }
     if !e.sidecars.is_empty() {
         writeln!(out, "Sidecars considered:")?;
         let mut hidden = 0;

@@ -245,8 +245,16 @@ pub fn check_proxy(
     c.applied_sidecar = r.applied.sidecar.clone();
     c.sidecar_matches = r.applied.sidecar == predicted_sidecar;
     c.proxy_version = (!r.sync.istio_version.is_empty()).then(|| r.sync.istio_version.clone());
-    let predicted: BTreeSet<&String> = e.outbound_clusters.iter().collect();
     let actual: BTreeSet<&String> = r.generated.outbound_clusters().collect();
+    let mut predicted: BTreeSet<&String> = e.outbound_clusters.iter().collect();
+    // A gateway's pod may get its namespace's sidecar default scope
+    // instead, by the order of istiod's push: either is istiod's answer.
+    if let Some(shared) = &e.outbound_clusters_if_shared {
+        let shared: BTreeSet<&String> = shared.iter().collect();
+        if shared == actual {
+            predicted = shared;
+        }
+    }
     c.only_istiod = actual
         .difference(&predicted)
         .map(|s| s.to_string())
