@@ -44,15 +44,45 @@ pub struct RouteSeen {
 
 /// The mesh routes `vis` (the scope of proxies in `vis.namespace`) selects.
 pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
-    let mut out: Vec<RouteSeen> = vis
+    let selected: Vec<&VsInfo> = vis
         .virtual_services
         .iter()
         .map(|&v| &snap.virtual_services[v])
         .filter(|vs| vs.route.is_some() && vs.mesh_bound)
-        .flat_map(|vs| vs.hosts.iter().map(move |h| seen(snap, vis, vs, h)))
         .collect();
+    let mut out: Vec<(&VsInfo, RouteSeen)> = selected
+        .iter()
+        .flat_map(|vs| vs.hosts.iter().map(move |h| (*vs, seen(snap, vis, vs, h))))
+        .collect();
+    own_namespace_first(&mut out, &vis.namespace);
+    let mut out: Vec<RouteSeen> = out.into_iter().map(|(_, r)| r).collect();
     out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
     out
+}
+
+/// An HTTP or gRPC route of the proxy's own namespace for a host (and the
+/// same parent port) takes the host's virtual host: istiod selects the
+/// gateway-semantics routes of the proxy's namespace before the others
+/// (`SelectVirtualServices`, `pilot/pkg/model/virtualservice.go`) and
+/// keeps the first virtual host for a domain (`dedupeDomains`,
+/// `pilot/pkg/networking/core/httproute.go`, istio 1.31), so a consumer
+/// route overrides the producer's there. Routes of one namespace for one
+/// host are merged into one, as istiod merges them.
+fn own_namespace_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
+    let owned: Vec<(String, Option<u32>)> = routes
+        .iter()
+        .filter(|(vs, r)| r.applies && r.http && vs.namespace == ns)
+        .map(|(_, r)| (r.host.clone(), r.port))
+        .collect();
+    for (vs, r) in routes.iter_mut() {
+        if r.applies && r.http && vs.namespace != ns && owned.contains(&(r.host.clone(), r.port)) {
+            r.applies = false;
+            r.reason = Some(format!(
+                "a route of the proxy's own namespace {ns} for {} takes its virtual host",
+                r.host
+            ));
+        }
+    }
 }
 
 fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {

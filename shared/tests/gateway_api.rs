@@ -695,3 +695,47 @@ fn a_gateway_pod_may_get_its_namespaces_sidecar_default_and_explain_says_which_c
         + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: ingress}\nspec:\n  egress:\n  - hosts: [\"./*\"]\n";
     assert_eq!(alternative(scoped), None);
 }
+
+/// A consumer route beside the producer's for one parent: in the
+/// consumer's namespace its virtual host is istiod's (the routes of the
+/// proxy's own namespace come first and the first virtual host for a
+/// domain wins), the producer's does not apply there; elsewhere the
+/// producer's applies.
+#[test]
+fn a_consumer_route_takes_the_virtual_host_from_the_producers_in_its_namespace() {
+    let producer = split("app", "HTTPRoute").replace(
+        "    - {name: c, namespace: app, port: 80, weight: 50}\n",
+        "",
+    );
+    let consumer = split("front", "HTTPRoute").replace(
+        "    - {name: b, namespace: app, port: 80, weight: 50}\n",
+        "",
+    );
+    assert_ne!(producer, split("app", "HTTPRoute"));
+    let r = web_routes(
+        mesh(&(producer + &consumer)),
+        &["./a.app.svc.cluster.local", "app/*"],
+    );
+    let applied: Vec<(&str, &[String])> = r
+        .iter()
+        .filter(|r| r.applies)
+        .map(|r| (r.route.as_str(), r.clusters.as_slice()))
+        .collect();
+    assert_eq!(
+        applied,
+        [(
+            "HTTPRoute front/split",
+            &["outbound|80||c.app.svc.cluster.local".to_string()][..]
+        )],
+        "{r:?}"
+    );
+    let producer = r.iter().find(|r| r.route == "HTTPRoute app/split").unwrap();
+    assert!(
+        producer
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("own namespace front"),
+        "{producer:?}"
+    );
+}

@@ -1165,15 +1165,24 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
 /// with a TCP port) TCPRoute in the parent's namespace (producer) or
 /// another (consumer), with one to three weighted backends in any
 /// namespace, one in six of weight 0, one route in three on one port of
-/// its parent. Not generated, as the engine does not model them yet
+/// its parent; the second route names the first's parent one time in
+/// two (routes merged, or a consumer route beside a producer one). Not
+/// generated, as the engine does not model them yet
 /// (issue #33): headless parents, a parent a VirtualService routes too (which of the two
 /// istiod's virtual host follows).
 fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
     if !chance(f, 0.5) {
         return;
     }
+    let mut first: Option<SvcRef> = None;
     for k in 0..1 + f.below(2) {
-        let (pns, parent, pports) = pick(f, svcs).clone();
+        // The second route names the first one's parent half the time:
+        // merged routes, or a consumer route beside a producer one.
+        let (pns, parent, pports) = match (&first, chance(f, 0.5)) {
+            (Some(p), true) => p.clone(),
+            _ => pick(f, svcs).clone(),
+        };
+        first.get_or_insert_with(|| (pns.clone(), parent.clone(), pports.clone()));
         if b.is_headless(&pns, &parent) || b.routed_by_virtual_service(&fqdn(&parent, &pns)) {
             continue;
         }
