@@ -861,12 +861,19 @@ fn impact_keys(snap: &MeshSnapshot, target: &Target) -> Result<Keys, Error> {
                 .ok_or_else(|| not_found("DestinationRule", namespace, name))?,
         ),
         Target::Gateway { namespace, name } => {
-            if !snap
+            let g = snap
                 .gateways
                 .iter()
-                .any(|g| &g.namespace == namespace && &g.name == name)
-            {
-                return Err(not_found("Gateway", namespace, name));
+                .find(|g| &g.namespace == namespace && &g.name == name)
+                .ok_or_else(|| not_found("Gateway", namespace, name))?;
+            if let Some(controller) = &g.foreign {
+                return Err(Error::Object {
+                    kind: "Gateway".into(),
+                    name: format!("{namespace}/{name}"),
+                    reason: format!(
+                        "its class belongs to controller {controller}, not istiod: istiod pushes no proxy a change of it"
+                    ),
+                });
             }
             Keys::Gateway
         }

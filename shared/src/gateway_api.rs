@@ -170,6 +170,61 @@ pub struct GatewaySpec {
     pub gateway_class_name: String,
 }
 
+/// A `GatewayClass`: which controller implements the Gateways of the class.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GatewayClass {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: GatewayClassSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    #[serde(default)]
+    pub controller_name: String,
+}
+
+/// The controllers whose Gateways istiod turns into configuration (routes
+/// bound, pods served): its own, its waypoints' and its east-west
+/// gateways' (`GetClassInfos`,
+/// `pilot/pkg/config/kube/gatewaycommon/classinfo.go`, istio 1.31).
+pub const ISTIOD_CONTROLLERS: [&str; 3] = [
+    "istio.io/gateway-controller",
+    "istio.io/mesh-controller",
+    "istio.io/eastwest-controller",
+];
+
+/// The classes istiod knows without a GatewayClass object, and their
+/// controllers (`GetBuiltinGatewayClasses`, there).
+const BUILTIN_CLASSES: [(&str, &str); 4] = [
+    ("istio", "istio.io/gateway-controller"),
+    ("istio-waypoint", "istio.io/mesh-controller"),
+    ("istio-east-west", "istio.io/eastwest-controller"),
+    ("istio-remote", "istio.io/unmanaged-gateway"),
+];
+
+/// The controller of Gateway `g`'s class when it is not one istiod
+/// configures: the GatewayClass of that name in `classes`, else a built-in
+/// class. `None` when istiod configures it, or when the class is unknown
+/// here (not in the input and not built in: counted as istiod's, so that
+/// nothing it may route is left out).
+pub fn foreign_controller(g: &Gateway, classes: &[GatewayClass]) -> Option<String> {
+    let name = g.spec.gateway_class_name.as_str();
+    let controller = classes
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+        .map(|c| c.spec.controller_name.as_str())
+        .or_else(|| {
+            BUILTIN_CLASSES
+                .iter()
+                .find(|(class, _)| *class == name)
+                .map(|(_, c)| *c)
+        })?;
+    (!ISTIOD_CONTROLLERS.contains(&controller)).then(|| controller.to_string())
+}
+
 /// The label on the pods that serve a Gateway API Gateway: its name.
 pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
 

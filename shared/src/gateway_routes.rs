@@ -146,6 +146,7 @@ pub fn served_routes(
     let serves = |key: &str| {
         snap.gateways.iter().any(|g| {
             g.kube
+                && g.foreign.is_none()
                 && g.key() == key
                 && g.namespace == ns
                 && labels.get(crate::gateway_api::GATEWAY_NAME_LABEL) == Some(&g.name)

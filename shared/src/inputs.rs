@@ -463,6 +463,9 @@ pub struct Inputs {
     pub reference_grants: Vec<crate::gateway_api::ReferenceGrant>,
     /// Gateway API Gateways (istio's `gateways` are [`Self::gateways`]).
     pub kube_gateways: Vec<crate::gateway_api::Gateway>,
+    /// Gateway API GatewayClasses: which controller each class's Gateways
+    /// belong to.
+    pub gateway_classes: Vec<crate::gateway_api::GatewayClass>,
     /// ConfigMaps named `istio` (the mesh config candidates).
     pub mesh_config_maps: Vec<ConfigMap>,
     /// EndpointSlices (only those of headless Services are used).
@@ -651,6 +654,9 @@ impl Inputs {
             }
             ("Gateway", _) if group == GATEWAY_API_GROUP => {
                 self.kube_gateways.push(decode(&kind, v)?)
+            }
+            ("GatewayClass", _) if group == GATEWAY_API_GROUP => {
+                self.gateway_classes.push(decode(&kind, v)?)
             }
             ("ReferenceGrant", _) if group == GATEWAY_API_GROUP => {
                 self.reference_grants.push(decode(&kind, v)?)

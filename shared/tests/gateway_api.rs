@@ -739,3 +739,38 @@ fn a_consumer_route_takes_the_virtual_host_from_the_producers_in_its_namespace()
         "{producer:?}"
     );
 }
+
+/// A Gateway of a class another controller implements binds no route:
+/// istiod makes nothing of it, so its backends are not kept exported to
+/// its namespace and `impact gateway/NAME` says whose it is. A class not
+/// in the input counts as istiod's (nothing it may route is left out).
+#[test]
+fn a_gateway_of_another_controllers_class_binds_no_route() {
+    use meshscope_shared::explain::{impact, Target};
+    use std::collections::HashMap;
+    let other = INGRESS.replace("gatewayClassName: istio", "gatewayClassName: eg");
+    let class = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: eg}\nspec: {controllerName: gateway.envoyproxy.io/gatewayclass-controller}\n";
+    let recommended = |yaml: String| {
+        let s = snap(&yaml);
+        let r = recommend_exports(&s, &observe(&s, ""), ExportOptions { force: false });
+        find(&r, ExportKind::Service, "front/web")
+            .recommended
+            .clone()
+    };
+    assert_eq!(recommended(mesh(&other)), [".", "ingress"], "class unknown");
+    assert_eq!(recommended(mesh(&(other.clone() + class))), ["."]);
+    let s = snap(&mesh(&(other + class)));
+    let t = Target::parse("gateway/public", "ingress").unwrap();
+    let e = impact(&s, &t, &HashMap::new(), &|_| true, None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("gateway.envoyproxy.io/gatewayclass-controller, not istiod"),
+        "{e}"
+    );
+    // istio's own class, named by a GatewayClass: bound.
+    let istio = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: istio}\nspec: {controllerName: istio.io/gateway-controller}\n";
+    assert_eq!(
+        recommended(mesh(&(INGRESS.to_string() + istio))),
+        [".", "ingress"]
+    );
+}

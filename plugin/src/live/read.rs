@@ -63,6 +63,9 @@ const SHARED: [(&str, &str); 13] = [
     (GATEWAY_API_GROUP, "gateways"),
 ];
 
+/// GatewayClasses (cluster-scoped) say which Gateways are istiod's.
+const GATEWAY_CLASSES: &str = "gatewayclasses";
+
 /// Said once when the cluster has no HTTPRoute CRD (clusters with it may
 /// lack the less common route kinds: those are not said).
 const NO_GATEWAY_API: &str = "no Gateway API routes read: the cluster has no httproutes.gateway.networking.k8s.io CRD (Gateway API not installed), so only Istio's VirtualServices route";
@@ -96,6 +99,7 @@ pub fn read_needs(
         wide.extend(SHARED.iter().map(|(g, r)| Need::new("list", g, r, None)));
         wide.push(Need::new("list", DISCOVERY_GROUP, "endpointslices", None));
     }
+    wide.push(Need::new("list", GATEWAY_API_GROUP, GATEWAY_CLASSES, None));
     (required, wide)
 }
 
@@ -152,6 +156,9 @@ struct Plan {
     /// The shared kinds listed per namespace in scope, not cluster-wide.
     shared_in_scope: Vec<(&'static str, &'static str)>,
     list_namespaces: bool,
+    /// The GatewayClasses (a Gateway of another controller's class binds
+    /// no route).
+    gateway_classes: bool,
     /// Under -n, the pods of other namespaces are not read: the
     /// EndpointSlices of headless Services name their IPs.
     headless_slices: bool,
@@ -192,9 +199,16 @@ impl Plan {
                 "calls to pod IPs of headless Services in other namespaces are not mapped back: cannot list endpointslices.{DISCOVERY_GROUP} in all namespaces; grant {READER_FILE}"
             ));
         }
+        let gateway_classes = !denied(GATEWAY_API_GROUP, GATEWAY_CLASSES);
+        if !gateway_classes {
+            limitations.push(format!(
+                "gateway classes unknown: cannot list {GATEWAY_CLASSES}.{GATEWAY_API_GROUP}, so every Gateway counts as istiod's (its routes bind); grant {READER_FILE}"
+            ));
+        }
         Plan {
             shared_in_scope,
             list_namespaces: !denied("", "namespaces"),
+            gateway_classes,
             headless_slices,
             config_maps: false,
             limitations,
@@ -477,6 +491,12 @@ impl Live {
                 .boxed(),
             );
         }
+        if plan.gateway_classes {
+            jobs.push(self.optional_list(
+                istio_in(GATEWAY_API_GROUP, "GatewayClass", GATEWAY_CLASSES),
+                None,
+            ));
+        }
         if plan.headless_slices {
             jobs.push(
                 async {
@@ -570,29 +590,31 @@ impl Live {
         .chain(RouteKind::ALL.map(|k| istio_in(GATEWAY_API_GROUP, k.as_str(), k.plural())));
         for ar in optional {
             for ns in per_scope(&ar.plural) {
-                let ar = ar.clone();
-                // Without these CRDs there are none of them: not an error.
-                jobs.push(
-                    async move {
-                        let plural = ar.plural.clone();
-                        match self.list_istio(ar, ns).await {
-                            Err(ApiFailure {
-                                kind: FailureKind::NotFound(_),
-                                ..
-                            }) => {
-                                if plural == RouteKind::Http.plural() {
-                                    self.note_once(NO_GATEWAY_API.into());
-                                }
-                                Ok(Box::new(|_: &mut Inputs| Ok(())) as Fill)
-                            }
-                            other => other,
-                        }
-                    }
-                    .boxed(),
-                );
+                jobs.push(self.optional_list(ar.clone(), ns));
             }
         }
         jobs
+    }
+
+    /// A list of a kind whose CRD may be missing: without it there are
+    /// none of them, not an error (the Gateway API's absence is said once).
+    fn optional_list(&self, ar: ApiResource, ns: Option<String>) -> Listing<'_> {
+        async move {
+            let plural = ar.plural.clone();
+            match self.list_istio(ar, ns).await {
+                Err(ApiFailure {
+                    kind: FailureKind::NotFound(_),
+                    ..
+                }) => {
+                    if plural == RouteKind::Http.plural() {
+                        self.note_once(NO_GATEWAY_API.into());
+                    }
+                    Ok(Box::new(|_: &mut Inputs| Ok(())) as Fill)
+                }
+                other => other,
+            }
+        }
+        .boxed()
     }
 
     /// The lists of the workloads of `ns` (all namespaces when `None`) and

@@ -261,7 +261,7 @@ fn required(snap: &MeshSnapshot, n: &mut Needs) {
             )
         })
         .collect();
-    for g in &snap.gateways {
+    for g in snap.gateways.iter().filter(|g| g.foreign.is_none()) {
         callers.extend(g.pod_namespaces.iter().map(|ns| (ns.clone(), None)));
     }
     for (ns, labels) in callers {

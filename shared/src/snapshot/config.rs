@@ -72,6 +72,7 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             selector,
             pod_namespaces,
             kube: false,
+            foreign: None,
         }
     });
     // A Gateway API Gateway's pods run in its namespace, whether or not
@@ -86,6 +87,7 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             .into_iter()
             .collect(),
             pod_namespaces: [ns.clone()].into_iter().collect(),
+            foreign: crate::gateway_api::foreign_controller(g, &inputs.gateway_classes),
             name,
             namespace: ns,
             kube: true,

@@ -487,6 +487,10 @@ pub struct GatewayInfo {
     pub pod_namespaces: std::collections::BTreeSet<String>,
     /// A Gateway API Gateway (`gateway.networking.k8s.io`), not istio's.
     pub kube: bool,
+    /// The controller of a Gateway API Gateway's class when it is not one
+    /// istiod configures ([`crate::gateway_api::foreign_controller`]): no
+    /// route binds to it and no proxy of the mesh serves it.
+    pub foreign: Option<String>,
 }
 
 impl GatewayInfo {

@@ -80,6 +80,9 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                 }
             } else if is_gateway(p) {
                 let gw_ns = p.namespace.clone().unwrap_or_else(|| ns.clone());
+                if foreign(inputs, &gw_ns, &p.name) {
+                    continue;
+                }
                 let hosts = match r.spec.hostnames.is_empty() {
                     true => vec!["*".to_string()],
                     false => r.spec.hostnames.clone(),
@@ -96,6 +99,18 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
         }
     }
     out
+}
+
+/// Whether Gateway `ns/name` is in the input and of a class another
+/// controller than istiod implements: istiod binds no route to it.
+fn foreign(inputs: &Inputs, ns: &str, name: &str) -> bool {
+    inputs
+        .kube_gateways
+        .iter()
+        .find(|g| ns_of(&g.metadata) == ns && name_of(&g.metadata) == name)
+        .is_some_and(|g| {
+            crate::gateway_api::foreign_controller(g, &inputs.gateway_classes).is_some()
+        })
 }
 
 /// A Gateway API `Gateway` parent (the default kind).
