@@ -122,6 +122,32 @@ impl ParentRef {
 pub struct RouteRule {
     #[serde(default)]
     pub backend_refs: Vec<BackendRef>,
+    /// `matches`, kept only to tell a catch-all rule.
+    #[serde(default)]
+    pub matches: Vec<serde_json::Value>,
+}
+
+impl RouteRule {
+    /// Whether the rule matches every request: no matches, or one that
+    /// tests nothing but the path prefix `/` (the API's default).
+    /// istiod makes one HTTP route per match and stops at the first
+    /// catch-all (`pilot/pkg/networking/core/route/route.go`, istio 1.31).
+    pub fn catch_all(&self) -> bool {
+        self.matches.is_empty() || self.matches.iter().any(catch_all_match)
+    }
+}
+
+fn catch_all_match(m: &serde_json::Value) -> bool {
+    let Some(fields) = m.as_object() else {
+        return false;
+    };
+    fields.iter().all(|(k, v)| match k.as_str() {
+        "path" => {
+            v["type"].as_str().unwrap_or("PathPrefix") == "PathPrefix"
+                && v["value"].as_str().unwrap_or("/") == "/"
+        }
+        _ => false,
+    })
 }
 
 /// `rules[].backendRefs[]`: a Service by default.

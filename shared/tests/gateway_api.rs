@@ -545,9 +545,9 @@ fn exports_keep_an_ingress_backend_for_its_gateway_only_where_a_grant_permits_it
 
 // === gateways' router proxies in impact ===
 
-/// `mesh(INGRESS)` with the Gateway's pod (`proxy router`) in `ingress`.
-fn with_gateway_pod() -> String {
-    let pod = r#"---
+/// The pod istiod's deployment controller runs for Gateway ingress/public
+/// (`proxy router`).
+const GATEWAY_POD: &str = r#"---
 apiVersion: v1
 kind: Pod
 metadata:
@@ -559,7 +559,10 @@ spec:
 status:
   podIP: 10.0.9.1
 "#;
-    mesh(&(INGRESS.to_string() + &split("app", "HTTPRoute"))) + pod
+
+/// `mesh(INGRESS)` and a mesh route, with the Gateway's pod in `ingress`.
+fn with_gateway_pod() -> String {
+    mesh(&(INGRESS.to_string() + &split("app", "HTTPRoute"))) + GATEWAY_POD
 }
 
 #[test]
@@ -604,19 +607,7 @@ fn impact_reaches_a_gateways_pods_on_every_routing_change_and_a_gateway_change_n
 
 /// What explain says the gateway pod of `ingress_across(grant)` gets.
 fn gateway_routes(grant: Option<&str>) -> Vec<meshscope_shared::gateway_routes::RouteSeen> {
-    let pod = r#"---
-apiVersion: v1
-kind: Pod
-metadata:
-  name: public-istio-0
-  namespace: ingress
-  labels: {gateway.networking.k8s.io/gateway-name: public, sidecar.istio.io/inject: "false"}
-spec:
-  containers: [{name: istio-proxy, image: proxyv2, args: [proxy, router]}]
-status:
-  podIP: 10.0.9.1
-"#;
-    let s = snap(&(ingress_across(grant) + pod));
+    let s = snap(&(ingress_across(grant) + GATEWAY_POD));
     let gw = s
         .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
         .unwrap();
@@ -773,4 +764,62 @@ fn a_gateway_of_another_controllers_class_binds_no_route() {
         recommended(mesh(&(INGRESS.to_string() + istio))),
         [".", "ingress"]
     );
+}
+
+/// Routes of one namespace for one parent are merged as istiod merges
+/// them: the older route's catch-all rule is the last one routed, so a
+/// younger catch-all route adds nothing to the virtual host, while a rule
+/// with a match still does (random seed 10005 at bd9a6b7).
+#[test]
+fn merged_routes_route_every_matching_rule_and_the_first_catch_all_only() {
+    let route = |name: &str, backend: &str, matches: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: app}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: a, namespace: app}}\n  rules:\n  - backendRefs: [{{name: {backend}, port: 80}}]\n{matches}"
+        )
+    };
+    let applied = |yaml: String| -> Vec<(String, Vec<String>)> {
+        web_routes(mesh(&yaml), &["app/*"])
+            .into_iter()
+            .filter(|r| r.applies)
+            .map(|r| (r.route, r.clusters))
+            .collect()
+    };
+    let b = "outbound|80||b.app.svc.cluster.local".to_string();
+    let c = "outbound|80||c.app.svc.cluster.local".to_string();
+    // Both catch-all (the API's default match counts as none).
+    let default_match = "    matches: [{path: {type: PathPrefix, value: /}}]\n";
+    let yaml = route("one", "b", "") + &route("two", "c", default_match);
+    assert_eq!(
+        applied(yaml),
+        [("HTTPRoute app/one".to_string(), vec![b.clone()])]
+    );
+    // The younger one matches a path: routed too.
+    let api = "    matches: [{path: {type: PathPrefix, value: /api}}]\n";
+    let yaml = route("one", "b", "") + &route("two", "c", api);
+    assert_eq!(
+        applied(yaml),
+        [
+            ("HTTPRoute app/one".to_string(), vec![b]),
+            ("HTTPRoute app/two".to_string(), vec![c])
+        ]
+    );
+}
+
+/// A gateway's scope keeps, per hostname, the first copy exported to its
+/// namespace in istiod's order (exported by name or privately before
+/// public, then by age, name and namespace), not its own namespace's as
+/// a sidecar's scope does (random fidelity seed 4, 01:01 UTC).
+#[test]
+fn a_gateway_pod_keeps_the_first_exported_copy_of_a_host_not_its_own_namespaces() {
+    let entry = |ns: &str, port: u32, export: &str| {
+        format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: multi, namespace: {ns}}}\nspec:\n  hosts: [multi.example.com]\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  resolution: DNS\n  exportTo: [\"{export}\"]\n")
+    };
+    let yaml = with_gateway_pod() + &entry("ingress", 9090, ".") + &entry("app", 8080, "ingress");
+    let s = snap(&yaml);
+    let gw = s
+        .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
+        .unwrap();
+    let clusters = meshscope_shared::explain::explain(&s, gw, None, None).outbound_clusters;
+    let multi: Vec<&String> = clusters.iter().filter(|c| c.contains("multi")).collect();
+    assert_eq!(multi, ["outbound|8080||multi.example.com"], "{clusters:?}");
 }

@@ -1166,17 +1166,30 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
 /// TLSRoute in the parent's namespace (producer) or
 /// another (consumer), with one to three weighted backends in any
 /// namespace, one in six of weight 0, one route in three on one port of
-/// its parent. Not generated on purpose, as the engine does not model
-/// them yet: the second route naming the first's parent (routes merged:
-/// at bd9a6b7 random seeds 10005 and 10007, so generated, showed istiod
-/// keeping the first catch-all rule, not the union of the backends), and
-/// (issue #33): headless parents, a parent a VirtualService routes too (which of the two
+/// its parent; the second route, one time in two after an HTTP or gRPC
+/// one, is merged with it (same kind, namespace, parent and port). Not
+/// generated, as the engine does not model them yet (issue #33):
+/// routes for one parent from one namespace on a port and on none (at
+/// bd9a6b7 seed 10007: istiod's port VirtualService came first), headless
+/// parents, a parent a VirtualService routes too (which of the two
 /// istiod's virtual host follows).
 fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
     if !chance(f, 0.5) {
         return;
     }
+    // The first route's kind, namespace, parent and port, when it is an
+    // HTTP or gRPC one: the second names them one time in two (merged).
+    let mut first: Option<(&str, String, String)> = None;
     for k in 0..1 + f.below(2) {
+        if let Some((kind, ns, parent_ref)) = first.clone().filter(|_| chance(f, 0.5)) {
+            let backends = route_backends(f, svcs);
+            if !backends.is_empty() {
+                b.istio(format!(
+                    "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {parent_ref}\n  rules:\n  - backendRefs:\n{backends}"
+                ));
+            }
+            continue;
+        }
         let (pns, parent, pports) = pick(f, svcs).clone();
         if b.is_headless(&pns, &parent) || b.routed_by_virtual_service(&fqdn(&parent, &pns)) {
             continue;
@@ -1199,20 +1212,7 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
         } else {
             pick(f, nss).clone()
         };
-        let mut backends = String::new();
-        for _ in 0..1 + f.below(3) {
-            let (bns, bname, bports) = pick(f, svcs);
-            let Some(port) = bports.iter().find(|p| !p.0.starts_with("udp")) else {
-                continue;
-            };
-            let _ = writeln!(
-                backends,
-                "    - {{name: {bname}, namespace: {bns}, port: {}, weight: {}}}",
-                port.1,
-                // One backend in six of weight 0 (istiod drops it).
-                f.below(6).min(1) * (1 + f.below(99))
-            );
-        }
+        let backends = route_backends(f, svcs);
         if backends.is_empty() {
             continue;
         }
@@ -1221,10 +1221,34 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
             true => format!(", port: {}", pick(f, &pports).1),
             false => String::new(),
         };
+        let parent_ref =
+            format!("{{group: \"\", kind: Service, name: {parent}, namespace: {pns}{port}}}");
         b.istio(format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: {parent}, namespace: {pns}{port}}}\n{hostnames}  rules:\n  - backendRefs:\n{backends}"
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {parent_ref}\n{hostnames}  rules:\n  - backendRefs:\n{backends}"
         ));
+        if matches!(kind, "HTTPRoute" | "GRPCRoute") {
+            first = Some((kind, ns, parent_ref));
+        }
     }
+}
+
+/// One to three backends in any namespace, one in six of weight 0
+/// (istiod drops it), as `backendRefs` lines.
+fn route_backends(f: &mut Rng, svcs: &[SvcRef]) -> String {
+    let mut backends = String::new();
+    for _ in 0..1 + f.below(3) {
+        let (bns, bname, bports) = pick(f, svcs);
+        let Some(port) = bports.iter().find(|p| !p.0.starts_with("udp")) else {
+            continue;
+        };
+        let _ = writeln!(
+            backends,
+            "    - {{name: {bname}, namespace: {bns}, port: {}, weight: {}}}",
+            port.1,
+            f.below(6).min(1) * (1 + f.below(99))
+        );
+    }
+    backends
 }
 
 /// A Service's FQDN and its first port that is not UDP (0: none).

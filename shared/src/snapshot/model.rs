@@ -405,6 +405,17 @@ pub struct RouteOrigin {
     /// ([`crate::gateway_api::backend_allowed`]); they are not among its
     /// destinations.
     pub refused: Vec<String>,
+    /// Per rule, in order: whether it matches every request, and the
+    /// clusters its backends name.
+    pub rules: Vec<RuleClusters>,
+}
+
+/// One rule of a route: [`crate::gateway_api::RouteRule::catch_all`], and
+/// the clusters its (permitted, weighted) backends name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleClusters {
+    pub catch_all: bool,
+    pub clusters: Vec<String>,
 }
 
 impl VsInfo {

@@ -17,7 +17,7 @@
 //!   another namespace's Service only where a ReferenceGrant permits it
 //!   (the others are refused, [`crate::gateway_api::backend_allowed`]).
 
-use super::model::{RouteOrigin, VsDest, VsInfo};
+use super::model::{RouteOrigin, RuleClusters, VsDest, VsInfo};
 use crate::gateway_api::{backend_allowed, BackendRef, ParentRef, ReferenceGrant, Route};
 use crate::host::Export;
 use crate::inputs::Inputs;
@@ -47,6 +47,7 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                     refused(r, &ns, &inputs.reference_grants),
                 ),
             };
+            let rules = rule_clusters(r, &ns, entries, domain, grants.filter(|_| !mesh_bound));
             VsInfo {
                 name: format!("{}~{n}~gateway", name_of(&r.metadata)),
                 namespace: ns.clone(),
@@ -68,6 +69,7 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                     name: name_of(&r.metadata),
                     port,
                     refused,
+                    rules,
                 }),
             }
         };
@@ -179,6 +181,41 @@ fn destinations(
         }
     }
     out
+}
+
+/// Each rule of `r`: whether it matches every request, and the clusters
+/// of its backends (of weight above 0, and with `grants`, permitted).
+fn rule_clusters(
+    r: &Route,
+    ns: &str,
+    entries: &[ServiceEntry],
+    domain: &str,
+    grants: Option<&[ReferenceGrant]>,
+) -> Vec<RuleClusters> {
+    r.spec
+        .rules
+        .iter()
+        .map(|rule| {
+            let mut clusters: Vec<String> = rule
+                .backend_refs
+                .iter()
+                .filter(|b| b.weight != Some(0))
+                .filter(|b| grants.is_none_or(|g| backend_allowed(g, r.kind, ns, b)))
+                .filter_map(|b| b.port.map(|p| (b, p)))
+                .flat_map(|(b, p)| {
+                    backend_hosts(b, ns, entries, domain)
+                        .into_iter()
+                        .map(move |h| format!("outbound|{p}||{h}"))
+                })
+                .collect();
+            clusters.sort();
+            clusters.dedup();
+            RuleClusters {
+                catch_all: rule.catch_all(),
+                clusters,
+            }
+        })
+        .collect()
 }
 
 /// The backends of a route bound to a Gateway that no ReferenceGrant

@@ -253,6 +253,14 @@ fn items<'a>(v: &'a Value, camel: &str, snake: &str) -> &'a [Value] {
 fn add_virtual_hosts(g: &mut Generated, rc: &Value) {
     let name = rc["name"].as_str().unwrap_or("");
     let port: Option<u32> = name.rsplit(':').next().and_then(|p| p.parse().ok());
+    // A sniffed port at a service's address has a route configuration of
+    // its own, `HOST:PORT`, whose one virtual host istiod gives the domain
+    // `*` (`getVirtualHostsForSniffedServicePort`,
+    // `pilot/pkg/networking/core/httproute.go`, istio 1.31): it is HOST's.
+    let sniffed_host = name
+        .rsplit_once(':')
+        .filter(|(h, p)| !h.is_empty() && p.parse::<u32>().is_ok())
+        .map(|(h, _)| h);
     for vh in items(rc, "virtualHosts", "virtual_hosts") {
         let mut clusters = BTreeSet::new();
         for r in items(vh, "routes", "routes") {
@@ -263,10 +271,14 @@ fn add_virtual_hosts(g: &mut Generated, rc: &Value) {
                 clusters.extend(c["name"].as_str().map(str::to_string));
             }
         }
-        for d in items(vh, "domains", "domains")
+        let domains = items(vh, "domains", "domains")
             .iter()
-            .filter_map(Value::as_str)
-        {
+            .filter_map(Value::as_str);
+        let domains: Vec<&str> = match (sniffed_host, domains.collect::<Vec<_>>()) {
+            (Some(host), d) if d == ["*"] => vec![host],
+            (_, d) => d,
+        };
+        for d in domains {
             g.virtual_hosts
                 .entry(d.to_string())
                 .or_default()
@@ -352,6 +364,22 @@ mod tests {
         assert_eq!(parse_config_dump(b"{}").unwrap(), Generated::default());
         assert!(g.virtual_hosts.is_empty());
         assert!(parse_config_dump(br#"{"configs": 3}"#).is_err());
+    }
+
+    #[test]
+    fn a_sniffed_ports_own_route_configuration_is_its_hosts() {
+        let body = r#"{"configs":[{"@type":"type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+          "name":"svc3.b.svc.cluster.local:7000",
+          "virtualHosts":[{"name":"svc3.b.svc.cluster.local:7000","domains":["*"],
+            "routes":[{"route":{"cluster":"outbound|7000||svc3.b.svc.cluster.local"}}]}]}]}"#;
+        let g = parse_config_dump(body.as_bytes()).unwrap();
+        let want = BTreeSet::from(["outbound|7000||svc3.b.svc.cluster.local".to_string()]);
+        assert_eq!(g.virtual_hosts["svc3.b.svc.cluster.local"], want);
+        assert_eq!(
+            g.port_virtual_hosts[&(7000, "svc3.b.svc.cluster.local".to_string())],
+            want
+        );
+        assert!(!g.virtual_hosts.contains_key("*"));
     }
 
     #[test]

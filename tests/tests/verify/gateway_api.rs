@@ -208,7 +208,7 @@ fn await_services(istiod: &Istiod, app: &str) {
 
 /// istiod's routes for `domain` in `proxy`'s RDS name `want` within 30 s:
 /// else the harness, not meshscope, is at fault.
-fn await_routed(istiod: &Istiod, proxy: &str, domain: &str, want: &[String]) {
+pub(super) fn await_routed(istiod: &Istiod, proxy: &str, domain: &str, want: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while routed_clusters(istiod, proxy, domain) != want {
         assert!(

@@ -20,7 +20,7 @@ use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::Sim;
 use serde_json::Value;
 
-use super::gateway_api::routed_clusters;
+use super::gateway_api::{await_routed, routed_clusters};
 use super::{meshscope, serial, tag};
 
 const HOST: &str = "shop.example.com";
@@ -132,7 +132,7 @@ fn connected(istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str, pods: &[&str
     let n = specs.len();
     let sim = Sim::connect_many_settled(&istiod.grpc_url(), specs, n);
     let front = vec![format!("outbound|80||{}", fqdn("front", shop))];
-    await_routed(istiod, &format!("gw-0.{ing}"), &front);
+    await_routed(istiod, &format!("gw-0.{ing}"), HOST, &front);
     sim
 }
 
@@ -285,23 +285,6 @@ fn pushes(c: &Cluster, istiod: &Istiod, sc: &Scenario, ing: &str, shop: &str) {
         assert_eq!(pushed, [format!("{ing}/gw-0")], "{kind} change pushed to");
     }
     sim.close();
-}
-
-/// istiod routes HOST through the gateway to `want` within 30 s: else the
-/// harness, not meshscope, is at fault.
-fn await_routed(istiod: &Istiod, proxy: &str, want: &[String]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while routed_clusters(istiod, proxy, HOST) != want {
-        assert!(
-            Instant::now() < deadline,
-            "istiod never routed {HOST} through the gateway: {:?}; its routes: {}",
-            routed_clusters(istiod, proxy, HOST),
-            istiod
-                .debug(&format!("/debug/config_dump?proxyID={proxy}&types=rds"))
-                .unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// `verify -n ING -o json` on gw-0: its status and its entry.
