@@ -318,7 +318,8 @@ fn workload_and_impact_targets_complete_as_kind_slash_name() {
             "httproute/",
             "grpcroute/",
             "tcproute/",
-            "tlsroute/"
+            "tlsroute/",
+            "gateway/"
         ]
     );
     assert_eq!(

@@ -49,7 +49,7 @@ fn server_and_ca(c: &Cluster, dir: &Path) -> (String, PathBuf) {
 
 /// The limitation a user who may read only `ns` is told of.
 fn limited_to(ns: &str) -> String {
-    format!("cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, tcproutes.gateway.networking.k8s.io, tlsroutes.gateway.networking.k8s.io in all namespaces, so only those in namespace \"{ns}\" are read")
+    format!("cannot list services, sidecars.networking.istio.io, serviceentries.networking.istio.io, virtualservices.networking.istio.io, destinationrules.networking.istio.io, telemetries.telemetry.istio.io, authorizationpolicies.security.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, tcproutes.gateway.networking.k8s.io, tlsroutes.gateway.networking.k8s.io, referencegrants.gateway.networking.k8s.io, gateways.gateway.networking.k8s.io in all namespaces, so only those in namespace \"{ns}\" are read")
 }
 
 #[test]
