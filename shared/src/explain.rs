@@ -112,7 +112,8 @@ pub struct Explanation {
     /// For a gateway's or waypoint's pod, the outbound clusters istiod
     /// sends it instead when, in a push, a sidecar of its namespace with
     /// the implicit default scope had its scope computed first: istiod
-    /// then reuses that sidecar scope for the gateway ([`gateway_alternative`]).
+    /// then reuses that sidecar scope for the gateway
+    /// ([`Evaluator::gateway_alternative`]).
     /// `None` when no such sidecar exists or the two agree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outbound_clusters_if_shared: Option<Vec<String>>,
@@ -299,7 +300,7 @@ pub fn explain(
         visible_services,
         outbound_clusters: snap.outbound_clusters(&vis, Some(labels)),
         outbound_clusters_if_shared: match injection.gateway {
-            Some(_) => gateway_alternative(snap, &mut eval, ns, labels),
+            Some(_) => eval.gateway_alternative(ns, labels),
             None => None,
         },
         outbound_listeners: listeners.names(),
@@ -308,7 +309,7 @@ pub fn explain(
             .into_iter()
             .map(String::from)
             .collect(),
-        routes: routes_for(snap, &vis, injection.gateway, labels),
+        routes: crate::gateway_routes::routes_for(snap, &vis, injection.gateway, labels),
         estimate: snap
             .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),
@@ -878,67 +879,4 @@ fn impact_keys(snap: &MeshSnapshot, target: &Target) -> Result<Keys, Error> {
             Keys::Gateway
         }
     })
-}
-
-/// The outbound clusters a gateway's or waypoint's pod in `ns` gets when
-/// istiod gives it the sidecar default scope of its namespace, or `None`
-/// when it cannot or they equal the gateway scope's. istiod 1.31's
-/// `doGetSidecarScope` (`pilot/pkg/model/push_context.go`) hands a router
-/// or waypoint the namespace's cached sidecar default
-/// (`defaultSidecarsByNamespace`, which pulls in VirtualService and route
-/// destinations) when a sidecar of that namespace without a Sidecar, and
-/// with no root default, had its scope computed first in the push, and
-/// `DefaultSidecarScopeForGateway` otherwise: which one a gateway gets
-/// depends on the order proxies are pushed in (found by random fidelity
-/// seeds 10005 and 10028 at 4b13cd9, one each way).
-fn gateway_alternative(
-    snap: &MeshSnapshot,
-    eval: &mut Evaluator<'_>,
-    ns: &str,
-    labels: &Labels,
-) -> Option<Vec<String>> {
-    if snap.root_default().is_some() {
-        return None;
-    }
-    let implicit = snap.sidecar_workloads().any(|w| {
-        let wl = &snap.workloads[w];
-        wl.namespace == ns
-            && snap.select_sidecar(ns, snap.workload_labels(w)).source == ScopeSource::Implicit
-    });
-    if !implicit {
-        return None;
-    }
-    let own = snap.outbound_clusters(&eval.gateway_visible(ns), Some(labels));
-    let shared = snap.outbound_clusters(&eval.visible_for(ScopeSource::Implicit, ns), Some(labels));
-    (shared != own).then_some(shared)
-}
-
-/// The Gateway API routes a proxy gets: for a sidecar, the mesh routes
-/// its scope selects; for a router proxy, the routes of the Gateways it
-/// serves ([`crate::gateway_routes::served_routes`]), the mesh routes
-/// listed as not applying there (istiod builds a gateway's RDS from its
-/// Gateways alone: `buildGatewayHTTPRouteConfig`,
-/// `pilot/pkg/networking/core/gateway.go`, istio 1.31). A waypoint is left
-/// as its scope gives (not checked against istiod).
-fn routes_for(
-    snap: &MeshSnapshot,
-    vis: &crate::scope::Visible,
-    gateway: Option<crate::inject::Gateway>,
-    labels: &Labels,
-) -> Vec<crate::gateway_routes::RouteSeen> {
-    let mut routes = crate::gateway_routes::routes_seen(snap, vis);
-    if gateway == Some(crate::inject::Gateway::Router) {
-        for r in &mut routes {
-            r.applies = false;
-            r.reason = Some(
-                "a router proxy gets the routes of the Gateways it serves, not mesh routes".into(),
-            );
-        }
-        routes.extend(crate::gateway_routes::served_routes(
-            snap,
-            &vis.namespace,
-            labels,
-        ));
-    }
-    routes
 }

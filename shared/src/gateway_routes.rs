@@ -309,3 +309,29 @@ pub fn refused_backends(
     }
     out
 }
+
+/// The Gateway API routes a proxy gets: for a sidecar, the mesh routes
+/// its scope selects; for a router proxy, the routes of the Gateways it
+/// serves ([`served_routes`]), the mesh routes
+/// listed as not applying there (istiod builds a gateway's RDS from its
+/// Gateways alone: `buildGatewayHTTPRouteConfig`,
+/// `pilot/pkg/networking/core/gateway.go`, istio 1.31). A waypoint is left
+/// as its scope gives (not checked against istiod).
+pub fn routes_for(
+    snap: &MeshSnapshot,
+    vis: &Visible,
+    gateway: Option<crate::inject::Gateway>,
+    labels: &crate::labels::Labels,
+) -> Vec<RouteSeen> {
+    let mut routes = routes_seen(snap, vis);
+    if gateway == Some(crate::inject::Gateway::Router) {
+        for r in &mut routes {
+            r.applies = false;
+            r.reason = Some(
+                "a router proxy gets the routes of the Gateways it serves, not mesh routes".into(),
+            );
+        }
+        routes.extend(served_routes(snap, &vis.namespace, labels));
+    }
+    routes
+}
