@@ -122,7 +122,9 @@ pub struct Explanation {
     pub outbound_listeners: Vec<String>,
     /// The route configurations those listeners name (RDS).
     pub outbound_routes: Vec<String>,
-    /// The Gateway API mesh routes the scope selects, and their clusters.
+    /// The Gateway API routes the proxy gets and their clusters: the mesh
+    /// routes its scope selects, and for a gateway's pod the routes of the
+    /// Gateways it serves ([`crate::gateway_routes::routes_for`]).
     pub routes: Vec<crate::gateway_routes::RouteSeen>,
     pub estimate: ConfigEstimate,
     pub unscoped_estimate: ConfigEstimate,

@@ -110,7 +110,7 @@ fn merge(routes: &mut [(&VsInfo, RouteSeen)]) {
                 ));
             }
         }
-        if vs.gateway_semantics() && !origin.rules.is_empty() {
+        if !origin.rules.is_empty() {
             r.clusters = clusters.into_iter().collect();
         }
     }

@@ -545,6 +545,15 @@ fn exports_keep_an_ingress_backend_for_its_gateway_only_where_a_grant_permits_it
 
 // === gateways' router proxies in impact ===
 
+/// explain's answer for the gateway pod of `yaml` (its [`GATEWAY_POD`]).
+fn gateway_explanation(yaml: &str) -> meshscope_shared::explain::Explanation {
+    let s = snap(yaml);
+    let gw = s
+        .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
+        .unwrap();
+    meshscope_shared::explain::explain(&s, gw, None, None)
+}
+
 /// The pod istiod's deployment controller runs for Gateway ingress/public
 /// (`proxy router`).
 const GATEWAY_POD: &str = r#"---
@@ -607,11 +616,7 @@ fn impact_reaches_a_gateways_pods_on_every_routing_change_and_a_gateway_change_n
 
 /// What explain says the gateway pod of `ingress_across(grant)` gets.
 fn gateway_routes(grant: Option<&str>) -> Vec<meshscope_shared::gateway_routes::RouteSeen> {
-    let s = snap(&(ingress_across(grant) + GATEWAY_POD));
-    let gw = s
-        .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
-        .unwrap();
-    meshscope_shared::explain::explain(&s, gw, None, None).routes
+    gateway_explanation(&(ingress_across(grant) + GATEWAY_POD)).routes
 }
 
 #[test]
@@ -647,13 +652,7 @@ fn a_gateway_pod_serves_its_gateways_routes_and_a_refused_backend_is_unknown_ser
 /// it sees names it (random fidelity seed 10005 at 3eddb53).
 #[test]
 fn a_gateway_pod_gets_no_service_that_only_a_destination_pulls_in() {
-    let clusters = |yaml: String| {
-        let s = snap(&yaml);
-        let gw = s
-            .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
-            .unwrap();
-        meshscope_shared::explain::explain(&s, gw, None, None).outbound_clusters
-    };
+    let clusters = |yaml: String| gateway_explanation(&yaml).outbound_clusters;
     let b = "outbound|80||b.app.svc.cluster.local".to_string();
     let c = "outbound|80||c.app.svc.cluster.local".to_string();
     let tilde = clusters(exported(with_gateway_pod(), "app", "b", "~,ingress"));
@@ -668,13 +667,7 @@ fn a_gateway_pod_gets_no_service_that_only_a_destination_pulls_in() {
 /// explain names those clusters too, and only then.
 #[test]
 fn a_gateway_pod_may_get_its_namespaces_sidecar_default_and_explain_says_which_clusters() {
-    let alternative = |yaml: String| {
-        let s = snap(&yaml);
-        let gw = s
-            .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
-            .unwrap();
-        meshscope_shared::explain::explain(&s, gw, None, None).outbound_clusters_if_shared
-    };
+    let alternative = |yaml: String| gateway_explanation(&yaml).outbound_clusters_if_shared;
     let b = "outbound|80||b.app.svc.cluster.local".to_string();
     let tilde = exported(with_gateway_pod(), "app", "b", "~,ingress");
     assert_eq!(alternative(tilde.clone()), None, "no sidecar in ingress");
@@ -815,11 +808,7 @@ fn a_gateway_pod_keeps_the_first_exported_copy_of_a_host_not_its_own_namespaces(
         format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: multi, namespace: {ns}}}\nspec:\n  hosts: [multi.example.com]\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  resolution: DNS\n  exportTo: [\"{export}\"]\n")
     };
     let yaml = with_gateway_pod() + &entry("ingress", 9090, ".") + &entry("app", 8080, "ingress");
-    let s = snap(&yaml);
-    let gw = s
-        .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
-        .unwrap();
-    let clusters = meshscope_shared::explain::explain(&s, gw, None, None).outbound_clusters;
+    let clusters = gateway_explanation(&yaml).outbound_clusters;
     let multi: Vec<&String> = clusters.iter().filter(|c| c.contains("multi")).collect();
     assert_eq!(multi, ["outbound|8080||multi.example.com"], "{clusters:?}");
 }
