@@ -55,10 +55,62 @@ pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
         .flat_map(|vs| vs.hosts.iter().map(move |h| (*vs, seen(snap, vis, vs, h))))
         .collect();
     own_namespace_first(&mut out, &vis.namespace);
+    port_first(snap, &mut out);
     merge(&mut out);
     let mut out: Vec<RouteSeen> = out.into_iter().map(|(_, r)| r).collect();
     out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
     out
+}
+
+/// Routes of one namespace for one parent, some on one of its ports and
+/// some on none: istiod makes each set its own VirtualService for the
+/// host (keys `NS/PORT/HOST` and `NS/HOST`, named after them:
+/// `pilot/pkg/config/kube/gateway/route_collections.go`), orders them by
+/// age, then name (`sortMergedVirtualServicesByCreationTime`,
+/// `pilot/pkg/model/virtualservice_controller.go`, istio 1.31), and on
+/// the port the first one's virtual host takes the domain
+/// (`dedupeDomains`). So the older set wins the port (the port's on a
+/// tie: its name sorts first); the routes on no port keep the parent's
+/// other HTTP ports, and apply nowhere when it has none. Found by random
+/// fidelity seed 10007 at bd9a6b7's generator.
+fn port_first(snap: &MeshSnapshot, routes: &mut [(&VsInfo, RouteSeen)]) {
+    type Group = (String, String, Option<u32>);
+    let mut first: std::collections::BTreeMap<Group, (crate::meta::Created, String)> =
+        std::collections::BTreeMap::new();
+    for (vs, r) in routes.iter().filter(|(_, r)| r.applies && r.http) {
+        let name = match r.port {
+            Some(p) => format!("{}~{p}~{}", vs.namespace, r.host),
+            None => format!("{}~{}", vs.namespace, r.host),
+        };
+        let key = (vs.namespace.clone(), r.host.clone(), r.port);
+        let e = first.entry(key).or_insert((vs.created, name));
+        e.0 = e.0.min(vs.created);
+    }
+    for (vs, r) in routes.iter_mut().filter(|(_, r)| r.applies && r.http) {
+        let (ns, host) = (vs.namespace.clone(), r.host.clone());
+        let rank = |port: Option<u32>| first.get(&(ns.clone(), host.clone(), port));
+        let reason = match r.port {
+            Some(p) => rank(None)
+                .filter(|other| *other < rank(Some(p)).unwrap())
+                .map(|_| format!("the routes for every port of {host} in {ns} are older and take port {p}'s virtual host")),
+            None => {
+                let taken: Vec<u32> = first
+                    .iter()
+                    .filter(|((n, h, p), own)| {
+                        *n == ns && *h == host && p.is_some() && Some(*own) < rank(None)
+                    })
+                    .filter_map(|((_, _, p), _)| *p)
+                    .collect();
+                (!taken.is_empty() && !other_http_port(snap, &host, &taken)).then(|| {
+                    format!("the routes for port {} of {host} in {ns} come first there, and {host} has no other HTTP port", taken[0])
+                })
+            }
+        };
+        if let Some(reason) = reason {
+            r.applies = false;
+            r.reason = Some(reason);
+        }
+    }
 }
 
 /// The routes of one namespace for one host (and parent port), merged as
@@ -237,6 +289,15 @@ pub fn served_routes(
 fn listens_on(vis: &Visible, copies: &[crate::snapshot::SvcId], port: u32) -> bool {
     vis.egress.iter().any(|l| {
         l.port.is_none_or(|lp| lp == port) && l.services.iter().any(|s| copies.contains(s))
+    })
+}
+
+/// Whether a copy of `host` has an HTTP (or sniffed) port outside `taken`.
+fn other_http_port(snap: &MeshSnapshot, host: &str, taken: &[u32]) -> bool {
+    snap.services_named(host).iter().any(|&s| {
+        snap.services[s].ports.iter().any(|p| {
+            !taken.contains(&p.number) && matches!(p.protocol, Protocol::Http | Protocol::Auto)
+        })
     })
 }
 

@@ -234,6 +234,52 @@ impl MeshSnapshot {
             && sa.export_list == sb.export_list
     }
 
+    /// The services a gateway's scope in `ns` keeps, with their ports
+    /// (`DefaultSidecarScopeForGateway`, `pilot/pkg/model/sidecar.go`,
+    /// istio 1.31): every service exported to `ns`, those exported by
+    /// name (or privately) before the public ones, each group by age, then
+    /// name, then namespace (`servicesExportedToNamespace`,
+    /// `SortServicesByCreationTime`, `push_context.go`), appended as a
+    /// sidecar's are, except that the proxy's own namespace is not
+    /// preferred: the first copy of a hostname stays, a Kubernetes Service
+    /// replaces a ServiceEntry, and a later mergeable copy in the kept
+    /// one's namespace adds its ports. Random fidelity seed 4 (7bcf1c8's
+    /// generator): an entry exported to the gateway's namespace from
+    /// another beat the one in it; seeds 10022 and 10039 (6f98a79): two
+    /// entries of one host in one namespace both give the gateway ports.
+    pub(crate) fn gateway_services(&self, ns: &str) -> BTreeMap<SvcId, PortSet> {
+        let mut order: Vec<SvcId> = (0..self.services.len())
+            .filter(|&i| self.services[i].export.visible_to(ns))
+            .collect();
+        order.sort_by_key(|&i| {
+            let s = &self.services[i];
+            let name = match s.kind {
+                SvcKind::Kube => s.name.as_str(),
+                SvcKind::Entry => s.hostname.as_str(),
+            };
+            (
+                s.export.is_public(),
+                s.created,
+                name,
+                s.namespace.as_str(),
+                s.order,
+            )
+        });
+        let mut out = Visible::default();
+        let mut kept = HashMap::default();
+        for id in order {
+            let ports = self.services[id].ports.iter().map(|p| p.number);
+            self.append(
+                &mut out,
+                &mut kept,
+                id,
+                PortSet::from_unsorted(ports),
+                false,
+            );
+        }
+        out.services
+    }
+
     /// Appends `id` (with `ports`; `pulled`: as a VirtualService
     /// destination) to the scope's services, as istiod does.
     fn append<'s>(

@@ -193,43 +193,6 @@ impl Visible {
 }
 
 impl MeshSnapshot {
-    /// The copy of `host` a gateway's scope in `ns` keeps, of those
-    /// exported to `ns`: istiod walks the services exported to the
-    /// namespace by name (or privately) before the public ones, each
-    /// group by age, then name, then namespace (`servicesExportedToNamespace`,
-    /// `SortServicesByCreationTime`, `pilot/pkg/model/push_context.go`),
-    /// and keeps the first of a hostname unless a Kubernetes Service comes
-    /// after a ServiceEntry (`appendSidecarServices`, `sidecar.go`, istio
-    /// 1.31). Unlike a sidecar's scope it does not prefer the proxy's own
-    /// namespace (random fidelity seed 4 at 7bcf1c8's generator, 01:01
-    /// UTC: a ServiceEntry exported to the gateway's namespace from
-    /// another beat the one in it).
-    pub fn gateway_copy(&self, ns: &str, host: &str) -> Option<SvcId> {
-        let mut copies: Vec<SvcId> = self
-            .services_named(host)
-            .iter()
-            .copied()
-            .filter(|&i| self.services[i].export.visible_to(ns))
-            .collect();
-        copies.sort_by_key(|&i| {
-            let s = &self.services[i];
-            let name = match s.kind {
-                crate::snapshot::SvcKind::Kube => s.name.as_str(),
-                crate::snapshot::SvcKind::Entry => s.hostname.as_str(),
-            };
-            (s.export.is_public(), s.created, name, s.namespace.as_str())
-        });
-        let mut kept = *copies.first()?;
-        for &i in &copies[1..] {
-            let (have, next) = (&self.services[kept], &self.services[i]);
-            let kube = crate::snapshot::SvcKind::Kube;
-            if have.kind != kube && next.kind == kube {
-                kept = i;
-            }
-        }
-        Some(kept)
-    }
-
     /// Files the DestinationRules istiod returns for each imported
     /// service (`DrIndex::lookup`, `snapshot/destination_rules.rs`); which one a proxy uses depends on
     /// its labels ([`MeshSnapshot::subsets_for`]).
@@ -687,28 +650,8 @@ impl<'a> Evaluator<'a> {
     /// index, visible as a destination) is no cluster of NS's gateway.
     pub fn gateway_visible(&mut self, proxy_ns: &str) -> Rc<Visible> {
         let mut v = (*self.unscoped(proxy_ns)).clone();
-        for (svc, ports) in std::mem::take(&mut v.pulled) {
-            let Some(have) = v.services.get_mut(&svc) else {
-                continue;
-            };
-            have.retain(|p| !ports.contains(p));
-            if have.is_empty() {
-                v.services.remove(&svc);
-            }
-        }
-        // One copy per hostname, chosen as the gateway's scope chooses.
-        let chosen: Vec<SvcId> = v.services.keys().copied().collect();
-        for id in chosen {
-            let host = self.snap.services[id].hostname.clone();
-            match self.snap.gateway_copy(proxy_ns, &host) {
-                Some(pick) if pick != id => {
-                    v.services.remove(&id);
-                    let ports = self.snap.services[pick].ports.iter().map(|p| p.number);
-                    v.services.insert(pick, PortSet::from_unsorted(ports));
-                }
-                _ => {}
-            }
-        }
+        v.pulled.clear();
+        v.services = self.snap.gateway_services(proxy_ns);
         v.dr_for_service.clear();
         v.destination_rules.clear();
         self.snap.choose_destination_rules(proxy_ns, &mut v);

@@ -812,3 +812,61 @@ fn a_gateway_pod_keeps_the_first_exported_copy_of_a_host_not_its_own_namespaces(
     let multi: Vec<&String> = clusters.iter().filter(|c| c.contains("multi")).collect();
     assert_eq!(multi, ["outbound|8080||multi.example.com"], "{clusters:?}");
 }
+
+/// Two entries of one host in one namespace that istiod may merge (same
+/// resolution, labels and exportTo) both give a gateway's pod their
+/// ports, as a sidecar's scope merges them (random fidelity seeds 10022
+/// and 10039 at 6f98a79).
+#[test]
+fn a_gateway_pod_gets_every_port_of_mergeable_entries_of_one_host() {
+    let entry = |name: &str, port: u32| {
+        format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: app}}\nspec:\n  hosts: [same.example.com]\n  ports: [{{number: {port}, name: p{port}, protocol: HTTPS}}]\n  resolution: DNS\n")
+    };
+    let yaml = with_gateway_pod() + &entry("one", 443) + &entry("two", 9090);
+    let clusters = gateway_explanation(&yaml).outbound_clusters;
+    let same: Vec<&String> = clusters.iter().filter(|c| c.contains("same")).collect();
+    assert_eq!(
+        same,
+        [
+            "outbound|443||same.example.com",
+            "outbound|9090||same.example.com"
+        ],
+        "{clusters:?}"
+    );
+}
+
+/// Routes of one namespace for parent a, one on its port 80 and one on
+/// none: the older one takes port 80's virtual host, and a has no other
+/// HTTP port, so the other routes nothing (random seed 10007 at bd9a6b7's
+/// generator: the port's route came first).
+#[test]
+fn a_route_on_a_port_and_one_on_none_the_older_takes_the_port() {
+    let route = |name: &str, backend: &str, port: &str, at: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: app, creationTimestamp: \"{at}\"}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: a, namespace: app{port}}}\n  rules:\n  - backendRefs: [{{name: {backend}, port: 80}}]\n"
+        )
+    };
+    let applied = |yaml: String| -> Vec<(String, bool)> {
+        web_routes(mesh(&yaml), &["app/*"])
+            .into_iter()
+            .map(|r| (r.route, r.applies))
+            .collect()
+    };
+    let (early, late) = ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z");
+    let on_port = |at| route("on-port", "b", ", port: 80", at);
+    let on_none = |at| route("on-none", "c", "", at);
+    let yes = |n: &str, a: bool| (format!("HTTPRoute app/{n}"), a);
+    assert_eq!(
+        applied(on_port(early) + &on_none(late)),
+        [yes("on-none", false), yes("on-port", true)]
+    );
+    assert_eq!(
+        applied(on_port(late) + &on_none(early)),
+        [yes("on-none", true), yes("on-port", false)]
+    );
+    // Same age: the port's VirtualService name (`app~80~...`) sorts first.
+    assert_eq!(
+        applied(on_port(early) + &on_none(early)),
+        [yes("on-none", false), yes("on-port", true)]
+    );
+}

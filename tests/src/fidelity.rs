@@ -1167,22 +1167,31 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
 /// another (consumer), with one to three weighted backends in any
 /// namespace, one in six of weight 0, one route in three on one port of
 /// its parent; the second route, one time in two after an HTTP or gRPC
-/// one, is merged with it (same kind, namespace, parent and port). Not
-/// generated, as the engine does not model them yet (issue #33):
-/// routes for one parent from one namespace on a port and on none (at
-/// bd9a6b7 seed 10007: istiod's port VirtualService came first), headless
-/// parents, a parent a VirtualService routes too (which of the two
-/// istiod's virtual host follows).
+/// one, is merged with it (same kind, namespace and parent; one time in
+/// two on the same port, else on a port when the first named none and on
+/// none when it named one: istiod orders the two VirtualServices by age
+/// and name, seed 10007 at bd9a6b7). Not generated, as the engine does
+/// not model them yet (issue #33): headless parents, a parent a
+/// VirtualService routes too (which of the two istiod's virtual host
+/// follows).
 fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
     if !chance(f, 0.5) {
         return;
     }
-    // The first route's kind, namespace, parent and port, when it is an
-    // HTTP or gRPC one: the second names them one time in two (merged).
-    let mut first: Option<(&str, String, String)> = None;
+    // The first route's kind, namespace, parent (and its ports) and port,
+    // when it is an HTTP or gRPC one: the second names them one time in
+    // two (merged).
+    type First<'a> = (&'a str, String, String, Vec<(String, u32)>, String);
+    let mut first: Option<First> = None;
     for k in 0..1 + f.below(2) {
-        if let Some((kind, ns, parent_ref)) = first.clone().filter(|_| chance(f, 0.5)) {
+        if let Some((kind, ns, parent, pports, port)) = first.clone().filter(|_| chance(f, 0.5)) {
             let backends = route_backends(f, svcs);
+            let port = match (chance(f, 0.5), port.is_empty()) {
+                (true, _) => port,
+                (false, true) => format!(", port: {}", pick(f, &pports).1),
+                (false, false) => String::new(),
+            };
+            let parent_ref = format!("{{{parent}{port}}}");
             if !backends.is_empty() {
                 b.istio(format!(
                     "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {parent_ref}\n  rules:\n  - backendRefs:\n{backends}"
@@ -1221,13 +1230,13 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
             true => format!(", port: {}", pick(f, &pports).1),
             false => String::new(),
         };
-        let parent_ref =
-            format!("{{group: \"\", kind: Service, name: {parent}, namespace: {pns}{port}}}");
+        let parent_base = format!("group: \"\", kind: Service, name: {parent}, namespace: {pns}");
+        let parent_ref = format!("{{{parent_base}{port}}}");
         b.istio(format!(
             "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {parent_ref}\n{hostnames}  rules:\n  - backendRefs:\n{backends}"
         ));
         if matches!(kind, "HTTPRoute" | "GRPCRoute") {
-            first = Some((kind, ns, parent_ref));
+            first = Some((kind, ns, parent_base, pports, port));
         }
     }
 }
