@@ -40,6 +40,13 @@ pub struct RouteSeen {
     /// routes sit in the listener's filter chains instead.
     #[serde(skip)]
     pub http: bool,
+    /// For a TCP or TLS route: the outbound listeners (`ADDRESS_PORT`)
+    /// whose filter chain it is ([`stream_listeners`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<String>,
+    /// A TLS route: its filter chain matches the parent's name (SNI).
+    #[serde(skip)]
+    pub tls: bool,
 }
 
 /// The mesh routes `vis` (the scope of proxies in `vis.namespace`) selects.
@@ -195,11 +202,19 @@ fn own_namespace_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
 
 fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {
     let http = vs.http_route();
+    let tls = vs
+        .route
+        .as_ref()
+        .is_some_and(|r| r.kind == crate::gateway_api::RouteKind::Tls);
     let port = vs.route.as_ref().and_then(|r| r.port);
     let copies = snap.services_named(host);
     let listed = copies
         .iter()
         .any(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s));
+    let listeners = match http {
+        true => Vec::new(),
+        false => stream_listeners(snap, vis, copies, tls, port),
+    };
     let reason = if !listed {
         Some(format!(
             "its parent {host} is not among the services the scope imports"
@@ -212,6 +227,11 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         Some(format!(
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))
+    } else if !http && listeners.is_empty() {
+        Some(match tls {
+            true => format!("its parent {host} has no TLS or HTTPS port: istiod matches TLS routes only there"),
+            false => format!("its parent {host} has no TCP (or sniffed) port: istiod applies TCP routes only there"),
+        })
     } else if own_namespace_only(snap, vs, host) && vis.namespace != vs.namespace {
         Some(format!(
             "a consumer route applies only to proxies of its own namespace {}",
@@ -228,7 +248,44 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         clusters: backend_clusters(vs).into_iter().collect(),
         port,
         http,
+        listeners,
+        tls,
     }
+}
+
+/// The outbound listeners a TCP or TLS route's filter chain sits on, as
+/// `ADDRESS_PORT`: those of the parent's copy the scope lists, on its TCP
+/// or sniffed ports for a TCP route and its TLS or HTTPS ports for a TLS
+/// one (only `port`, when the route names one), at each of its addresses
+/// or `0.0.0.0` without one (`buildSidecarOutboundTCPListenerOpts`,
+/// `pilot/pkg/networking/core/tls.go`, istio 1.31).
+fn stream_listeners(
+    snap: &MeshSnapshot,
+    vis: &Visible,
+    copies: &[crate::snapshot::SvcId],
+    tls: bool,
+    port: Option<u32>,
+) -> Vec<String> {
+    let Some(&s) = copies
+        .iter()
+        .find(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s))
+    else {
+        return Vec::new();
+    };
+    let svc = &snap.services[s];
+    let binds: Vec<String> = match svc.addresses.is_empty() {
+        true => vec!["0.0.0.0".to_string()],
+        false => svc.addresses.iter().map(ToString::to_string).collect(),
+    };
+    let fits = |p: &crate::snapshot::PortInfo| match tls {
+        true => p.tls,
+        false => !p.tls && matches!(p.protocol, Protocol::Tcp | Protocol::Auto),
+    };
+    svc.ports
+        .iter()
+        .filter(|p| port.is_none_or(|n| n == p.number) && fits(p))
+        .flat_map(|p| binds.iter().map(move |b| format!("{b}_{}", p.number)))
+        .collect()
 }
 
 /// The cluster a gateway's HTTP or gRPC route names for a backend istiod
@@ -277,11 +334,35 @@ pub fn served_routes(
                 clusters: clusters.iter().cloned().collect(),
                 port: None,
                 http: vs.http_route(),
+                listeners: Vec::new(),
+                tls: false,
             })
         })
         .collect();
     out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
     out
+}
+
+/// Keeps a TCP or TLS route's listeners that the scope's outbound
+/// listeners include (`built`): one istiod does not build for the proxy
+/// (its scope listens elsewhere, or another service holds the address and
+/// port) carries no route. Found by random fidelity seed 16 at a753530: a
+/// TLS route's parent port had no listener in the proxy's scope.
+fn on_built_listeners(routes: &mut [RouteSeen], built: &[String]) {
+    for r in routes
+        .iter_mut()
+        .filter(|r| !r.http && !r.listeners.is_empty())
+    {
+        r.listeners.retain(|l| built.contains(l));
+        if r.listeners.is_empty() && r.applies {
+            r.applies = false;
+            r.reason = Some(format!(
+                "the proxy gets no outbound listener on the {} ports of {} it would sit on",
+                if r.tls { "TLS or HTTPS" } else { "TCP" },
+                r.host
+            ));
+        }
+    }
 }
 
 /// Whether an egress listener of `vis` serves one of `copies` on `port`:
@@ -385,6 +466,8 @@ pub fn routes_for(
     labels: &crate::labels::Labels,
 ) -> Vec<RouteSeen> {
     let mut routes = routes_seen(snap, vis);
+    let built = snap.outbound_listeners(&vis.egress, None).names();
+    on_built_listeners(&mut routes, &built);
     if gateway == Some(crate::inject::Gateway::Router) {
         for r in &mut routes {
             r.applies = false;

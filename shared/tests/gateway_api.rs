@@ -870,3 +870,67 @@ fn a_route_on_a_port_and_one_on_none_the_older_takes_the_port() {
         [yes("on-none", false), yes("on-port", true)]
     );
 }
+
+/// A TCP route's filter chain sits on its parent's TCP (or sniffed) port
+/// listeners at the parent's address, a TLS route's on its TLS and HTTPS
+/// ones; on other ports istiod applies neither (`tls.go`), and `verify`
+/// compares the TCP proxies there with istiod's LDS.
+#[test]
+fn tcp_and_tls_routes_sit_on_their_parents_tcp_and_tls_listeners() {
+    use meshscope_shared::verify::{route_diffs, Generated, TcpChain};
+    let with_port = |kind: &str, port: &str| {
+        mesh(&split("app", kind)).replace(
+            "name: a\n  namespace: app\nspec:\n  clusterIP: 10.96.1.1\n  selector: {app: a}\n  ports:\n  - {name: http, port: 80}",
+            &format!("name: a\n  namespace: app\nspec:\n  clusterIP: 10.96.1.1\n  selector: {{app: a}}\n  ports:\n  - {{name: {port}, port: 80}}"),
+        )
+    };
+    let one = |kind: &str, port: &str| {
+        let r = web_routes(with_port(kind, port), &["app/*"]);
+        assert_eq!(r.len(), 1, "{r:?}");
+        r.into_iter().next().unwrap()
+    };
+    let tcp = one("TCPRoute", "tcp-db");
+    assert!(tcp.applies, "{tcp:?}");
+    assert_eq!(tcp.listeners, ["10.96.1.1_80"]);
+    let sniffed = one("TCPRoute", "plain");
+    assert!(
+        sniffed.applies && sniffed.listeners == ["10.96.1.1_80"],
+        "{sniffed:?}"
+    );
+    for (kind, port, why) in [
+        ("TCPRoute", "http", "no TCP (or sniffed) port"),
+        ("TCPRoute", "https-x", "no TCP (or sniffed) port"),
+        ("TLSRoute", "tcp-db", "no TLS or HTTPS port"),
+    ] {
+        let r = one(kind, port);
+        assert!(!r.applies, "{kind} on {port}: {r:?}");
+        assert!(r.reason.as_deref().unwrap_or("").contains(why), "{r:?}");
+    }
+    let tls = one("TLSRoute", "tls");
+    assert!(tls.applies && tls.listeners == ["10.96.1.1_80"], "{tls:?}");
+    // verify: the listener's TCP proxy names both backends, or only a's.
+    let chain = |names: &[&str], clusters: &[&str]| TcpChain {
+        server_names: names.iter().map(|n| n.to_string()).collect(),
+        clusters: clusters.iter().map(|c| c.to_string()).collect(),
+    };
+    let lds = |c: TcpChain| Generated {
+        tcp_chains: [("10.96.1.1_80".to_string(), vec![c])].into(),
+        ..Generated::default()
+    };
+    let b = "outbound|80||b.app.svc.cluster.local";
+    let c = "outbound|80||c.app.svc.cluster.local";
+    let a = "outbound|80||a.app.svc.cluster.local";
+    assert!(route_diffs(std::slice::from_ref(&tcp), &lds(chain(&[], &[b, c]))).is_empty());
+    let lost = route_diffs(&[tcp], &lds(chain(&[], &[a])));
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0]
+            .describe()
+            .contains("istiod routes to outbound|80||a.app"),
+        "{lost:?}"
+    );
+    // A TLS route's chain is the one matching its parent's name.
+    let host = "a.app.svc.cluster.local";
+    assert!(route_diffs(std::slice::from_ref(&tls), &lds(chain(&[host], &[b, c]))).is_empty());
+    assert_eq!(route_diffs(&[tls], &lds(chain(&[], &[b, c]))).len(), 1);
+}

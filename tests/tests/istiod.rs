@@ -148,6 +148,9 @@ struct Tally {
     gateway_routes: usize,
     /// Of those, the ones a route applies to (a virtual host expected).
     gateway_routes_applied: usize,
+    /// Gateway API TCP and TLS route hosts compared with the filter
+    /// chains of istiod's LDS.
+    stream_routes: usize,
     /// Gateways' pods compared, and those istiod gave their namespace's
     /// sidecar default scope.
     gateways: usize,
@@ -261,7 +264,66 @@ fn check_proxy(
         }
     }
     check_gateway_routes(istiod, p, &e, &at, tally)?;
+    check_stream_routes(istiod, p, &e, &at, tally)?;
     check_istiod_views(istiod, p, &e, &at, tally)
+}
+
+/// explain's Gateway API TCP and TLS mesh routes against the filter
+/// chains of istiod's LDS for the proxy, as `verify` compares them
+/// (`meshscope_shared::verify::route_diffs`): per host, the TCP proxies
+/// on the routes' listeners name the applying routes' backends, or none
+/// of them when no route applies.
+fn check_stream_routes(
+    istiod: &Istiod,
+    p: &Pod,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) -> Result<()> {
+    use meshscope_shared::gateway_routes::RouteSeen;
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .collect()
+    };
+    let mut seen = Vec::new();
+    for r in e["routes"].as_array().into_iter().flatten() {
+        let label = r["route"].as_str().unwrap_or("");
+        if !(label.starts_with("TCPRoute ") || label.starts_with("TLSRoute ")) {
+            continue;
+        }
+        seen.push(RouteSeen {
+            route: label.to_string(),
+            host: r["host"].as_str().context("a route's host")?.to_string(),
+            applies: r["applies"] == true,
+            reason: None,
+            clusters: strings(&r["clusters"]),
+            port: r["port"].as_u64().map(|p| p as u32),
+            http: false,
+            listeners: strings(&r["listeners"]),
+            tls: label.starts_with("TLSRoute "),
+        });
+    }
+    if seen.iter().all(|r| r.listeners.is_empty()) {
+        return Ok(());
+    }
+    let dump = istiod.debug(&format!(
+        "/debug/config_dump?proxyID={}.{}&types=lds",
+        p.name, p.namespace
+    ))?;
+    let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
+    let hosts: BTreeSet<(&str, bool)> = seen
+        .iter()
+        .filter(|r| !r.listeners.is_empty())
+        .map(|r| (r.host.as_str(), r.tls))
+        .collect();
+    tally.stream_routes += hosts.len();
+    for d in meshscope_shared::verify::route_diffs(&seen, &got) {
+        tally.failures.push(format!("{at}: {}", d.describe()));
+    }
+    Ok(())
 }
 
 /// explain's Gateway API HTTP and gRPC mesh routes against the virtual
@@ -492,7 +554,7 @@ fn run_all(scenarios: Vec<Scenario>) {
         }
     }
     eprintln!(
-        "fidelity: {} scenarios, {} proxies ({} gateway pods, {} given their namespace's sidecar scope), {} outbound clusters, {} outbound listeners and their routes, {} Gateway API route hosts ({} routed) compared in {:.1} s, {} disagreements",
+        "fidelity: {} scenarios, {} proxies ({} gateway pods, {} given their namespace's sidecar scope), {} outbound clusters, {} outbound listeners and their routes, {} Gateway API route hosts ({} routed), {} TCP and TLS route hosts compared in {:.1} s, {} disagreements",
         scenarios.len(),
         tally.proxies,
         tally.gateways,
@@ -501,6 +563,7 @@ fn run_all(scenarios: Vec<Scenario>) {
         tally.listeners,
         tally.gateway_routes,
         tally.gateway_routes_applied,
+        tally.stream_routes,
         started.elapsed().as_secs_f64(),
         tally.failures.len()
     );

@@ -167,6 +167,14 @@ fn scope_part(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "Gateway API routes:")?;
         for r in &e.routes {
             match &r.reason {
+                None if !r.listeners.is_empty() => writeln!(
+                    out,
+                    "  {} {} (on {}) -> {}",
+                    r.route,
+                    r.host,
+                    r.listeners.join(", "),
+                    r.clusters.join(", ")
+                )?,
                 None => writeln!(out, "  {} {} -> {}", r.route, r.host, r.clusters.join(", "))?,
                 Some(why) => writeln!(out, "  {} {}: not applied, {why}", r.route, r.host)?,
             }

@@ -174,6 +174,12 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Whether a port's protocol name (as [`Protocol::parse`] and
+    /// [`Protocol::of_service_port`] read it) is TLS or HTTPS.
+    pub fn tls_name(name: &str) -> bool {
+        name.eq_ignore_ascii_case("tls") || name.eq_ignore_ascii_case("https")
+    }
+
     /// A protocol name as istiod parses it: the whole name, any case
     /// (`protocol.Parse`, `pkg/config/protocol/instance.go`, 1.31). A
     /// ServiceEntry port's and a Sidecar listener's protocol.
@@ -217,6 +223,11 @@ impl Protocol {
 pub struct PortInfo {
     pub number: u32,
     pub protocol: Protocol,
+    /// A TLS or HTTPS port (istiod's `Protocol.IsTLS`): its outbound
+    /// listener gets TLS filter chains (SNI, TLS routes), never TCP routes
+    /// (`buildSidecarOutboundTCPListenerOpts`,
+    /// `pilot/pkg/networking/core/tls.go`, istio 1.31).
+    pub tls: bool,
     /// A Kubernetes Service port's numeric targetPort (the port itself
     /// when it is unset or named); 0 for ServiceEntries.
     pub target_port: u32,

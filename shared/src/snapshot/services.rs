@@ -369,6 +369,16 @@ fn kube_service(
                     p.app_protocol.as_deref(),
                 )
             },
+            tls: p.protocol.as_deref() != Some("UDP")
+                && Protocol::tls_name(
+                    p.app_protocol
+                        .as_deref()
+                        .or(p.name.as_deref())
+                        .unwrap_or("")
+                        .split('-')
+                        .next()
+                        .unwrap_or(""),
+                ),
             target_port: match &p.target_port {
                 Some(IntOrString::Int(n)) if *n > 0 => *n as u32,
                 _ => p.port as u32,
@@ -475,6 +485,7 @@ fn entry_services<'a>(
             } else {
                 Protocol::parse(p.protocol.as_deref().unwrap_or(""))
             },
+            tls: Protocol::tls_name(p.protocol.as_deref().unwrap_or("")),
             target_port: 0,
         })
         .collect();

@@ -196,6 +196,18 @@ pub struct Generated {
     /// address).
     #[serde(skip)]
     pub port_virtual_hosts: BTreeMap<(u32, String), BTreeSet<String>>,
+    /// Per listener name (`ADDRESS_PORT`), each filter chain that proxies
+    /// TCP: the SNI names it matches (none: any) and the clusters its
+    /// `tcp_proxy` names, plain or weighted.
+    #[serde(skip)]
+    pub tcp_chains: BTreeMap<String, Vec<TcpChain>>,
+}
+
+/// One listener filter chain's TCP proxy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpChain {
+    pub server_names: Vec<String>,
+    pub clusters: BTreeSet<String>,
 }
 
 impl Generated {
@@ -223,7 +235,10 @@ pub fn parse_config_dump(body: &[u8]) -> Result<Generated, Error> {
                     g.clusters.insert(n.to_string());
                 }
             }
-            "lds" => g.listeners += 1,
+            "lds" => {
+                g.listeners += 1;
+                add_tcp_chains(&mut g, c);
+            }
             "rds" => {
                 g.routes += 1;
                 add_virtual_hosts(&mut g, c);
@@ -245,6 +260,46 @@ fn items<'a>(v: &'a Value, camel: &str, snake: &str) -> &'a [Value] {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
+}
+
+/// Adds a listener's filter chains that proxy TCP (a `tcp_proxy` network
+/// filter), with the SNI names each matches.
+fn add_tcp_chains(g: &mut Generated, l: &Value) {
+    let Some(name) = l["name"].as_str() else {
+        return;
+    };
+    for fc in items(l, "filterChains", "filter_chains") {
+        let m = field(fc, "filterChainMatch", "filter_chain_match");
+        let server_names = items(m, "serverNames", "server_names")
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect();
+        for f in items(fc, "filters", "filters") {
+            let tc = field(f, "typedConfig", "typed_config");
+            if !tc["@type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with(".TcpProxy"))
+            {
+                continue;
+            }
+            let mut clusters: BTreeSet<String> = tc["cluster"]
+                .as_str()
+                .map(str::to_string)
+                .into_iter()
+                .collect();
+            let weighted = field(tc, "weightedClusters", "weighted_clusters");
+            for c in items(weighted, "clusters", "clusters") {
+                clusters.extend(c["name"].as_str().map(str::to_string));
+            }
+            g.tcp_chains
+                .entry(name.to_string())
+                .or_default()
+                .push(TcpChain {
+                    server_names: Vec::clone(&server_names),
+                    clusters,
+                });
+        }
+    }
 }
 
 /// Adds a RouteConfiguration's virtual hosts: each domain, and the

@@ -11,7 +11,7 @@ mod routes;
 
 pub use istiod::{
     parse_config_dump, parse_sidecarz, parse_syncz, proxy_id, short_type, AppliedScope, Generated,
-    SyncStatus,
+    SyncStatus, TcpChain,
 };
 pub use routes::{missing_routes, route_diffs, MissingRoute, RouteDiff};
 
@@ -525,8 +525,7 @@ spec:
                 clusters: clusters.iter().map(|c| c.to_string()).collect(),
                 listeners: 3,
                 routes: 1,
-                virtual_hosts: BTreeMap::new(),
-                port_virtual_hosts: BTreeMap::new(),
+                ..Generated::default()
             },
         }
     }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::Generated;
+use super::{Generated, TcpChain};
 use crate::gateway_routes::{backend_clusters, own_namespace_only, RouteSeen};
 use crate::snapshot::{MeshSnapshot, VsInfo};
 
@@ -26,6 +26,10 @@ pub struct RouteDiff {
     /// The clusters istiod's virtual host for the host names; `None`: it
     /// sends no virtual host for the host.
     pub istiod: Option<Vec<String>>,
+    /// For TCP and TLS routes: the listeners compared (their filter
+    /// chains' TCP proxies stand for the virtual host).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<String>,
 }
 
 impl RouteDiff {
@@ -36,27 +40,45 @@ impl RouteDiff {
             Some(_) => "no cluster".to_string(),
             None => none.to_string(),
         };
+        let (on, nothing) = match self.listeners.is_empty() {
+            true => (String::new(), "nothing (no virtual host)"),
+            false => (
+                format!(" on {}", self.listeners.join(", ")),
+                "nothing (no filter chain)",
+            ),
+        };
         format!(
-            "routes for {} ({}): istiod routes to {}; meshscope predicts {}",
+            "routes for {} ({}){on}: istiod routes to {}; meshscope predicts {}",
             self.host,
             self.routes.join(", "),
-            list(&self.istiod, "nothing (no virtual host)"),
+            list(&self.istiod, nothing),
             list(&self.predicted, "none of the routes' backends"),
         )
     }
 }
 
-/// The hosts of `seen` where prediction and the virtual hosts istiod
-/// generated disagree: over every port's route configuration, or only the
-/// port the host's routes all attach to.
+/// The hosts of `seen` where prediction and what istiod generated
+/// disagree: for HTTP and gRPC routes the virtual hosts, over every port's
+/// route configuration or only the port the host's routes all attach to;
+/// for TCP and TLS routes the TCP proxies of the filter chains on their
+/// listeners (a TLS route's: those matching the host's name).
 pub fn route_diffs(seen: &[RouteSeen], g: &Generated) -> Vec<RouteDiff> {
-    let mut by_host: BTreeMap<&str, Vec<&RouteSeen>> = BTreeMap::new();
-    for r in seen.iter().filter(|r| r.http) {
-        by_host.entry(&r.host).or_default().push(r);
+    let mut by_host: BTreeMap<(&str, bool, bool), Vec<&RouteSeen>> = BTreeMap::new();
+    for r in seen {
+        by_host.entry((&r.host, r.http, r.tls)).or_default().push(r);
     }
     by_host
         .into_iter()
-        .filter_map(|(host, routes)| {
+        .filter_map(|((host, http, tls), routes)| {
+            if !http {
+                // A gateway's TCP and TLS routes sit on its Gateway's
+                // listeners, which are not modelled.
+                if routes.iter().all(|r| r.listeners.is_empty()) {
+                    return None;
+                }
+                let actual = stream_clusters(g, host, tls, &routes);
+                return diff(host, &routes, actual.as_ref());
+            }
             let port = routes[0]
                 .port
                 .filter(|p| routes.iter().all(|r| r.port == Some(*p)));
@@ -67,6 +89,33 @@ pub fn route_diffs(seen: &[RouteSeen], g: &Generated) -> Vec<RouteDiff> {
             diff(host, &routes, actual)
         })
         .collect()
+}
+
+/// The clusters the TCP proxies on `routes`' listeners name: a TLS
+/// route's chains that match `host` by name, a TCP route's that match no
+/// name; `None` when there is none.
+fn stream_clusters(
+    g: &Generated,
+    host: &str,
+    tls: bool,
+    routes: &[&RouteSeen],
+) -> Option<BTreeSet<String>> {
+    let listeners: BTreeSet<&String> = routes.iter().flat_map(|r| &r.listeners).collect();
+    let chains: Vec<&TcpChain> = listeners
+        .into_iter()
+        .filter_map(|l| g.tcp_chains.get(l))
+        .flatten()
+        .filter(|c| match tls {
+            true => c.server_names.iter().any(|n| n == host),
+            false => c.server_names.is_empty(),
+        })
+        .collect();
+    (!chains.is_empty()).then(|| {
+        chains
+            .iter()
+            .flat_map(|c| c.clusters.iter().cloned())
+            .collect()
+    })
 }
 
 fn diff(host: &str, routes: &[&RouteSeen], actual: Option<&BTreeSet<String>>) -> Option<RouteDiff> {
@@ -97,6 +146,12 @@ fn diff(host: &str, routes: &[&RouteSeen], actual: Option<&BTreeSet<String>>) ->
         routes: routes.iter().map(|r| r.route.clone()).collect(),
         predicted: predicted.map(|p| p.into_iter().collect()),
         istiod: actual.map(|a| a.iter().cloned().collect()),
+        listeners: routes
+            .iter()
+            .flat_map(|r| r.listeners.iter().cloned())
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect(),
     })
 }
 
@@ -181,6 +236,8 @@ mod tests {
             clusters: backends.iter().map(|b| cl(b)).collect(),
             port: None,
             http: true,
+            listeners: Vec::new(),
+            tls: false,
         }
     }
 
