@@ -194,6 +194,57 @@ pub struct Gateway {
 pub struct GatewaySpec {
     #[serde(default)]
     pub gateway_class_name: String,
+    /// Which routes bind, and for which hostnames
+    /// ([`crate::gateway_listeners`]).
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+}
+
+/// One listener of a Gateway (the fields admission depends on).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default)]
+    pub protocol: String,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub allowed_routes: Option<AllowedRoutes>,
+    #[serde(default)]
+    pub tls: Option<ListenerTls>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ListenerTls {
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct AllowedRoutes {
+    #[serde(default)]
+    pub namespaces: Option<RouteNamespaces>,
+    #[serde(default)]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct RouteNamespaces {
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub selector: Option<crate::visibility::RawSelector>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct RouteGroupKind {
+    #[serde(default)]
+    pub group: Option<String>,
+    pub kind: String,
 }
 
 /// A `GatewayClass`: which controller implements the Gateways of the class.

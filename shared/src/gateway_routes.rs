@@ -212,7 +212,7 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         .iter()
         .any(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s));
     let listeners = match http {
-        true => Vec::new(),
+        true => Some(Vec::new()),
         false => stream_listeners(snap, vis, copies, tls, port),
     };
     let reason = if !listed {
@@ -227,7 +227,7 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         Some(format!(
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))
-    } else if !http && listeners.is_empty() {
+    } else if !http && listeners.as_ref().is_some_and(Vec::is_empty) {
         Some(match tls {
             true => format!("its parent {host} has no TLS or HTTPS port: istiod matches TLS routes only there"),
             false => format!("its parent {host} has no TCP (or sniffed) port: istiod applies TCP routes only there"),
@@ -248,7 +248,7 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         clusters: backend_clusters(vs).into_iter().collect(),
         port,
         http,
-        listeners,
+        listeners: listeners.unwrap_or_default(),
         tls,
     }
 }
@@ -258,34 +258,53 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
 /// or sniffed ports for a TCP route and its TLS or HTTPS ports for a TLS
 /// one (only `port`, when the route names one), at each of its addresses
 /// or `0.0.0.0` without one (`buildSidecarOutboundTCPListenerOpts`,
-/// `pilot/pkg/networking/core/tls.go`, istio 1.31).
+/// `pilot/pkg/networking/core/tls.go`, istio 1.31); `None` for a headless
+/// parent, whose listeners are per endpoint.
 fn stream_listeners(
     snap: &MeshSnapshot,
     vis: &Visible,
     copies: &[crate::snapshot::SvcId],
     tls: bool,
     port: Option<u32>,
-) -> Vec<String> {
+) -> Option<Vec<String>> {
     let Some(&s) = copies
         .iter()
         .find(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s))
     else {
-        return Vec::new();
+        return Some(Vec::new());
     };
     let svc = &snap.services[s];
+    // A passthrough parent without an address (headless) gets a listener
+    // per endpoint: not modelled here, so no listener is named.
+    if svc.addresses.is_empty() && svc.resolution == crate::snapshot::Resolution::Passthrough {
+        return None;
+    }
     let binds: Vec<String> = match svc.addresses.is_empty() {
         true => vec!["0.0.0.0".to_string()],
         false => svc.addresses.iter().map(ToString::to_string).collect(),
     };
-    let fits = |p: &crate::snapshot::PortInfo| match tls {
-        true => p.tls,
-        false => !p.tls && matches!(p.protocol, Protocol::Tcp | Protocol::Auto),
+    // A port-specific egress listener serving the parent on the port
+    // builds it with the protocol it declares (seed 18 at 42f6b68: a TLS
+    // port under a listener declared TCP gets TCP chains, no TLS route).
+    let declared = |n: u32| {
+        vis.egress
+            .iter()
+            .find(|l| l.port == Some(n) && l.services.contains(&s))
+            .and_then(|l| Some((l.protocol?, l.tls)))
     };
-    svc.ports
+    let fits = |p: &crate::snapshot::PortInfo| {
+        let (protocol, port_tls) = declared(p.number).unwrap_or((p.protocol, p.tls));
+        match tls {
+            true => port_tls,
+            false => !port_tls && matches!(protocol, Protocol::Tcp | Protocol::Auto),
+        }
+    };
+    let names = svc
+        .ports
         .iter()
         .filter(|p| port.is_none_or(|n| n == p.number) && fits(p))
-        .flat_map(|p| binds.iter().map(move |b| format!("{b}_{}", p.number)))
-        .collect()
+        .flat_map(|p| binds.iter().map(move |b| format!("{b}_{}", p.number)));
+    Some(names.collect())
 }
 
 /// The cluster a gateway's HTTP or gRPC route names for a backend istiod

@@ -76,6 +76,7 @@ impl MeshSnapshot {
             out.egress.push(EgressServices {
                 port: l.port,
                 protocol: l.protocol,
+                tls: l.tls,
                 services: own,
             });
             let pulled =

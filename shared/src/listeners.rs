@@ -34,6 +34,8 @@ pub struct EgressServices {
     pub port: Option<u32>,
     /// The protocol a port-specific listener declares.
     pub protocol: Option<Protocol>,
+    /// The port-specific listener declares TLS or HTTPS.
+    pub tls: bool,
     pub services: Vec<SvcId>,
 }
 

@@ -234,9 +234,9 @@ struct RawRule {
     namespace_selector: Option<RawSelector>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct RawSelector {
+pub struct RawSelector {
     match_labels: Option<BTreeMap<String, String>>,
     match_expressions: Option<Vec<RawRequirement>>,
 }
@@ -259,7 +259,7 @@ impl RawSelector {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 struct RawRequirement {
     key: String,
     operator: String,

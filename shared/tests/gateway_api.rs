@@ -51,7 +51,7 @@ kind: Gateway
 metadata: {name: public, namespace: ingress}
 spec:
   gatewayClassName: istio
-  listeners: [{name: http, port: 80, protocol: HTTP}]
+  listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -906,8 +906,24 @@ fn tcp_and_tls_routes_sit_on_their_parents_tcp_and_tls_listeners() {
         assert!(!r.applies, "{kind} on {port}: {r:?}");
         assert!(r.reason.as_deref().unwrap_or("").contains(why), "{r:?}");
     }
+    // A headless parent's listeners are per endpoint: none is named.
+    let r = web_routes(
+        with_port("TCPRoute", "tcp-db").replace("clusterIP: 10.96.1.1", "clusterIP: None"),
+        &["app/*"],
+    );
+    assert!(r[0].applies && r[0].listeners.is_empty(), "{r:?}");
     let tls = one("TLSRoute", "tls");
     assert!(tls.applies && tls.listeners == ["10.96.1.1_80"], "{tls:?}");
+    // A port-specific egress listener declaring TCP builds the TLS port
+    // with TCP chains: no TLS route (random seed 18 at 42f6b68).
+    let declared = with_port("TLSRoute", "tls")
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: front}\nspec:\n  egress:\n  - port: {number: 80, protocol: TCP, name: tcp}\n    hosts: [\"app/*\"]\n";
+    let s = snap(&declared);
+    let web = s
+        .find_workload(&WorkloadKind::Deployment, "front", "web")
+        .unwrap();
+    let r = meshscope_shared::explain::explain(&s, web, None, None).routes;
+    assert!(r.len() == 1 && !r[0].applies, "{r:?}");
     // verify: the listener's TCP proxy names both backends, or only a's.
     let chain = |names: &[&str], clusters: &[&str]| TcpChain {
         server_names: names.iter().map(|n| n.to_string()).collect(),
@@ -933,4 +949,61 @@ fn tcp_and_tls_routes_sit_on_their_parents_tcp_and_tls_listeners() {
     let host = "a.app.svc.cluster.local";
     assert!(route_diffs(std::slice::from_ref(&tls), &lds(chain(&[host], &[b, c]))).is_empty());
     assert_eq!(route_diffs(&[tls], &lds(chain(&[], &[b, c]))).len(), 1);
+}
+
+/// A Gateway's listeners decide which routes bind, and for which
+/// hostnames (`referenceAllowed`, `conversion.go`): routes from the
+/// Gateway's namespace only by default, a selector over namespace labels,
+/// the parentRef's sectionName and port, overlapping hostnames, and the
+/// kinds the listener's protocol takes.
+#[test]
+fn a_gateways_listeners_decide_which_routes_bind_and_for_which_hostnames() {
+    let served = |listener: &str, parent: &str, hostnames: &str| -> Vec<String> {
+        let yaml = INGRESS
+            .replace(
+                "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}",
+                listener,
+            )
+            .replace("{name: public, namespace: ingress}]", parent)
+            .replace("hostnames: [shop.example.com]", hostnames);
+        let yaml = mesh(&yaml) + GATEWAY_POD;
+        gateway_explanation(&yaml)
+            .routes
+            .into_iter()
+            .filter(|r| r.applies)
+            .map(|r| r.host)
+            .collect()
+    };
+    let all = "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}";
+    let parent = "{name: public, namespace: ingress}]";
+    let shop = "hostnames: [shop.example.com]";
+    assert_eq!(served(all, parent, shop), ["shop.example.com"]);
+    // The default admits the Gateway's own namespace only: front's route
+    // does not bind.
+    let same = "{name: http, port: 80, protocol: HTTP}";
+    assert!(served(same, parent, shop).is_empty());
+    // A selector over the route namespace's labels (its name implied).
+    let by_name = "{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {kubernetes.io/metadata.name: front}}}}}";
+    assert_eq!(served(by_name, parent, shop), ["shop.example.com"]);
+    let other = by_name.replace("name: front}", "name: app}");
+    assert!(served(&other, parent, shop).is_empty());
+    // sectionName and port must name the listener.
+    let section = "{name: public, namespace: ingress, sectionName: https}]";
+    assert!(served(all, section, shop).is_empty());
+    let port = "{name: public, namespace: ingress, port: 80}]";
+    assert_eq!(served(all, port, shop), ["shop.example.com"]);
+    // Hostnames: the listener's narrows a route without one; a route whose
+    // hostnames miss the listener's does not bind.
+    let wild = all.replace(
+        "protocol: HTTP,",
+        "protocol: HTTP, hostname: \"*.example.com\",",
+    );
+    assert_eq!(served(&wild, parent, ""), ["*.example.com"]);
+    assert_eq!(served(&wild, parent, shop), ["shop.example.com"]);
+    assert!(served(&wild, parent, "hostnames: [shop.example.org]").is_empty());
+    // A TCP listener takes no HTTPRoute; allowedRoutes.kinds narrows.
+    let tcp = all.replace("protocol: HTTP", "protocol: TCP");
+    assert!(served(&tcp, parent, shop).is_empty());
+    let grpc_only = all.replace("{from: All}}", "{from: All}, kinds: [{kind: GRPCRoute}]}");
+    assert!(served(&grpc_only, parent, shop).is_empty());
 }

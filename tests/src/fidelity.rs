@@ -1104,7 +1104,9 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
 /// Gateway's namespace or another, for one hostname, with one or two
 /// backends in any namespace; a backend in another namespace than the
 /// route's gets a ReferenceGrant one time in two (istiod refuses it
-/// without one).
+/// without one). Its one listener admits routes from every namespace, its
+/// own only (the default) or a selector's, and may have a hostname of its
+/// own; the route may name it by `sectionName`.
 fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
     if !chance(f, 0.33) {
         return;
@@ -1123,13 +1125,36 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
     if let Some(p) = b.world.pods.last_mut() {
         p.router = true;
     }
-    b.istio(format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {gns}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}\n"
-    ));
     let rns = match chance(f, 0.5) {
         true => gns.clone(),
         false => pick(f, nss).clone(),
     };
+    // The listener: routes from every namespace, from its own (the
+    // default), or from those a selector picks (the route's or another);
+    // one time in four a hostname of its own that the route's matches,
+    // one in eight one it misses; the route names the listener one time
+    // in four.
+    let allowed = match f.below(4) {
+        0 => String::new(),
+        1 => {
+            let any = pick(f, nss).clone();
+            let picked = pick(f, &[rns.clone(), gns.clone(), any]).clone();
+            format!(", allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{kubernetes.io/metadata.name: {picked}}}}}}}}}")
+        }
+        _ => ", allowedRoutes: {namespaces: {from: All}}".to_string(),
+    };
+    let hostname = match f.below(8) {
+        0 | 1 => ", hostname: \"*.example.com\"",
+        2 => ", hostname: shop.example.org",
+        _ => "",
+    };
+    let section = match chance(f, 0.25) {
+        true => ", sectionName: http",
+        false => "",
+    };
+    b.istio(format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {gns}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP{hostname}{allowed}}}\n"
+    ));
     let mut backends = String::new();
     let mut grants: Vec<(String, String)> = Vec::new();
     for _ in 0..1 + f.below(2) {
@@ -1151,7 +1176,7 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
         return;
     }
     b.istio(format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: ingress, namespace: {rns}}}\nspec:\n  parentRefs:\n  - {{name: gw, namespace: {gns}}}\n  hostnames: [shop.example.com]\n  rules:\n  - backendRefs:\n{backends}"
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: ingress, namespace: {rns}}}\nspec:\n  parentRefs:\n  - {{name: gw, namespace: {gns}{section}}}\n  hostnames: [shop.example.com]\n  rules:\n  - backendRefs:\n{backends}"
     ));
     for (bns, bname) in grants {
         b.istio(format!(
@@ -1206,8 +1231,8 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
         let tcp_port = pports.iter().any(|p| p.0 == "tcp-db" || p.0 == "plain");
         let tls_port = pports.iter().any(|p| p.0 == "tls" || p.0 == "https-x");
         let kind = match f.below(6) {
-            0 if tcp_port => "TCPRoute",
-            5 if tls_port => "TLSRoute",
+            0 | 1 if tcp_port => "TCPRoute",
+            4 | 5 if tls_port => "TLSRoute",
             0 | 1 => "GRPCRoute",
             _ => "HTTPRoute",
         };

@@ -228,6 +228,7 @@ fn check_proxy(
         // configurations follow its Gateways' servers, which explain
         // does not predict (issue #38).
         check_gateway_routes(istiod, p, &e, &at, tally)?;
+        check_gateway_domains(istiod, p, &e, &at, tally)?;
         return check_applied_sidecar(istiod, p, &e, &at, tally);
     }
     // The outbound listeners (the virtual ones aside) and their routes,
@@ -266,6 +267,43 @@ fn check_proxy(
     check_gateway_routes(istiod, p, &e, &at, tally)?;
     check_stream_routes(istiod, p, &e, &at, tally)?;
     check_istiod_views(istiod, p, &e, &at, tally)
+}
+
+/// A gateway pod's virtual-host domains in istiod's RDS (those without a
+/// port) against the hostnames explain says its Gateways' routes bind
+/// for: a route its Gateway's listeners do not admit has none, one they
+/// admit has its hostnames (narrowed by the listener's).
+fn check_gateway_domains(
+    istiod: &Istiod,
+    p: &Pod,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) -> Result<()> {
+    let predicted: BTreeSet<String> = e["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["applies"] == true)
+        .filter_map(|r| r["host"].as_str().map(str::to_string))
+        .collect();
+    let dump = istiod.debug(&format!(
+        "/debug/config_dump?proxyID={}.{}&types=rds",
+        p.name, p.namespace
+    ))?;
+    let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
+    let domains: BTreeSet<String> = got
+        .virtual_hosts
+        .keys()
+        .filter(|d| !d.contains(':') && (*d != "*" || predicted.contains("*")))
+        .cloned()
+        .collect();
+    if domains != predicted {
+        tally.failures.push(format!(
+            "{at}: istiod's gateway virtual hosts are for {domains:?}, explain predicts {predicted:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// explain's Gateway API TCP and TLS mesh routes against the filter

@@ -55,6 +55,7 @@ pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
                 vec![Listener {
                     port: None,
                     protocol: None,
+                    tls: false,
                     hosts,
                 }],
             );

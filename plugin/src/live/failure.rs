@@ -186,7 +186,7 @@ impl fmt::Display for ApiFailure {
             ),
             FailureKind::NotFound(_) if self.resource.ends_with("networking.istio.io") => write!(
                 f,
-                "Istio CRDs are not installed: the API server at {} does not serve {}; install Istio (or its CRDs) first (recommend, audit, explain and impact can read files instead, with --manifests)",
+                "Istio CRDs are not installed: the API server at {} does not serve {}; install Istio (or its CRDs) first (recommend, audit, explain, impact, report and version can read files instead, with --manifests)",
                 self.server, self.resource
             ),
             FailureKind::NotFound(msg) => write!(f, "{} {} {}: not found ({msg})", self.verb, self.resource, self.where_()),
@@ -275,7 +275,7 @@ mod tests {
         // verify (which refuse --manifests) to read manifests.
         assert!(
             m.contains(
-                "(recommend, audit, explain and impact can read files instead, with --manifests)"
+                "(recommend, audit, explain, impact, report and version can read files instead, with --manifests)"
             ),
             "{m}"
         );

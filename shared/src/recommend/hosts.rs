@@ -209,6 +209,7 @@ pub(super) fn parse_listeners(snap: &MeshSnapshot, hosts: &[String]) -> Vec<List
     vec![Listener {
         port: None,
         protocol: None,
+        tls: false,
         hosts: hosts
             .iter()
             .filter_map(|h| HostEntry::parse(h, snap.options.istio).ok())

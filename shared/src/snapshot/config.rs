@@ -201,6 +201,11 @@ fn sidecar_info(sc: &Sidecar, options: &Options) -> SidecarInfo {
                 .and_then(|p| p.protocol.as_deref())
                 .filter(|p| !p.is_empty() && *p != "HTTP_PROXY")
                 .map(Protocol::parse),
+            tls: l
+                .port
+                .as_ref()
+                .and_then(|p| p.protocol.as_deref())
+                .is_some_and(Protocol::tls_name),
             hosts: l
                 .hosts
                 .iter()

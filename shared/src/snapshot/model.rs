@@ -321,6 +321,8 @@ pub struct Listener {
     /// The protocol a port-specific listener declares: istiod builds the
     /// listener for its services with it instead of the services' own.
     pub protocol: Option<Protocol>,
+    /// It declares TLS or HTTPS ([`PortInfo::tls`]).
+    pub tls: bool,
     pub hosts: Vec<HostEntry>,
 }
 
@@ -329,6 +331,7 @@ impl Listener {
         Self {
             port: None,
             protocol: None,
+            tls: false,
             hosts: vec![HostEntry {
                 ns: NsSel::Any,
                 host: "*".into(),

@@ -85,9 +85,8 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                 if foreign(inputs, &gw_ns, &p.name) {
                     continue;
                 }
-                let hosts = match r.spec.hostnames.is_empty() {
-                    true => vec!["*".to_string()],
-                    false => r.spec.hostnames.clone(),
+                let Some(hosts) = gateway_hosts(inputs, r, &ns, &gw_ns, p) else {
+                    continue;
                 };
                 out.push(base(
                     n,
@@ -101,6 +100,43 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
         }
     }
     out
+}
+
+/// The hostnames route `r` (in `ns`) gets virtual hosts for on Gateway
+/// `gw_ns/parent.name`: those its listeners admit
+/// ([`crate::gateway_listeners::admitted_hosts`]), `None` when none
+/// does. A Gateway not in the input admits every hostname (`*` for
+/// none): more in scope, never less.
+fn gateway_hosts(
+    inputs: &Inputs,
+    r: &Route,
+    ns: &str,
+    gw_ns: &str,
+    parent: &ParentRef,
+) -> Option<Vec<String>> {
+    let gw = inputs
+        .kube_gateways
+        .iter()
+        .find(|g| ns_of(&g.metadata) == gw_ns && name_of(&g.metadata) == parent.name);
+    let Some(gw) = gw else {
+        return Some(match r.spec.hostnames.is_empty() {
+            true => vec!["*".to_string()],
+            false => r.spec.hostnames.clone(),
+        });
+    };
+    let labels = inputs
+        .namespaces
+        .iter()
+        .find(|n| name_of(&n.metadata) == ns)
+        .map(|n| crate::meta::labels(&n.metadata.labels))
+        .unwrap_or_default();
+    let attaching = crate::gateway_listeners::Attaching {
+        kind: r.kind,
+        namespace: ns,
+        namespace_labels: &labels,
+        hostnames: &r.spec.hostnames,
+    };
+    crate::gateway_listeners::admitted_hosts(&gw.spec.listeners, gw_ns, parent, &attaching)
 }
 
 /// Whether Gateway `ns/name` is in the input and of a class another

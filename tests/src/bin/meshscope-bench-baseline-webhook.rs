@@ -88,8 +88,20 @@ async fn admit(body: Body) -> Response {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
-    let args = parse_args()?;
+async fn main() -> std::process::ExitCode {
+    // One line, `error: ...`, exit 2, as every binary of the project says
+    // an error.
+    match serve(parse_args()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve(args: Result<Args>) -> Result<()> {
+    let args = args?;
     let acceptor = TlsAcceptor::from(Arc::new(server_config(&args)?));
     let app = Router::new()
         .route("/validate", post(admit))

@@ -666,6 +666,11 @@ fn every_binary_says_an_error_as_kubectl_meshscope_does() {
         ("meshscope-xds-sim", &["--bogus"][..]),
         ("meshscope-load", &["/nonexistent"][..]),
         ("meshscope-benchgen", &["nope"][..]),
+        ("meshscope-bench-baseline-webhook", &["--bogus"][..]),
+        ("meshscope-bench-exports", &["--bogus"][..]),
+        ("meshscope-bench-istiod", &["--bogus"][..]),
+        ("meshscope-bench-sidecars", &["--bogus"][..]),
+        ("meshscope-bench-watch", &["--bogus"][..]),
     ] {
         let path = dir.join(tool);
         assert!(
