@@ -316,12 +316,12 @@ pub const UNKNOWN_SERVICE: &str = "UnknownService";
 /// The Gateway API routes a gateway's pod in `ns` with `labels` serves:
 /// those bound to a Gateway API Gateway whose pods it is (the Gateway's
 /// namespace, its name in [`crate::gateway_api::GATEWAY_NAME_LABEL`]),
-/// one per hostname (`*` for none), each routing to its permitted
-/// backends' clusters, and to [`UNKNOWN_SERVICE`] for the refused ones. istiod builds a router's RDS from the Gateways
-/// bound to it (`buildGatewayHTTPRouteConfig`,
-/// `pilot/pkg/networking/core/gateway.go`, istio 1.31). The Gateway's
-/// listeners (ports, hostnames, allowed routes) are not modelled: every
-/// route bound to it counts.
+/// one per hostname its Gateway's listeners admit
+/// ([`crate::gateway_listeners`]), each routing to its permitted
+/// backends' clusters, and to [`UNKNOWN_SERVICE`] for the refused ones.
+/// istiod builds a router's RDS from the Gateways bound to it
+/// (`buildGatewayHTTPRouteConfig`, `pilot/pkg/networking/core/gateway.go`,
+/// istio 1.31).
 pub fn served_routes(
     snap: &MeshSnapshot,
     ns: &str,

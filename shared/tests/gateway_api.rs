@@ -315,7 +315,12 @@ fn web_routes(
     let hosts: Vec<String> = front_hosts.iter().map(|h| format!("\"{h}\"")).collect();
     let yaml = yaml
         + &format!("---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: front}}\nspec:\n  egress:\n  - hosts: [{}]\n", hosts.join(", "));
-    let s = snap(&yaml);
+    web_routes_of(&yaml)
+}
+
+/// The routes explain gives web in `yaml`, with the Sidecars it holds.
+fn web_routes_of(yaml: &str) -> Vec<meshscope_shared::gateway_routes::RouteSeen> {
+    let s = snap(yaml);
     let web = s
         .find_workload(&WorkloadKind::Deployment, "front", "web")
         .unwrap();
@@ -442,11 +447,7 @@ fn a_route_on_a_port_no_egress_listener_serves_does_not_apply() {
     let a = "selector: {app: a}\n  ports:\n  - {name: http, port: 80}\n";
     let yaml = mesh(&split("app", "HTTPRoute")).replace(a, &format!("{a}  - {{name: grpc, port: 9090}}\n"))
         + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: front}\nspec:\n  egress:\n  - port: {number: 9090, protocol: GRPC, name: g}\n    hosts: [\"app/*\"]\n";
-    let s = snap(&yaml);
-    let web = s
-        .find_workload(&WorkloadKind::Deployment, "front", "web")
-        .unwrap();
-    let routes = meshscope_shared::explain::explain(&s, web, None, None).routes;
+    let routes = web_routes_of(&yaml);
     assert_eq!(routes.len(), 1, "{routes:?}");
     assert!(!routes[0].applies, "{routes:?}");
     assert!(
@@ -462,11 +463,7 @@ fn a_route_on_a_port_no_egress_listener_serves_does_not_apply() {
         "  - port: {number: 9090, protocol: GRPC, name: g}\n    hosts:",
         "  - hosts:",
     );
-    let s = snap(&yaml);
-    let web = s
-        .find_workload(&WorkloadKind::Deployment, "front", "web")
-        .unwrap();
-    let routes = meshscope_shared::explain::explain(&s, web, None, None).routes;
+    let routes = web_routes_of(&yaml);
     assert!(routes[0].applies, "{routes:?}");
 }
 
@@ -918,11 +915,7 @@ fn tcp_and_tls_routes_sit_on_their_parents_tcp_and_tls_listeners() {
     // with TCP chains: no TLS route (random seed 18 at 42f6b68).
     let declared = with_port("TLSRoute", "tls")
         + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: front}\nspec:\n  egress:\n  - port: {number: 80, protocol: TCP, name: tcp}\n    hosts: [\"app/*\"]\n";
-    let s = snap(&declared);
-    let web = s
-        .find_workload(&WorkloadKind::Deployment, "front", "web")
-        .unwrap();
-    let r = meshscope_shared::explain::explain(&s, web, None, None).routes;
+    let r = web_routes_of(&declared);
     assert!(r.len() == 1 && !r[0].applies, "{r:?}");
     // verify: the listener's TCP proxy names both backends, or only a's.
     let chain = |names: &[&str], clusters: &[&str]| TcpChain {

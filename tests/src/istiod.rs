@@ -150,9 +150,24 @@ impl Istiod {
     ) -> Result<()> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
+            // istiod's debug port may not answer yet (a fresh istiod, or
+            // one busy starting: seeds 10004, 10008 and 10028 of a sweep at
+            // ff7a235 were refused once): retried until the deadline.
+            let (registry, store) =
+                match (self.debug("/debug/registryz"), self.debug("/debug/configz")) {
+                    (Ok(r), Ok(c)) => (r, c),
+                    (Err(e), _) | (_, Err(e)) => {
+                        if std::time::Instant::now() > deadline {
+                            return Err(
+                                e.context(format!("istiod's debug endpoint after {timeout:?}"))
+                            );
+                        }
+                        std::thread::sleep(Duration::from_millis(200));
+                        continue;
+                    }
+                };
             let registry: serde_json::Value =
-                serde_json::from_str(&self.debug("/debug/registryz")?)
-                    .context("registryz is JSON")?;
+                serde_json::from_str(&registry).context("registryz is JSON")?;
             let have_svc: std::collections::BTreeSet<(String, String)> = registry
                 .as_array()
                 .into_iter()
@@ -165,7 +180,7 @@ impl Istiod {
                 })
                 .collect();
             let store: serde_json::Value =
-                serde_json::from_str(&self.debug("/debug/configz")?).context("configz is JSON")?;
+                serde_json::from_str(&store).context("configz is JSON")?;
             let have_cfg: std::collections::BTreeSet<(String, String)> = store
                 .as_array()
                 .into_iter()

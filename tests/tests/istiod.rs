@@ -287,11 +287,7 @@ fn check_gateway_domains(
         .filter(|r| r["applies"] == true)
         .filter_map(|r| r["host"].as_str().map(str::to_string))
         .collect();
-    let dump = istiod.debug(&format!(
-        "/debug/config_dump?proxyID={}.{}&types=rds",
-        p.name, p.namespace
-    ))?;
-    let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
+    let got = generated(istiod, p, "rds")?;
     let domains: BTreeSet<String> = got
         .virtual_hosts
         .keys()
@@ -347,11 +343,7 @@ fn check_stream_routes(
     if seen.iter().all(|r| r.listeners.is_empty()) {
         return Ok(());
     }
-    let dump = istiod.debug(&format!(
-        "/debug/config_dump?proxyID={}.{}&types=lds",
-        p.name, p.namespace
-    ))?;
-    let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
+    let got = generated(istiod, p, "lds")?;
     let hosts: BTreeSet<(&str, bool)> = seen
         .iter()
         .filter(|r| !r.listeners.is_empty())
@@ -362,6 +354,18 @@ fn check_stream_routes(
         tally.failures.push(format!("{at}: {}", d.describe()));
     }
     Ok(())
+}
+
+/// What istiod generates for `p`, of the xDS `types` (`rds`, `lds`), as
+/// `/debug/config_dump` shows it.
+fn generated(istiod: &Istiod, p: &Pod, types: &str) -> Result<meshscope_shared::verify::Generated> {
+    let dump = istiod.debug(&format!(
+        "/debug/config_dump?proxyID={}.{}&types={types}",
+        p.name, p.namespace
+    ))?;
+    Ok(meshscope_shared::verify::parse_config_dump(
+        dump.as_bytes(),
+    )?)
 }
 
 /// explain's Gateway API HTTP and gRPC mesh routes against the virtual
@@ -409,11 +413,7 @@ fn check_gateway_routes(
     if by_host.is_empty() {
         return Ok(());
     }
-    let dump = istiod.debug(&format!(
-        "/debug/config_dump?proxyID={}.{}&types=rds",
-        p.name, p.namespace
-    ))?;
-    let got = meshscope_shared::verify::parse_config_dump(dump.as_bytes())?;
+    let got = generated(istiod, p, "rds")?;
     for (host, (applies, predicted, all, ports)) in by_host {
         tally.gateway_routes += 1;
         tally.gateway_routes_applied += usize::from(applies);
