@@ -223,7 +223,11 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         Some(format!(
             "it attaches to port {p} of {host}, which no egress listener of the scope serves"
         ))
-    } else if http && !copies.iter().any(|&s| has_http_port(snap, s, port)) {
+    } else if http
+        && !copies
+            .iter()
+            .any(|&s| vis.services.contains_key(&s) && has_http_port(snap, s, port))
+    {
         Some(format!(
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))

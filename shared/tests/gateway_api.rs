@@ -1000,3 +1000,32 @@ fn a_gateways_listeners_decide_which_routes_bind_and_for_which_hostnames() {
     let grpc_only = all.replace("{from: All}}", "{from: All}, kinds: [{kind: GRPCRoute}]}");
     assert!(served(&grpc_only, parent, shop).is_empty());
 }
+
+/// The parent's HTTP port counts only on a copy the scope sees: with the
+/// Service hidden from front (`exportTo: .`) and a ServiceEntry of its
+/// hostname with only a TCP port visible there, istiod builds no virtual
+/// host for a consumer route in front (random fidelity commit seed 270952
+/// at cd9fed2).
+#[test]
+fn an_http_route_needs_an_http_port_on_the_parent_copy_the_scope_sees() {
+    let consumer = split("front", "HTTPRoute").replace(", port: 80}}", "}}");
+    let hidden = mesh(&consumer).replace(
+        "name: a\n  namespace: app\nspec:",
+        "name: a\n  namespace: app\n  annotations: {networking.istio.io/exportTo: \".\"}\nspec:",
+    ) + "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: squat, namespace: front}\nspec:\n  hosts: [a.app.svc.cluster.local]\n  addresses: [240.0.0.1]\n  ports: [{number: 5432, name: tcp, protocol: TCP}]\n  resolution: DNS\n";
+    assert!(hidden.contains("exportTo"));
+    let r = web_routes(hidden, &["*/*"]);
+    let a: Vec<_> = r
+        .iter()
+        .filter(|r| r.host == "a.app.svc.cluster.local")
+        .collect();
+    assert_eq!(a.len(), 1, "{r:?}");
+    assert!(!a[0].applies, "{r:?}");
+    assert!(
+        a[0].reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("no HTTP port"),
+        "{r:?}"
+    );
+}
