@@ -237,6 +237,7 @@ pub fn explain(
     };
     let unscoped = eval.unscoped(ns);
     let listeners = snap.outbound_listeners(&vis.egress, own_ip);
+    let listener_names = listeners.names();
     let mut visible_services: Vec<String> = vis
         .services
         .iter()
@@ -305,13 +306,19 @@ pub fn explain(
             Some(_) => eval.gateway_alternative(ns, labels),
             None => None,
         },
-        outbound_listeners: listeners.names(),
+        routes: crate::gateway_routes::routes_for(
+            snap,
+            &vis,
+            injection.gateway,
+            labels,
+            &listener_names,
+        ),
+        outbound_listeners: listener_names,
         outbound_routes: listeners
             .route_names()
             .into_iter()
             .map(String::from)
             .collect(),
-        routes: crate::gateway_routes::routes_for(snap, &vis, injection.gateway, labels),
         estimate: snap
             .estimate_for_proxy(&vis, labels, own_ip, wl.inbound)
             .under_policy(fallthrough.policy.mode),

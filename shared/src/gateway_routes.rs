@@ -481,16 +481,17 @@ pub fn refused_backends(
 /// listed as not applying there (istiod builds a gateway's RDS from its
 /// Gateways alone: `buildGatewayHTTPRouteConfig`,
 /// `pilot/pkg/networking/core/gateway.go`, istio 1.31). A waypoint is left
-/// as its scope gives (not checked against istiod).
+/// as its scope gives (not checked against istiod). `built`: the outbound
+/// listeners the proxy gets, by name ([`MeshSnapshot::outbound_listeners`]).
 pub fn routes_for(
     snap: &MeshSnapshot,
     vis: &Visible,
     gateway: Option<crate::inject::Gateway>,
     labels: &crate::labels::Labels,
+    built: &[String],
 ) -> Vec<RouteSeen> {
     let mut routes = routes_seen(snap, vis);
-    let built = snap.outbound_listeners(&vis.egress, None).names();
-    on_built_listeners(&mut routes, &built);
+    on_built_listeners(&mut routes, built);
     if gateway == Some(crate::inject::Gateway::Router) {
         for r in &mut routes {
             r.applies = false;
