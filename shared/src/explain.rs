@@ -311,7 +311,7 @@ pub fn explain(
             &vis,
             injection.gateway,
             labels,
-            &listener_names,
+            &listeners,
         ),
         outbound_listeners: listener_names,
         outbound_routes: listeners

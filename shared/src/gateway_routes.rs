@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use std::collections::BTreeSet;
 
+use crate::listeners::{OutboundListeners, Stream};
 use crate::scope::Visible;
 use crate::snapshot::{MeshSnapshot, Protocol, VsInfo};
 
@@ -50,7 +51,11 @@ pub struct RouteSeen {
 }
 
 /// The mesh routes `vis` (the scope of proxies in `vis.namespace`) selects.
-pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
+pub fn routes_seen(
+    snap: &MeshSnapshot,
+    vis: &Visible,
+    built: &OutboundListeners,
+) -> Vec<RouteSeen> {
     let selected: Vec<&VsInfo> = vis
         .virtual_services
         .iter()
@@ -59,7 +64,11 @@ pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
         .collect();
     let mut out: Vec<(&VsInfo, RouteSeen)> = selected
         .iter()
-        .flat_map(|vs| vs.hosts.iter().map(move |h| (*vs, seen(snap, vis, vs, h))))
+        .flat_map(|vs| {
+            vs.hosts
+                .iter()
+                .map(move |h| (*vs, seen(snap, vis, built, vs, h)))
+        })
         .collect();
     own_namespace_first(&mut out, &vis.namespace);
     port_first(snap, &mut out);
@@ -81,38 +90,48 @@ pub fn routes_seen(snap: &MeshSnapshot, vis: &Visible) -> Vec<RouteSeen> {
 /// other HTTP ports, and apply nowhere when it has none. Found by random
 /// fidelity seed 10007 at bd9a6b7's generator.
 fn port_first(snap: &MeshSnapshot, routes: &mut [(&VsInfo, RouteSeen)]) {
-    type Group = (String, String, Option<u32>);
-    let mut first: std::collections::BTreeMap<Group, (crate::meta::Created, String)> =
-        std::collections::BTreeMap::new();
+    use std::collections::BTreeMap;
+    // (namespace, host) -> parent port (None: every port) -> the rank of
+    // that port's VirtualService: its oldest route, then its name.
+    type Ranks = BTreeMap<Option<u32>, (crate::meta::Created, String)>;
+    let mut sets: BTreeMap<(&str, &str), Ranks> = BTreeMap::new();
     for (vs, r) in routes.iter().filter(|(_, r)| r.applies && r.http) {
         let name = match r.port {
             Some(p) => format!("{}~{p}~{}", vs.namespace, r.host),
             None => format!("{}~{}", vs.namespace, r.host),
         };
-        let key = (vs.namespace.clone(), r.host.clone(), r.port);
-        let e = first.entry(key).or_insert((vs.created, name));
-        e.0 = e.0.min(vs.created);
+        let set = sets.entry((&vs.namespace, &r.host)).or_default();
+        let rank = set.entry(r.port).or_insert((vs.created, name));
+        rank.0 = rank.0.min(vs.created);
     }
-    for (vs, r) in routes.iter_mut().filter(|(_, r)| r.applies && r.http) {
-        let (ns, host) = (vs.namespace.clone(), r.host.clone());
-        let rank = |port: Option<u32>| first.get(&(ns.clone(), host.clone(), port));
-        let reason = match r.port {
-            Some(p) => rank(None)
-                .filter(|other| *other < rank(Some(p)).unwrap())
-                .map(|_| format!("the routes for every port of {host} in {ns} are older and take port {p}'s virtual host")),
+    let mut reasons: Vec<Option<String>> = vec![None; routes.len()];
+    for (i, (vs, r)) in routes
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, r))| r.applies && r.http)
+    {
+        let (ns, host) = (vs.namespace.as_str(), r.host.as_str());
+        let set = &sets[&(ns, host)];
+        let Some(every) = set.get(&None) else {
+            continue;
+        };
+        reasons[i] = match r.port {
+            Some(p) => (every < &set[&Some(p)]).then(|| {
+                format!("the routes for every port of {host} in {ns} are older and take port {p}'s virtual host")
+            }),
             None => {
-                let taken: Vec<u32> = first
+                let taken: Vec<u32> = set
                     .iter()
-                    .filter(|((n, h, p), own)| {
-                        *n == ns && *h == host && p.is_some() && Some(*own) < rank(None)
-                    })
-                    .filter_map(|((_, _, p), _)| *p)
+                    .filter(|(p, rank)| p.is_some() && *rank < every)
+                    .filter_map(|(p, _)| *p)
                     .collect();
-                (!taken.is_empty() && !other_http_port(snap, &host, &taken)).then(|| {
+                (!taken.is_empty() && !other_http_port(snap, host, &taken)).then(|| {
                     format!("the routes for port {} of {host} in {ns} come first there, and {host} has no other HTTP port", taken[0])
                 })
             }
         };
+    }
+    for ((_, r), reason) in routes.iter_mut().zip(reasons) {
         if let Some(reason) = reason {
             r.applies = false;
             r.reason = Some(reason);
@@ -200,7 +219,13 @@ fn own_namespace_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
     }
 }
 
-fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSeen {
+fn seen(
+    snap: &MeshSnapshot,
+    vis: &Visible,
+    built: &OutboundListeners,
+    vs: &VsInfo,
+    host: &str,
+) -> RouteSeen {
     let http = vs.http_route();
     let tls = vs
         .route
@@ -213,7 +238,7 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
         .any(|s| vis.services.contains_key(s) && !vis.pulled.contains_key(s));
     let listeners = match http {
         true => Some(Vec::new()),
-        false => stream_listeners(snap, vis, copies, tls, port),
+        false => stream_listeners(snap, vis, built, copies, tls, port),
     };
     let reason = if !listed {
         Some(format!(
@@ -232,9 +257,13 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))
     } else if !http && listeners.as_ref().is_some_and(Vec::is_empty) {
-        Some(match tls {
-            true => format!("its parent {host} has no TLS or HTTPS port: istiod matches TLS routes only there"),
-            false => format!("its parent {host} has no TCP (or sniffed) port: istiod applies TCP routes only there"),
+        Some(match (tls, stream_port(snap, copies, tls)) {
+            (true, false) => format!("its parent {host} has no TLS or HTTPS port: istiod matches TLS routes only there"),
+            (false, false) => format!("its parent {host} has no TCP (or sniffed) port: istiod applies TCP routes only there"),
+            (_, true) => format!(
+                "the proxy gets no outbound listener of {host} on the {} ports it would sit on",
+                if tls { "TLS or HTTPS" } else { "TCP" }
+            ),
         })
     } else if own_namespace_only(snap, vs, host) && vis.namespace != vs.namespace {
         Some(format!(
@@ -258,15 +287,17 @@ fn seen(snap: &MeshSnapshot, vis: &Visible, vs: &VsInfo, host: &str) -> RouteSee
 }
 
 /// The outbound listeners a TCP or TLS route's filter chain sits on, as
-/// `ADDRESS_PORT`: those of the parent's copy the scope lists, on its TCP
-/// or sniffed ports for a TCP route and its TLS or HTTPS ports for a TLS
-/// one (only `port`, when the route names one), at each of its addresses
-/// or `0.0.0.0` without one (`buildSidecarOutboundTCPListenerOpts`,
-/// `pilot/pkg/networking/core/tls.go`, istio 1.31); `None` for a headless
-/// parent, whose listeners are per endpoint.
+/// `ADDRESS_PORT`: those on which the parent's copy the scope lists was
+/// built with a TCP chain (a TCP or sniffed port) for a TCP route or a
+/// TLS one (a TLS or HTTPS port) for a TLS route, on `port` when the route
+/// names one ([`OutboundListeners::streams_of`]; `tls.go`, istio 1.31).
+/// A listener istiod does not build for the proxy, or builds for another
+/// service, carries no route (random fidelity seed 16 at a753530). `None`
+/// for a headless parent, whose listeners are per endpoint (not compared).
 fn stream_listeners(
     snap: &MeshSnapshot,
     vis: &Visible,
+    built: &OutboundListeners,
     copies: &[crate::snapshot::SvcId],
     tls: bool,
     port: Option<u32>,
@@ -278,37 +309,11 @@ fn stream_listeners(
         return Some(Vec::new());
     };
     let svc = &snap.services[s];
-    // A passthrough parent without an address (headless) gets a listener
-    // per endpoint: not modelled here, so no listener is named.
     if svc.addresses.is_empty() && svc.resolution == crate::snapshot::Resolution::Passthrough {
         return None;
     }
-    let binds: Vec<String> = match svc.addresses.is_empty() {
-        true => vec!["0.0.0.0".to_string()],
-        false => svc.addresses.iter().map(ToString::to_string).collect(),
-    };
-    // A port-specific egress listener serving the parent on the port
-    // builds it with the protocol it declares (seed 18 at 42f6b68: a TLS
-    // port under a listener declared TCP gets TCP chains, no TLS route).
-    let declared = |n: u32| {
-        vis.egress
-            .iter()
-            .find(|l| l.port == Some(n) && l.services.contains(&s))
-            .and_then(|l| Some((l.protocol?, l.tls)))
-    };
-    let fits = |p: &crate::snapshot::PortInfo| {
-        let (protocol, port_tls) = declared(p.number).unwrap_or((p.protocol, p.tls));
-        match tls {
-            true => port_tls,
-            false => !port_tls && matches!(protocol, Protocol::Tcp | Protocol::Auto),
-        }
-    };
-    let names = svc
-        .ports
-        .iter()
-        .filter(|p| port.is_none_or(|n| n == p.number) && fits(p))
-        .flat_map(|p| binds.iter().map(move |b| format!("{b}_{}", p.number)));
-    Some(names.collect())
+    let kind = if tls { Stream::Tls } else { Stream::Tcp };
+    Some(built.streams_of(s, kind, port))
 }
 
 /// The cluster a gateway's HTTP or gRPC route names for a backend istiod
@@ -366,26 +371,16 @@ pub fn served_routes(
     out
 }
 
-/// Keeps a TCP or TLS route's listeners that the scope's outbound
-/// listeners include (`built`): one istiod does not build for the proxy
-/// (its scope listens elsewhere, or another service holds the address and
-/// port) carries no route. Found by random fidelity seed 16 at a753530: a
-/// TLS route's parent port had no listener in the proxy's scope.
-fn on_built_listeners(routes: &mut [RouteSeen], built: &[String]) {
-    for r in routes
-        .iter_mut()
-        .filter(|r| !r.http && !r.listeners.is_empty())
-    {
-        r.listeners.retain(|l| built.contains(l));
-        if r.listeners.is_empty() && r.applies {
-            r.applies = false;
-            r.reason = Some(format!(
-                "the proxy gets no outbound listener on the {} ports of {} it would sit on",
-                if r.tls { "TLS or HTTPS" } else { "TCP" },
-                r.host
-            ));
-        }
-    }
+/// Whether a copy of the parent has a port a TLS route (`tls`) or a TCP
+/// one could sit on, by its own protocol.
+fn stream_port(snap: &MeshSnapshot, copies: &[crate::snapshot::SvcId], tls: bool) -> bool {
+    copies
+        .iter()
+        .flat_map(|&s| &snap.services[s].ports)
+        .any(|p| match tls {
+            true => p.tls,
+            false => !p.tls && matches!(p.protocol, Protocol::Tcp | Protocol::Auto),
+        })
 }
 
 /// Whether an egress listener of `vis` serves one of `copies` on `port`:
@@ -482,16 +477,15 @@ pub fn refused_backends(
 /// Gateways alone: `buildGatewayHTTPRouteConfig`,
 /// `pilot/pkg/networking/core/gateway.go`, istio 1.31). A waypoint is left
 /// as its scope gives (not checked against istiod). `built`: the outbound
-/// listeners the proxy gets, by name ([`MeshSnapshot::outbound_listeners`]).
+/// listeners the proxy gets ([`MeshSnapshot::outbound_listeners`]).
 pub fn routes_for(
     snap: &MeshSnapshot,
     vis: &Visible,
     gateway: Option<crate::inject::Gateway>,
     labels: &crate::labels::Labels,
-    built: &[String],
+    built: &OutboundListeners,
 ) -> Vec<RouteSeen> {
-    let mut routes = routes_seen(snap, vis);
-    on_built_listeners(&mut routes, built);
+    let mut routes = routes_seen(snap, vis, built);
     if gateway == Some(crate::inject::Gateway::Router) {
         for r in &mut routes {
             r.applies = false;

@@ -47,13 +47,38 @@ pub enum Bind {
     Addr(IpAddr),
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Entry {
     /// An HTTP filter chain (an HTTP or sniffed port is on it).
     http: bool,
     /// A TCP filter chain (a TCP or sniffed port is on it).
     tcp: bool,
     locked: bool,
+    /// The services built here with a TCP or TLS filter chain, and which.
+    streams: Vec<(SvcId, Stream)>,
+}
+
+/// The kind of filter chain a TCP or TLS route of a service sits in: a
+/// TCP port's (or a sniffed one's) TCP proxy, or a TLS or HTTPS port's
+/// SNI chain (`buildSidecarOutboundTCPFilterChainOpts` and
+/// `buildSidecarOutboundTLSFilterChainOpts`,
+/// `pilot/pkg/networking/core/tls.go`, istio 1.31).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Tcp,
+    Tls,
+}
+
+impl Stream {
+    /// The chain a port built with `protocol` (TLS or HTTPS when `tls`)
+    /// gets, if any: an HTTP port gets none.
+    fn of(protocol: Protocol, tls: bool) -> Option<Stream> {
+        match (tls, protocol) {
+            (true, _) => Some(Stream::Tls),
+            (false, Protocol::Tcp | Protocol::Auto) => Some(Stream::Tcp),
+            _ => None,
+        }
+    }
 }
 
 /// What a listener carries, for its size.
@@ -89,13 +114,20 @@ impl OutboundListeners {
     /// Their names as istiod gives them (`10.96.0.10_5432`,
     /// `0.0.0.0_80`), sorted.
     pub fn names(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.entries.keys().map(name).collect();
+        out.sort();
+        out
+    }
+
+    /// The listeners (`port` only, when given) on which service `svc` was
+    /// built with a `kind` filter chain, by name, sorted: where its TCP or
+    /// TLS routes sit.
+    pub fn streams_of(&self, svc: SvcId, kind: Stream, port: Option<u32>) -> Vec<String> {
         let mut out: Vec<String> = self
             .entries
-            .keys()
-            .map(|(bind, port)| match bind {
-                Bind::Wildcard => format!("0.0.0.0_{port}"),
-                Bind::Addr(ip) => format!("{ip}_{port}"),
-            })
+            .iter()
+            .filter(|((_, p), e)| port.is_none_or(|n| n == *p) && e.streams.contains(&(svc, kind)))
+            .map(|(k, _)| name(k))
             .collect();
         out.sort();
         out
@@ -148,8 +180,10 @@ impl OutboundListeners {
     }
 
     /// Adds `port` of `svc` with `protocol` at `bind` (`None`: the
-    /// service's own address).
-    fn build(&mut self, svc: &ServiceInfo, port: u32, protocol: Protocol, bind: Option<Bind>) {
+    /// service's own address); `stream`: the TCP or TLS chain it gets
+    /// there, if any.
+    fn build(&mut self, on: Built<'_>, port: u32, protocol: Protocol, bind: Option<Bind>) {
+        let Built { id, svc, stream } = on;
         if svc.resolution == Resolution::Alias {
             return;
         }
@@ -174,6 +208,9 @@ impl OutboundListeners {
             // A second service on a listener shares it.
             e.http |= matches!(protocol, Protocol::Http | Protocol::Auto);
             e.tcp |= matches!(protocol, Protocol::Tcp | Protocol::Auto);
+            if let Some(kind) = stream {
+                e.streams.push((id, kind));
+            }
             match (protocol, b) {
                 (Protocol::Http, _) | (Protocol::Auto, Bind::Wildcard) => {
                     *self.routes.entry(port.to_string()).or_default() += 1;
@@ -195,35 +232,46 @@ impl OutboundListeners {
         }
     }
 
-    /// The catch-all's listeners for one port of `svc`.
-    fn build_catch_all(
-        &mut self,
-        svc: &ServiceInfo,
-        port: u32,
-        proto: Protocol,
-        own: Option<IpAddr>,
-    ) {
+    /// The catch-all's listeners for one port of `on.svc`.
+    fn build_catch_all(&mut self, on: Built<'_>, port: u32, proto: Protocol, own: Option<IpAddr>) {
+        let svc = on.svc;
         let per_endpoint = svc.resolution == Resolution::Passthrough
             && svc.addresses.is_empty()
             && matches!(proto, Protocol::Tcp | Protocol::Auto);
         if !per_endpoint {
-            return self.build(svc, port, proto, None);
+            return self.build(on, port, proto, None);
         }
         if svc.passthrough_endpoints.is_empty() {
             // No endpoint: a Kubernetes Service, or an entry that selects
             // workloads, may get some later; any other entry listens on
             // `0.0.0.0`.
             if svc.kind == SvcKind::Entry && svc.workload_selector.is_none() {
-                self.build(svc, port, proto, None);
+                self.build(on, port, proto, None);
             }
             return;
         }
         for ip in svc.passthrough_endpoints.iter().flatten() {
             if Some(*ip) != own {
-                self.build(svc, port, proto, Some(Bind::Addr(*ip)));
+                self.build(on, port, proto, Some(Bind::Addr(*ip)));
             }
         }
     }
+}
+
+/// A listener's name from its key.
+fn name((bind, port): &(Bind, u32)) -> String {
+    match bind {
+        Bind::Wildcard => format!("0.0.0.0_{port}"),
+        Bind::Addr(ip) => format!("{ip}_{port}"),
+    }
+}
+
+/// The service a listener is built for, and the TCP or TLS chain it gets.
+#[derive(Clone, Copy)]
+struct Built<'a> {
+    id: SvcId,
+    svc: &'a ServiceInfo,
+    stream: Option<Stream>,
 }
 
 impl MeshSnapshot {
@@ -240,17 +288,28 @@ impl MeshSnapshot {
             match l.port {
                 Some(port) => {
                     for &id in &l.services {
-                        let s = &self.services[id];
+                        let svc = &self.services[id];
                         let proto = l.protocol.unwrap_or(Protocol::Auto);
-                        out.build(s, port, proto, None);
+                        // The route sits in the chain of the protocol the
+                        // listener declares, else the service port's
+                        // (seed 18 at 42f6b68: a TLS port under a listener
+                        // declared TCP gets TCP chains, no TLS route).
+                        let own_port = svc.ports.iter().find(|p| p.number == port);
+                        let stream = own_port.and_then(|p| match l.protocol {
+                            Some(declared) => Stream::of(declared, l.tls),
+                            None => Stream::of(p.protocol, p.tls),
+                        });
+                        out.build(Built { id, svc, stream }, port, proto, None);
                     }
                 }
                 None => {
                     out.lock();
                     for &id in &l.services {
-                        let s = &self.services[id];
-                        for p in &s.ports {
-                            out.build_catch_all(s, p.number, p.protocol, own);
+                        let svc = &self.services[id];
+                        for p in &svc.ports {
+                            let stream = Stream::of(p.protocol, p.tls);
+                            let on = Built { id, svc, stream };
+                            out.build_catch_all(on, p.number, p.protocol, own);
                         }
                     }
                 }

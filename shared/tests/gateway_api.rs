@@ -1029,3 +1029,37 @@ fn an_http_route_needs_an_http_port_on_the_parent_copy_the_scope_sees() {
         "{r:?}"
     );
 }
+
+/// A TCP route sits only on a listener istiod builds for its parent: an
+/// entry without an address listens on `0.0.0.0_PORT`, and when a
+/// port-specific egress listener of the Sidecar has built that listener
+/// for another entry, the catch-all leaves it alone (`locked`,
+/// `buildSidecarOutboundListener`, `pilot/pkg/networking/core/listener.go`,
+/// istio 1.31), so the parent gets no chain there and the route no
+/// listener.
+#[test]
+fn a_tcp_route_gets_no_listener_another_service_holds_for_a_port_specific_egress_listener() {
+    let entry = |ns: &str, name: &str| {
+        format!("---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  hosts: [{name}.example.com]\n  ports: [{{number: 5432, name: tcp, protocol: TCP}}]\n  resolution: DNS\n")
+    };
+    let route = "---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {name: db, namespace: app}\nspec:\n  parentRefs:\n  - {group: networking.istio.io, kind: ServiceEntry, name: db, namespace: app}\n  rules:\n  - backendRefs:\n    - {name: b, namespace: app, port: 80}\n";
+    let yaml = mesh(route) + &namespace("ops") + &entry("app", "db") + &entry("ops", "other");
+    let sidecar = |egress: &str| {
+        format!("---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: front}}\nspec:\n  egress:\n{egress}")
+    };
+    let shared = yaml.clone() + &sidecar("  - hosts: [\"app/*\", \"ops/*\"]\n");
+    let r = web_routes_of(&shared);
+    assert!(r.len() == 1 && r[0].applies, "{r:?}");
+    assert_eq!(r[0].listeners, ["0.0.0.0_5432"]);
+    let held = yaml
+        + &sidecar("  - port: {number: 5432, protocol: TCP, name: tcp}\n    hosts: [\"ops/*\"]\n  - hosts: [\"app/*\"]\n");
+    let r = web_routes_of(&held);
+    assert!(r.len() == 1 && !r[0].applies, "{r:?}");
+    assert!(
+        r[0].reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("gets no outbound listener of db.example.com"),
+        "{r:?}"
+    );
+}

@@ -198,7 +198,7 @@ impl Protocol {
     /// (`grpc-web` whole); a name of no protocol on the well-known ports
     /// 25, 53, 3306 and 27017 is TCP, elsewhere sniffed.
     pub fn of_service_port(port: u32, name: Option<&str>, app_protocol: Option<&str>) -> Self {
-        let name = app_protocol.or(name).unwrap_or("");
+        let name = service_port_name(name, app_protocol);
         match name {
             "kubernetes.io/h2c" | "kubernetes.io/ws" => return Protocol::Http,
             "kubernetes.io/wss" => return Protocol::Tcp,
@@ -210,13 +210,30 @@ impl Protocol {
         {
             Protocol::Http
         } else {
-            Protocol::parse(name.split('-').next().unwrap_or(""))
+            Protocol::parse(name_prefix(name))
         };
         match p {
             Protocol::Auto if matches!(port, 25 | 53 | 3306 | 27017) => Protocol::Tcp,
             p => p,
         }
     }
+
+    /// Whether a Kubernetes Service port is TLS or HTTPS, read from the
+    /// same name as [`Protocol::of_service_port`].
+    pub fn service_port_is_tls(name: Option<&str>, app_protocol: Option<&str>) -> bool {
+        Protocol::tls_name(name_prefix(service_port_name(name, app_protocol)))
+    }
+}
+
+/// The name istiod reads a Service port's protocol from: its appProtocol
+/// when set, else its name.
+fn service_port_name<'a>(name: Option<&'a str>, app_protocol: Option<&'a str>) -> &'a str {
+    app_protocol.or(name).unwrap_or("")
+}
+
+/// A port name up to its first `-`.
+fn name_prefix(name: &str) -> &str {
+    name.split('-').next().unwrap_or("")
 }
 
 #[derive(Clone, Debug)]

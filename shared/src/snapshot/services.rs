@@ -370,15 +370,7 @@ fn kube_service(
                 )
             },
             tls: p.protocol.as_deref() != Some("UDP")
-                && Protocol::tls_name(
-                    p.app_protocol
-                        .as_deref()
-                        .or(p.name.as_deref())
-                        .unwrap_or("")
-                        .split('-')
-                        .next()
-                        .unwrap_or(""),
-                ),
+                && Protocol::service_port_is_tls(p.name.as_deref(), p.app_protocol.as_deref()),
             target_port: match &p.target_port {
                 Some(IntOrString::Int(n)) if *n > 0 => *n as u32,
                 _ => p.port as u32,
