@@ -328,6 +328,7 @@ pub const UNKNOWN_SERVICE: &str = "UnknownService";
 /// one per hostname its Gateway's listeners admit
 /// ([`crate::gateway_listeners`]), each routing to its permitted
 /// backends' clusters, and to [`UNKNOWN_SERVICE`] for the refused ones.
+/// A route not exported to the gateway's namespace does not apply.
 /// istiod builds a router's RDS from the Gateways bound to it
 /// (`buildGatewayHTTPRouteConfig`, `pilot/pkg/networking/core/gateway.go`,
 /// istio 1.31).
@@ -350,6 +351,16 @@ pub fn served_routes(
         .iter()
         .filter(|vs| vs.route.is_some() && vs.gateways.iter().any(|g| serves(g)))
         .flat_map(|vs| {
+            // istiod gives a route's VirtualService the mesh's default
+            // exportTo and looks a gateway's up by its own namespace
+            // (`VirtualServicesForGateway`, `pilot/pkg/model/push_context.go`,
+            // istio 1.31; random fidelity seed 21 at ed37b57).
+            let hidden = (!vs.export.visible_to(ns)).then(|| {
+                format!(
+                    "the mesh's defaultVirtualServiceExportTo keeps the route in {} from the gateway's namespace {ns}",
+                    vs.namespace
+                )
+            });
             let mut clusters = backend_clusters(vs);
             if vs.http_route() && vs.route.as_ref().is_some_and(|o| !o.refused.is_empty()) {
                 clusters.insert(UNKNOWN_SERVICE.to_string());
@@ -357,8 +368,8 @@ pub fn served_routes(
             vs.hosts.iter().map(move |h| RouteSeen {
                 route: vs.label(),
                 host: h.clone(),
-                applies: true,
-                reason: None,
+                applies: hidden.is_none(),
+                reason: hidden.clone(),
                 clusters: clusters.iter().cloned().collect(),
                 port: None,
                 http: vs.http_route(),

@@ -944,6 +944,76 @@ fn tcp_and_tls_routes_sit_on_their_parents_tcp_and_tls_listeners() {
     assert_eq!(route_diffs(&[tls], &lds(chain(&[], &[b, c]))).len(), 1);
 }
 
+/// A sniffed port's listener holds its TCP proxy in the default filter
+/// chain, which matches no name: verify reads it as the TCP route's chain
+/// (random fidelity seed 717600 at ed37b57).
+#[test]
+fn a_sniffed_listeners_default_filter_chain_is_read_as_its_tcp_chain() {
+    // `/debug/config_dump?types=lds`: a list of the Listeners.
+    let dump = serde_json::json!({"configs": [{
+            "@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
+            "name": "10.96.1.1_7000",
+            "filterChains": [{
+                "filterChainMatch": {"applicationProtocols": ["http/1.1", "h2c"]},
+                "filters": [{"name": "envoy.filters.network.http_connection_manager",
+                    "typedConfig": {"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"}}]
+            }],
+            "defaultFilterChain": {"filters": [{"name": "envoy.filters.network.tcp_proxy",
+                "typedConfig": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+                    "weightedClusters": {"clusters": [
+                        {"name": "outbound|80||b.app.svc.cluster.local", "weight": 1},
+                        {"name": "outbound|80||c.app.svc.cluster.local", "weight": 1}]}}}]}
+    }]});
+    let g = meshscope_shared::verify::parse_config_dump(dump.to_string().as_bytes()).unwrap();
+    let chains = &g.tcp_chains["10.96.1.1_7000"];
+    assert_eq!(chains.len(), 1, "{chains:?}");
+    assert!(chains[0].server_names.is_empty(), "{chains:?}");
+    assert_eq!(
+        chains[0].clusters.iter().collect::<Vec<_>>(),
+        [
+            "outbound|80||b.app.svc.cluster.local",
+            "outbound|80||c.app.svc.cluster.local"
+        ]
+    );
+}
+
+/// A route's VirtualService takes the mesh's default exportTo: under
+/// `defaultVirtualServiceExportTo: ["."]` a gateway sees only the routes of
+/// its own namespace (`VirtualServicesForGateway`, istio 1.31; random
+/// fidelity seed 21 at ed37b57).
+#[test]
+fn a_gateway_does_not_serve_a_route_the_default_export_to_hides_from_it() {
+    let yaml = mesh(INGRESS) + GATEWAY_POD;
+    let explain = |mesh: &str| {
+        let s = meshscope_test_support::fixtures::snap_with_mesh(&yaml, "1.31", mesh);
+        let gw = s
+            .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
+            .unwrap();
+        meshscope_shared::explain::explain(&s, gw, None, None).routes
+    };
+    let open = explain("defaultVirtualServiceExportTo: [\"*\"]");
+    assert!(open.len() == 1 && open[0].applies, "{open:?}");
+    let hidden = explain("defaultVirtualServiceExportTo: [\".\"]");
+    assert!(hidden.len() == 1 && !hidden[0].applies, "{hidden:?}");
+    let why = hidden[0].reason.as_deref().unwrap_or("");
+    assert!(why.contains("defaultVirtualServiceExportTo"), "{why}");
+    // The gateway's own namespace's route still binds.
+    let own = yaml.replace(
+        "namespace: front}\nspec:\n  parentRefs",
+        "namespace: ingress}\nspec:\n  parentRefs",
+    );
+    let s = meshscope_test_support::fixtures::snap_with_mesh(
+        &own,
+        "1.31",
+        "defaultVirtualServiceExportTo: [\".\"]",
+    );
+    let gw = s
+        .find_workload(&WorkloadKind::Pod, "ingress", "public-istio-0")
+        .unwrap();
+    let r = meshscope_shared::explain::explain(&s, gw, None, None).routes;
+    assert!(r.len() == 1 && r[0].applies, "{r:?}");
+}
+
 /// A Gateway's listeners decide which routes bind, and for which
 /// hostnames (`referenceAllowed`, `conversion.go`): routes from the
 /// Gateway's namespace only by default, a selector over namespace labels,
