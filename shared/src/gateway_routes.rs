@@ -73,9 +73,61 @@ pub fn routes_seen(
     own_namespace_first(&mut out, &vis.namespace);
     port_first(snap, &mut out);
     merge(&mut out);
+    tcp_first(&mut out, &vis.namespace);
     let mut out: Vec<RouteSeen> = out.into_iter().map(|(_, r)| r).collect();
     out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
     out
+}
+
+/// TCP routes for one parent, on one listener: istiod makes each TCPRoute
+/// a VirtualService of its own (`<route>~tcp~<n>~...`, not merged:
+/// `TCPRouteCollection`, `pilot/pkg/config/kube/gateway/
+/// route_collections.go`), selects the proxy's own namespace's
+/// gateway-semantics ones first, then the rest, each group by age, name,
+/// namespace (`SelectVirtualServices`, `pilot/pkg/model/virtualservice.go`;
+/// `configCompareByCreationTime`, `config.go`), and a parent's TCP filter
+/// chain follows the first one whose rule fits the listener's port
+/// (`buildSidecarOutboundTCPFilterChainOpts`, `networking/core/tls.go`,
+/// istio 1.31). So a later route loses every listener an earlier one
+/// holds, and applies nowhere when it holds none.
+fn tcp_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
+    let mut order: Vec<usize> = (0..routes.len())
+        .filter(|&i| !routes[i].1.http && !routes[i].1.tls && routes[i].1.applies)
+        .collect();
+    order.sort_by_key(|&i| {
+        let vs = routes[i].0;
+        let name = vs.route.as_ref().map_or(&vs.name, |r| &r.name);
+        (
+            vs.namespace != ns,
+            vs.created,
+            format!("{name}~tcp~"),
+            &vs.namespace,
+        )
+    });
+    // (parent, listener) -> the route whose chain it is.
+    let mut held: std::collections::BTreeMap<(String, String), String> = Default::default();
+    for i in order {
+        let r = &mut routes[i].1;
+        let mut lost = None;
+        r.listeners
+            .retain(|l| match held.get(&(r.host.clone(), l.clone())) {
+                Some(first) => {
+                    lost = Some(first.clone());
+                    false
+                }
+                None => {
+                    held.insert((r.host.clone(), l.clone()), r.route.clone());
+                    true
+                }
+            });
+        if let (Some(first), true) = (lost, r.listeners.is_empty()) {
+            r.applies = false;
+            r.reason = Some(format!(
+                "{first} comes first on the TCP listeners of {}: istiod's filter chain follows the first route",
+                r.host
+            ));
+        }
+    }
 }
 
 /// Routes of one namespace for one parent, some on one of its ports and

@@ -1133,3 +1133,45 @@ fn a_tcp_route_gets_no_listener_another_service_holds_for_a_port_specific_egress
         "{r:?}"
     );
 }
+
+/// Two TCP routes for one parent: istiod's TCP filter chain follows the
+/// first VirtualService it selects, those of the proxy's own namespace
+/// before the others, each group by age, then name.
+#[test]
+fn of_two_tcp_routes_for_one_parent_the_first_istiod_selects_takes_the_listener() {
+    let tcp = |name: &str, ns: &str, backend: &str| {
+        format!("---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: a, namespace: app}}\n  rules:\n  - backendRefs:\n    - {{name: {backend}, namespace: app, port: 80}}\n")
+    };
+    let yaml = |routes: &str| {
+        mesh(routes).replace(
+            "name: a\n  namespace: app\nspec:\n  clusterIP: 10.96.1.1\n  selector: {app: a}\n  ports:\n  - {name: http, port: 80}",
+            "name: a\n  namespace: app\nspec:\n  clusterIP: 10.96.1.1\n  selector: {app: a}\n  ports:\n  - {name: tcp-db, port: 80}",
+        )
+    };
+    let applying = |r: &[meshscope_shared::gateway_routes::RouteSeen]| -> Vec<String> {
+        r.iter()
+            .filter(|r| r.applies)
+            .map(|r| r.route.clone())
+            .collect()
+    };
+    // Same age: the name decides.
+    let r = web_routes(
+        yaml(&(tcp("zeta", "app", "b") + &tcp("alpha", "app", "c"))),
+        &["app/*"],
+    );
+    assert_eq!(applying(&r), ["TCPRoute app/alpha"], "{r:?}");
+    let lost = r.iter().find(|r| r.route == "TCPRoute app/zeta").unwrap();
+    assert!(
+        lost.reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("TCPRoute app/alpha comes first"),
+        "{lost:?}"
+    );
+    // A route of the proxy's own namespace comes before both.
+    let r = web_routes(
+        yaml(&(tcp("zeta", "app", "b") + &tcp("alpha", "app", "c") + &tcp("zulu", "front", "b"))),
+        &["app/*", "front/*"],
+    );
+    assert_eq!(applying(&r), ["TCPRoute front/zulu"], "{r:?}");
+}

@@ -1191,11 +1191,12 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
 /// TLSRoute in the parent's namespace (producer) or
 /// another (consumer), with one to three weighted backends in any
 /// namespace, one in six of weight 0, one route in three on one port of
-/// its parent; the second route, one time in two after an HTTP or gRPC
-/// one, is merged with it (same kind, namespace and parent; one time in
-/// two on the same port, else on a port when the first named none and on
-/// none when it named one: istiod orders the two VirtualServices by age
-/// and name, seed 10007 at bd9a6b7). Not generated, as the engine does
+/// its parent; the second route, one time in two after an HTTP, gRPC or
+/// TCP one, names the same kind, namespace and parent (one time in two on
+/// the same port, else on a port when the first named none and on none
+/// when it named one): istiod merges HTTP and gRPC ones, orders the two
+/// VirtualServices by age and name (seed 10007 at bd9a6b7), and keeps
+/// the first TCP one's filter chain. Not generated, as the engine does
 /// not model them yet (issue #33): headless parents, a parent a
 /// VirtualService routes too (which of the two istiod's virtual host
 /// follows).
@@ -1204,8 +1205,8 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
         return;
     }
     // The first route's kind, namespace, parent (and its ports) and port,
-    // when it is an HTTP or gRPC one: the second names them one time in
-    // two (merged).
+    // when it is an HTTP, gRPC or TCP one: the second names them one time
+    // in two.
     type First<'a> = (&'a str, String, String, Vec<(String, u32)>, String);
     let mut first: Option<First> = None;
     for k in 0..1 + f.below(2) {
@@ -1260,7 +1261,7 @@ fn mesh_routes(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
         b.istio(format!(
             "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: route{k}, namespace: {ns}}}\nspec:\n  parentRefs:\n  - {parent_ref}\n{hostnames}  rules:\n  - backendRefs:\n{backends}"
         ));
-        if matches!(kind, "HTTPRoute" | "GRPCRoute") {
+        if matches!(kind, "HTTPRoute" | "GRPCRoute" | "TCPRoute") {
             first = Some((kind, ns, parent_base, pports, port));
         }
     }
