@@ -107,7 +107,8 @@ pub struct Explanation {
     pub visible_service_count: usize,
     pub visible_services: Vec<String>,
     /// The outbound clusters istiod sends this proxy (see
-    /// [`MeshSnapshot::outbound_clusters`]).
+    /// [`MeshSnapshot::outbound_clusters`]); for a waypoint's pod, its
+    /// `inbound-vip` clusters too ([`crate::waypoint`]).
     pub outbound_clusters: Vec<String>,
     /// For a gateway's or waypoint's pod, the outbound clusters istiod
     /// sends it instead when, in a push, a sidecar of its namespace with
@@ -237,7 +238,13 @@ pub fn explain(
     };
     let unscoped = eval.unscoped(ns);
     let listeners = snap.outbound_listeners(&vis.egress, own_ip);
-    let listener_names = listeners.names();
+    let mut listener_names = listeners.names();
+    if snap.ambient {
+        // istiod's HBONE-sending listener, with ambient on (see
+        // `estimate_labelled`).
+        listener_names.push("connect_originate".into());
+        listener_names.sort();
+    }
     let mut visible_services: Vec<String> = vis
         .services
         .iter()
@@ -284,7 +291,7 @@ pub fn explain(
             }
         })
         .collect();
-    Explanation {
+    let mut e = Explanation {
         pod: pod.map(|p| snap.pods[p].name.clone()),
         namespace: ns.to_string(),
         workload: format!("{}/{}", wl.kind, wl.name),
@@ -349,6 +356,26 @@ pub fn explain(
         observed,
         fallthrough,
         duplicated_hosts,
+    };
+    if injection.gateway == Some(crate::inject::Gateway::Waypoint) {
+        as_waypoint(&mut e, snap.waypoint_view(ns, labels, &vis));
+    }
+    e
+}
+
+/// What istiod sends a waypoint instead of a scope: its clusters, its
+/// fixed listeners, no route configuration (its routes are inline in its
+/// `main_internal` listener, not compared: [`crate::waypoint`]).
+fn as_waypoint(e: &mut Explanation, v: crate::waypoint::WaypointView) {
+    e.outbound_clusters = v.clusters;
+    e.outbound_clusters_if_shared = None;
+    e.outbound_listeners = crate::waypoint::LISTENERS.map(String::from).to_vec();
+    e.outbound_routes.clear();
+    e.estimate = v.estimate;
+    e.scope_reason = v.reason;
+    for r in &mut e.routes {
+        r.applies = false;
+        r.reason = Some("a waypoint gets no route configuration: its routes are inline in its main_internal listener".into());
     }
 }
 

@@ -187,6 +187,20 @@ pub struct Gateway {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: GatewaySpec,
+    /// `None` when the input has no status (a file): taken as ready.
+    #[serde(default)]
+    pub status: Option<GatewayStatus>,
+}
+
+/// A Gateway's status: istiod writes the addresses of a Gateway whose
+/// Service exists (a waypoint's `<name>` Service's ClusterIP and
+/// hostname), and only a Gateway with some is a waypoint
+/// (`gatewayToWaypointTransform`,
+/// `pilot/pkg/serviceregistry/ambient/waypoints.go`, istio 1.31).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GatewayStatus {
+    #[serde(default)]
+    pub addresses: Vec<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -84,6 +84,18 @@ fn admits(l: &Listener, gw_ns: &str, parent: &ParentRef, r: &Attaching<'_>) -> b
 /// (`toNamespaceSet`, `conversion.go`).
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
+/// Whether listener `l` of a Gateway in `gw_ns` lets objects of
+/// namespace `ns` (with `labels`) attach: its `allowedRoutes.namespaces`.
+pub fn allows_namespace(l: &Listener, gw_ns: &str, ns: &str, labels: &Labels) -> bool {
+    let r = Attaching {
+        kind: RouteKind::Http,
+        namespace: ns,
+        namespace_labels: labels,
+        hostnames: &[],
+    };
+    namespace_allowed(l, gw_ns, &r)
+}
+
 fn namespace_allowed(l: &Listener, gw_ns: &str, r: &Attaching<'_>) -> bool {
     let ns = l
         .allowed_routes

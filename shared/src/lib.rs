@@ -56,6 +56,7 @@ pub mod verify;
 pub mod version;
 pub mod visibility;
 pub mod watch;
+pub mod waypoint;
 
 pub use error::Error;
 

@@ -92,13 +92,20 @@ pub fn hand_editors(meta: &ObjectMeta) -> Vec<String> {
     out
 }
 
+/// The waypoint an object names: the Gateway `name` in `namespace`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WaypointRef {
+    pub namespace: String,
+    pub name: String,
+}
+
 /// `istio.io/use-waypoint` on an object (or a Namespace): `None` without
 /// the label; `Some(None)` for `none` (no waypoint, whatever the
-/// namespace says); else the waypoint's namespace, from
-/// `istio.io/use-waypoint-namespace` or `default_ns`
+/// namespace says); else the waypoint it names, in the namespace
+/// `istio.io/use-waypoint-namespace` gives or `default_ns`
 /// (`pilot/pkg/serviceregistry/ambient/waypoints.go` `GetUseWaypoint`,
 /// 1.31).
-pub fn use_waypoint(labels: &Labels, default_ns: &str) -> Option<Option<String>> {
+pub fn use_waypoint(labels: &Labels, default_ns: &str) -> Option<Option<WaypointRef>> {
     let name = labels.get("istio.io/use-waypoint")?;
     if name == "none" {
         return Some(None);
@@ -106,7 +113,10 @@ pub fn use_waypoint(labels: &Labels, default_ns: &str) -> Option<Option<String>>
     let ns = labels
         .get("istio.io/use-waypoint-namespace")
         .map_or(default_ns, String::as_str);
-    Some(Some(ns.to_string()))
+    Some(Some(WaypointRef {
+        namespace: ns.to_string(),
+        name: name.clone(),
+    }))
 }
 
 #[cfg(test)]

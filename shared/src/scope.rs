@@ -438,6 +438,18 @@ impl MeshSnapshot {
             bytes_lds: c.lds_fixed,
             ..Default::default()
         };
+        if self.ambient {
+            // With ambient on, istiod gives every sidecar and gateway a
+            // `connect_originate` cluster and listener to send HBONE
+            // (`PILOT_ENABLE_SENDING_HBONE`, on with ambient:
+            // `pilot/pkg/networking/core/cluster.go` and `listener.go`,
+            // 1.31); their bytes are taken as a TCP cluster's and
+            // listener's (not calibrated).
+            est.clusters += 1;
+            est.listeners += 1;
+            est.bytes_cds += c.cds_outbound;
+            est.bytes_lds += c.lds_tcp;
+        }
         for (&id, ports) in &vis.services {
             let s = &self.services[id];
             let subset_names = self.subsets_for(vis, id, labels);

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use meshscope_shared::explain;
-use meshscope_shared::inject::Gateway;
 use meshscope_shared::observe::WorkloadTraffic;
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::verify::{self, ProxyCheck, Reported, Status, SyncStatus};
@@ -86,13 +85,13 @@ pub fn warn_version_skew(world: &World, checks: &[ProxyCheck], err: &mut dyn Wri
     Ok(())
 }
 
-/// Whether verify can check pod `p`: a sidecar, or a gateway's router
-/// proxy (istiod gives it its namespace's default scope, and its outbound
-/// clusters are compared as a sidecar's are). A waypoint's clusters are
-/// not outbound ones: it is not checked.
+/// Whether verify can check pod `p`: a sidecar, a gateway's router proxy
+/// (istiod gives it its namespace's default scope, and its outbound
+/// clusters are compared as a sidecar's are), or a waypoint (its
+/// `inbound-vip` and outbound clusters: [`meshscope_shared::waypoint`]).
 fn checkable(world: &World, p: PodId) -> bool {
     let inj = &world.snap.pods[p].injection;
-    inj.sidecar || inj.gateway == Some(Gateway::Router)
+    inj.sidecar || inj.gateway.is_some()
 }
 
 /// Pods to check: injected (or gateways), in `ns` (all when `None`),
@@ -132,16 +131,6 @@ fn select_pods(world: &World, target: Option<&str>, ns: Option<&str>) -> Result<
                 };
             if let Some(p) = hits.iter().find(|p| !checkable(world, **p)) {
                 let pod = &snap.pods[*p];
-                if pod.injection.gateway.is_some() {
-                    bail!(
-                        "pod {}/{} runs {}; verify checks sidecars and gateways' router proxies, not waypoints (kubectl meshscope explain pod/{} -n {} shows the scope istiod gives it)",
-                        pod.namespace,
-                        pod.name,
-                        pod.injection.reason,
-                        pod.name,
-                        pod.namespace
-                    );
-                }
                 bail!(
                     "pod {}/{} has no Envoy sidecar ({}), so istiod has no scope for it",
                     pod.namespace,

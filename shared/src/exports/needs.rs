@@ -223,10 +223,12 @@ fn sidecar_imports(snap: &MeshSnapshot, n: &mut Needs) {
     }
 }
 
-/// A service bound to a waypoint (its own `istio.io/use-waypoint`, else
-/// its namespace's) must be visible to the waypoint's namespace: a
-/// waypoint takes the default scope of its namespace, as a gateway does
-/// (`DefaultSidecarScopeForGateway`, sidecar.go, 1.31).
+/// A service that names a waypoint (its own `istio.io/use-waypoint`, else
+/// its namespace's) stays visible to the waypoint's namespace. istiod
+/// builds the waypoint's `inbound-vip` clusters whatever exportTo says
+/// ([`crate::waypoint`]), but the DestinationRule subsets and route
+/// destinations it adds come from that namespace's view: kept, as more in
+/// scope is never less safe.
 fn waypoints(snap: &MeshSnapshot, n: &mut Needs) {
     for (s, svc) in snap.services.iter().enumerate() {
         let inherited = || {
@@ -234,7 +236,7 @@ fn waypoints(snap: &MeshSnapshot, n: &mut Needs) {
             crate::meta::use_waypoint(labels, &svc.namespace)
         };
         if let Some(Some(at)) = svc.use_waypoint.clone().or_else(inherited) {
-            n.call(s, &at, Reason::Waypoint);
+            n.call(s, &at.namespace, Reason::Waypoint);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::model::{
     DrId, DrInfo, GatewayInfo, Listener, PodInfo, Protocol, SidecarId, SidecarInfo, VsDest, VsId,
-    VsInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    VsInfo, WaypointInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 use crate::host::{resolve_short_name, Export, HostEntry};
 use crate::inputs::Inputs;
@@ -94,6 +94,67 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
         }
     });
     istio.chain(kube).collect()
+}
+
+/// Whether istiod runs with ambient on (`PILOT_ENABLE_AMBIENT=true`), as
+/// the input shows it: the GatewayClass `istio-waypoint`, which istiod
+/// creates then and only then (`GetClassInfos`,
+/// `pilot/pkg/config/kube/gatewaycommon/classinfo.go`, 1.31), a Gateway
+/// of that class, or a namespace or pod enrolled in ambient
+/// (`istio.io/dataplane-mode: ambient`).
+pub(crate) fn ambient(inputs: &Inputs) -> bool {
+    const WAYPOINT_CLASS: &str = "istio-waypoint";
+    let enrolled = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.labels
+            .as_ref()
+            .and_then(|l| l.get(crate::inject::DATAPLANE_LABEL))
+            .is_some_and(|v| v == "ambient")
+    };
+    inputs
+        .gateway_classes
+        .iter()
+        .any(|c| name_of(&c.metadata) == WAYPOINT_CLASS)
+        || inputs
+            .kube_gateways
+            .iter()
+            .any(|g| g.spec.gateway_class_name == WAYPOINT_CLASS)
+        || inputs.namespaces.iter().any(|n| enrolled(&n.metadata))
+        || inputs.pods.iter().any(|p| enrolled(&p.metadata))
+}
+
+/// The Gateway API Gateways istiod can use as waypoints ([`WaypointInfo`]).
+pub(super) fn waypoints(inputs: &Inputs) -> Vec<WaypointInfo> {
+    const WAYPOINT_FOR: &str = "istio.io/waypoint-for";
+    let ready =
+        |g: &crate::gateway_api::Gateway| g.status.as_ref().is_none_or(|s| !s.addresses.is_empty());
+    inputs
+        .kube_gateways
+        .iter()
+        .filter(|g| ready(g))
+        .map(|g| {
+            let class = inputs
+                .gateway_classes
+                .iter()
+                .find(|c| name_of(&c.metadata) == g.spec.gateway_class_name);
+            let label = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                m.labels.as_ref().and_then(|l| l.get(WAYPOINT_FOR)).cloned()
+            };
+            let traffic = label(&g.metadata)
+                .or_else(|| class.and_then(|c| label(&c.metadata)))
+                .unwrap_or_else(|| "service".to_string());
+            WaypointInfo {
+                name: name_of(&g.metadata),
+                namespace: ns_of(&g.metadata),
+                traffic,
+                hbone: g
+                    .spec
+                    .listeners
+                    .iter()
+                    .find(|l| l.protocol == "HBONE" && l.port == 15008)
+                    .cloned(),
+            }
+        })
+        .collect()
 }
 
 /// The VirtualServices, and their ids by namespace.

@@ -32,7 +32,7 @@ pub use destination_rules::{Consolidated, DrIndex, EntryId};
 pub use model::{
     DrId, DrInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution,
     RouteOrigin, SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId,
-    VsInfo, Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    VsInfo, WaypointInfo, Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 pub use services::{catch_all_ports, EXPORT_TO_ANNOTATION};
 
@@ -51,6 +51,11 @@ pub struct MeshSnapshot {
     pub service_entries: Vec<SeInfo>,
     /// networking.istio.io Gateways.
     pub gateways: Vec<GatewayInfo>,
+    /// Gateway API Gateways istiod can use as waypoints.
+    pub waypoints: Vec<WaypointInfo>,
+    /// istiod runs with ambient on, as the input shows
+    /// ([`config::ambient`]).
+    pub ambient: bool,
     /// Telemetries, oldest first ([`crate::telemetry`]).
     pub telemetries: Vec<TelemetryInfo>,
     /// AuthorizationPolicies with `action: CUSTOM`, oldest first.
@@ -120,6 +125,8 @@ impl MeshSnapshot {
 
         MeshSnapshot {
             gateways: config::gateways(inputs, &pods),
+            waypoints: config::waypoints(inputs),
+            ambient: config::ambient(inputs),
             telemetries: crate::telemetry::telemetries(&inputs.telemetries),
             custom_authz: crate::telemetry::custom_authz(&inputs.authorization_policies),
             options,

@@ -291,9 +291,14 @@ pub struct ServiceInfo {
     pub declared: Option<Vec<String>>,
     /// meshscope wrote that exportTo ([`crate::meta::export_to_is_ours`]).
     pub declared_ours: bool,
-    /// Its own `istio.io/use-waypoint` ([`crate::meta::use_waypoint`]):
-    /// the waypoint's namespace, which must see it.
-    pub use_waypoint: Option<Option<String>>,
+    /// Its own `istio.io/use-waypoint` ([`crate::meta::use_waypoint`]);
+    /// `Some(None)` too for a waypoint's or east-west gateway's own
+    /// Service (labelled `gateway.istio.io/managed`), which istiod never
+    /// binds to a waypoint (`fetchWaypointForService`,
+    /// `pilot/pkg/serviceregistry/ambient/waypoints.go`, 1.31).
+    pub use_waypoint: Option<Option<crate::meta::WaypointRef>>,
+    /// A ServiceEntry host of location `MESH_EXTERNAL` (the default).
+    pub mesh_external: bool,
     pub created: Created,
     pub addresses: Vec<IpAddr>,
     pub resolution: Resolution,
@@ -533,6 +538,24 @@ pub struct GatewayInfo {
     /// istiod configures ([`crate::gateway_api::foreign_controller`]): no
     /// route binds to it and no proxy of the mesh serves it.
     pub foreign: Option<String>,
+}
+
+/// A Gateway API Gateway istiod can use as a waypoint: one whose status
+/// has addresses (or that has no status in the input)
+/// (`gatewayToWaypointTransform`,
+/// `pilot/pkg/serviceregistry/ambient/waypoints.go`, istio 1.31).
+#[derive(Clone, Debug)]
+pub struct WaypointInfo {
+    pub name: String,
+    pub namespace: String,
+    /// The traffic it takes (`istio.io/waypoint-for` on the Gateway, else
+    /// on its GatewayClass, else `service`): only `service` and `all`
+    /// bind services.
+    pub traffic: String,
+    /// The listener whose `allowedRoutes` says which namespaces' objects
+    /// may use it: the HBONE one on 15008 (`makeAllowedRoutes`); `None`
+    /// without one (its own namespace only).
+    pub hbone: Option<crate::gateway_api::Listener>,
 }
 
 impl GatewayInfo {

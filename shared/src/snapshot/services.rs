@@ -406,7 +406,8 @@ fn kube_service(
         export_list: Vec::new(),
         declared,
         declared_ours: export_to_is_ours(&s.metadata),
-        use_waypoint: use_waypoint(&labels(&s.metadata.labels), &ns),
+        use_waypoint: waypoint_of(&labels(&s.metadata.labels), &ns),
+        mesh_external: false,
         created: created(&s.metadata),
         addresses,
         resolution: if external && alias {
@@ -529,7 +530,8 @@ fn entry_services<'a>(
         export_list: se.spec.export_to.clone().unwrap_or_default(),
         declared: se.spec.export_to.clone().filter(|l| !l.is_empty()),
         declared_ours: export_to_is_ours(&se.metadata),
-        use_waypoint: use_waypoint(&labels(&se.metadata.labels), &ns_of(&se.metadata)),
+        use_waypoint: waypoint_of(&labels(&se.metadata.labels), &ns_of(&se.metadata)),
+        mesh_external: se.spec.location.as_deref() != Some("MESH_INTERNAL"),
         created,
         addresses: addresses.clone(),
         resolution,
@@ -542,4 +544,13 @@ fn entry_services<'a>(
         workload_selector: se.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
         order: 0,
     })
+}
+
+/// [`use_waypoint`], with a gateway's own Service (labelled
+/// `gateway.istio.io/managed`) never bound to one.
+fn waypoint_of(l: &Labels, ns: &str) -> Option<Option<crate::meta::WaypointRef>> {
+    match l.contains_key("gateway.istio.io/managed") {
+        true => Some(None),
+        false => use_waypoint(l, ns),
+    }
 }

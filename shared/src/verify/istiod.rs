@@ -211,8 +211,13 @@ pub struct TcpChain {
 }
 
 impl Generated {
+    /// The clusters compared with a prediction: `outbound|...`, and a
+    /// waypoint's `inbound-vip|...` (istiod builds those for waypoints
+    /// alone); not the fixed ones.
     pub fn outbound_clusters(&self) -> impl Iterator<Item = &String> {
-        self.clusters.iter().filter(|c| c.starts_with("outbound|"))
+        self.clusters
+            .iter()
+            .filter(|c| c.starts_with("outbound|") || c.starts_with("inbound-vip|"))
     }
 }
 
