@@ -65,6 +65,7 @@ impl Builder {
             ports,
             headless,
             annotations: Labels::new(),
+            labels: Labels::new(),
             external_name: None,
         });
     }
@@ -94,8 +95,57 @@ impl Builder {
             ready: true,
             terminating: false,
             proxied: true,
-            router: false,
+            gateway: None,
         });
+    }
+
+    /// Labels Service `ns/name` with `l`.
+    pub fn label_service(&mut self, ns: &str, name: &str, l: Labels) {
+        if let Some(s) = self
+            .world
+            .services
+            .iter_mut()
+            .find(|s| s.namespace == ns && s.name == name)
+        {
+            s.labels.extend(l);
+        }
+    }
+
+    /// Waypoint `name` in `ns`: its Gateway of class `istio-waypoint`
+    /// (HBONE listener on 15008, with `allowed` appended, `gateway_labels`
+    /// on the Gateway), and its Service and pod as istio's waypoint
+    /// template writes them (`files/waypoint.yaml` of the istio module,
+    /// 1.31; the test istiod renders none), its pod running `proxy
+    /// waypoint`. istiod writes the Gateway's status addresses itself.
+    pub fn waypoint(&mut self, ns: &str, name: &str, allowed: &str, gateway_labels: &str) {
+        let own = labels(&[
+            ("gateway.istio.io/managed", "istio.io-mesh-controller"),
+            ("gateway.networking.k8s.io/gateway-name", name),
+        ]);
+        let mut mesh = SvcPort::new("mesh", 15008);
+        mesh.app_protocol = Some("all".into());
+        let mut status = SvcPort::new("status-port", 15021);
+        status.app_protocol = Some("tcp".into());
+        self.world.services.push(Service {
+            namespace: ns.into(),
+            name: name.into(),
+            selector: labels(&[("gateway.networking.k8s.io/gateway-name", name)]),
+            ports: vec![status, mesh],
+            headless: false,
+            annotations: Labels::new(),
+            labels: own.clone(),
+            external_name: None,
+        });
+        let mut pod_labels = own;
+        pod_labels.insert("sidecar.istio.io/inject".into(), "false".into());
+        pod_labels.insert("istio.io/dataplane-mode".into(), "none".into());
+        self.pod(ns, &format!("{name}-0"), pod_labels);
+        if let Some(p) = self.world.pods.last_mut() {
+            p.gateway = Some(meshscope_shared::inject::Gateway::Waypoint);
+        }
+        self.istio(format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{{gateway_labels}}}\nspec:\n  gatewayClassName: istio-waypoint\n  listeners:\n  - {{name: mesh, port: 15008, protocol: HBONE{allowed}}}\n"
+        ));
     }
 
     /// A pod being deleted (held in Terminating).
@@ -650,6 +700,7 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
             ports: vec![SvcPort::new("tcp-mirror", 7000)],
             headless: true,
             annotations: Labels::new(),
+            labels: Labels::new(),
             external_name: None,
         });
         b.service(&c, "db", vec![SvcPort::new("tcp-db", 5432)], false);
@@ -683,6 +734,7 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
             ports: vec![SvcPort::new("http", 80), SvcPort::new("tcp-ext", 6000)],
             headless: false,
             annotations: Labels::new(),
+            labels: Labels::new(),
             external_name: Some(fqdn("web", &c)),
         });
         b.pod(&c, "peer-0", labels(&[("app", "peer")]));
@@ -714,6 +766,81 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
         ));
         out.push(b.finish("fixed-listener-keys".into(), DEFAULT_MESH.into()));
     }
+
+    out
+}
+
+/// Waypoints, for an istiod with ambient on (`Istiod::start_ambient`):
+/// its waypoints' clusters and listeners, and its sidecars' with the
+/// HBONE-sending cluster and listener ambient adds.
+pub fn waypoints(slot: u64) -> Vec<Scenario> {
+    let mut out = Vec::new();
+    // Services bound by their own
+    //    label and by their namespace's, from another namespace through
+    //    an HBONE listener that admits it (exportTo aside), `none`, a
+    //    DestinationRule's subsets, a sniffed port, a route from a bound
+    //    service to one not bound, a MESH_EXTERNAL entry, and a waypoint
+    //    for workloads only (no service binds to it).
+    {
+        let mut b = Builder::new(slot + 5);
+        let (a, c) = (format!("fx{slot}-wa"), format!("fx{slot}-wb"));
+        b.namespace(&a);
+        b.namespace(&c);
+        let uses = |name: &str| labels(&[("istio.io/use-waypoint", name)]);
+        b.service(
+            &a,
+            "a",
+            vec![SvcPort::new("http", 80), SvcPort::new("tcp-x", 9090)],
+            false,
+        );
+        b.label_service(&a, "a", uses("wp"));
+        b.service(&a, "b", vec![SvcPort::new("http", 8080)], false);
+        b.service(&a, "d", vec![SvcPort::new("foo", 7001)], false);
+        b.label_service(&a, "d", uses("wp"));
+        b.service(&a, "e", vec![SvcPort::new("http", 80)], false);
+        b.label_service(&a, "e", uses("wl"));
+        b.service(&c, "f", vec![SvcPort::new("http", 80)], false);
+        b.label_service(
+            &c,
+            "f",
+            labels(&[
+                ("istio.io/use-waypoint", "wp"),
+                ("istio.io/use-waypoint-namespace", &a),
+            ]),
+        );
+        b.export_service(&c, "f", ".");
+        b.service(&c, "g", vec![SvcPort::new("http", 80)], false);
+        b.label_service(&c, "g", uses("none"));
+        b.world.namespaces.retain(|(n, _)| *n != c);
+        b.world.namespace(
+            &c,
+            labels(&[
+                ("istio-injection", "enabled"),
+                ("istio.io/use-waypoint", "wp"),
+                ("istio.io/use-waypoint-namespace", &a),
+            ]),
+        );
+        for name in ["a", "b", "d", "e", "f", "g"] {
+            let ns = if "fg".contains(name) { &c } else { &a };
+            b.pod(ns, &format!("{name}-0"), labels(&[("app", name)]));
+        }
+        b.waypoint(&a, "wp", ", allowedRoutes: {namespaces: {from: All}}", "");
+        b.waypoint(&a, "wl", "", "istio.io/waypoint-for: workload");
+        b.istio(destination_rule_doc(
+            &a,
+            "a",
+            &fqdn("a", &a),
+            &["v1"],
+            &None,
+        ));
+        b.istio(format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: a, namespace: {a}}}\nspec:\n  hosts: [a]\n  http:\n  - route:\n    - destination: {{host: b}}\n"
+        ));
+        b.istio(format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n  name: ext\n  namespace: {a}\n  labels: {{istio.io/use-waypoint: wp}}\nspec:\n  hosts: [ext.example.com]\n  ports: [{{number: 80, name: http, protocol: HTTP}}, {{number: 443, name: tls, protocol: TLS}}]\n  resolution: DNS\n"
+        ));
+        out.push(b.finish("fixed-waypoints".into(), DEFAULT_MESH.into()));
+    }
     out
 }
 
@@ -742,6 +869,16 @@ fn chance(rng: &mut Rng, p: f64) -> bool {
 /// namespace names of different runs apart (a deleted namespace lingers
 /// while it terminates).
 pub fn random(seed: u64, run: u64) -> Scenario {
+    random_scenario(seed, run, false)
+}
+
+/// [`random`]'s scenario of `seed` with a waypoint too ([`random_waypoint`]),
+/// for an istiod with ambient on.
+pub fn random_ambient(seed: u64, run: u64) -> Scenario {
+    random_scenario(seed, run, true)
+}
+
+fn random_scenario(seed: u64, run: u64, ambient: bool) -> Scenario {
     let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
     let mut b = Builder::new(1000 + seed);
     let nns = 2 + rng.below(2);
@@ -1063,6 +1200,14 @@ pub fn random(seed: u64, run: u64) -> Scenario {
     }
     let mut mesh = DEFAULT_MESH.to_string();
     features(&mut b, &mut mesh, seed, &nss, &svcs);
+    if ambient {
+        random_waypoint(
+            &mut Rng::new(seed ^ 0x3a7b_1e00_0033_0006),
+            &mut b,
+            &nss,
+            &svcs,
+        );
+    }
     if chance(&mut rng, 0.25) {
         mesh.push_str("defaultServiceExportTo: [\".\"]\n");
     }
@@ -1072,7 +1217,55 @@ pub fn random(seed: u64, run: u64) -> Scenario {
     if chance(&mut rng, 0.2) {
         mesh.push_str("defaultDestinationRuleExportTo: [\".\"]\n");
     }
-    b.finish(format!("random seed {seed}"), mesh)
+    let kind = if ambient {
+        "random ambient seed"
+    } else {
+        "random seed"
+    };
+    b.finish(format!("{kind} {seed}"), mesh)
+}
+
+/// A waypoint `wp` in one namespace ([`Builder::waypoint`]), whose HBONE
+/// listener admits its own namespace (the default), every one, or a
+/// selector's; one time in six for workloads only, one in six for all
+/// traffic. Each Service names it one time in three (with its namespace
+/// when elsewhere) and opts out (`none`) one time in ten; one namespace
+/// in three names it for its services.
+fn random_waypoint(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
+    let wns = pick(f, nss).clone();
+    let allowed = match f.below(3) {
+        0 => String::new(),
+        1 => ", allowedRoutes: {namespaces: {from: All}}".to_string(),
+        _ => {
+            let picked = pick(f, nss).clone();
+            format!(", allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{kubernetes.io/metadata.name: {picked}}}}}}}}}")
+        }
+    };
+    let traffic = match f.below(6) {
+        0 => "istio.io/waypoint-for: workload",
+        1 => "istio.io/waypoint-for: all",
+        _ => "",
+    };
+    let naming = |ns: &str| {
+        let mut l = labels(&[("istio.io/use-waypoint", "wp")]);
+        if ns != wns {
+            l.insert("istio.io/use-waypoint-namespace".into(), wns.clone());
+        }
+        l
+    };
+    for (ns, name, _) in svcs {
+        if chance(f, 0.33) {
+            b.label_service(ns, name, naming(ns));
+        } else if chance(f, 0.1) {
+            b.label_service(ns, name, labels(&[("istio.io/use-waypoint", "none")]));
+        }
+    }
+    for (ns, l) in b.world.namespaces.iter_mut() {
+        if chance(f, 0.33) {
+            l.extend(naming(ns));
+        }
+    }
+    b.waypoint(&wns, "wp", &allowed, traffic);
 }
 
 /// The features the engine models beyond hosts and exportTo, from a
@@ -1123,7 +1316,7 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
         ]),
     );
     if let Some(p) = b.world.pods.last_mut() {
-        p.router = true;
+        p.gateway = Some(meshscope_shared::inject::Gateway::Router);
     }
     let rns = match chance(f, 0.5) {
         true => gns.clone(),

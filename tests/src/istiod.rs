@@ -56,6 +56,19 @@ impl Istiod {
         Istiod::start_env(cluster, &[("MESHSCOPE_ISTIOD_GATEWAY_API", "true")])
     }
 
+    /// As [`Istiod::start_with_gateway_api`], with ambient on
+    /// (`PILOT_ENABLE_AMBIENT=true`): istiod binds services to waypoints
+    /// and builds waypoints' config.
+    pub fn start_ambient(cluster: &Cluster) -> Result<Istiod> {
+        Istiod::start_env(
+            cluster,
+            &[
+                ("MESHSCOPE_ISTIOD_GATEWAY_API", "true"),
+                ("PILOT_ENABLE_AMBIENT", "true"),
+            ],
+        )
+    }
+
     fn start_env(cluster: &Cluster, env: &[(&str, &str)]) -> Result<Istiod> {
         let dir = tempfile::Builder::new()
             .prefix("meshscope-istiod-")

@@ -183,7 +183,7 @@ pub fn deploy_with(c: &Cluster, s: &Scenario, edit: impl Fn(String) -> String) -
                 ready: true,
                 terminating: false,
                 proxied: true,
-                router: false,
+                gateway: None,
             });
         }
         if app.starts_with("httpbin-") {
@@ -196,6 +196,7 @@ pub fn deploy_with(c: &Cluster, s: &Scenario, edit: impl Fn(String) -> String) -
                 ports: vec![port],
                 headless: false,
                 annotations: Default::default(),
+                labels: Labels::new(),
                 external_name: None,
             });
         }

@@ -221,6 +221,7 @@ fn endpoint_slices(p: &Parsed, ips: &BTreeMap<(String, String), String>) -> Stri
             ports,
             headless: spec["clusterIP"] == "None",
             annotations: world::Labels::new(),
+            labels: crate::world::Labels::new(),
             external_name: None,
         });
     }
@@ -237,7 +238,7 @@ fn endpoint_slices(p: &Parsed, ips: &BTreeMap<(String, String), String>) -> Stri
             ready: true,
             terminating: false,
             proxied: true,
-            router: false,
+            gateway: None,
         });
     }
     w.endpoint_slices_yaml()

@@ -352,6 +352,7 @@ impl Topology {
                     .collect(),
                 headless: w.headless,
                 annotations: Labels::new(),
+                labels: Labels::new(),
                 external_name: None,
             })
             .collect()
@@ -1020,7 +1021,7 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
                 ready: true,
                 terminating: false,
                 proxied: true,
-                router: false,
+                gateway: None,
             };
             world.pods.push(pod.clone());
             out.push((w, pod));
@@ -1252,7 +1253,7 @@ mod tests {
                     ready: true,
                     terminating: false,
                     proxied: true,
-                    router: false,
+                    gateway: None,
                 });
             }
         }

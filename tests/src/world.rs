@@ -59,6 +59,8 @@ pub struct Service {
     pub ports: Vec<SvcPort>,
     pub headless: bool,
     pub annotations: Labels,
+    /// Its labels (`istio.io/use-waypoint`, a waypoint's own).
+    pub labels: Labels,
     /// `type: ExternalName` naming this host (no selector then).
     pub external_name: Option<String>,
 }
@@ -80,9 +82,10 @@ pub struct Pod {
     /// pod outside the mesh.
     pub proxied: bool,
     /// Its `istio-proxy` runs `proxy router` (a gateway pod, as istiod's
-    /// deployment controller renders one for a Gateway): it connects as a
-    /// router proxy, and istiod applies no Sidecar to it.
-    pub router: bool,
+    /// deployment controller renders one for a Gateway) or `proxy
+    /// waypoint`: it connects as that proxy type, and istiod applies no
+    /// Sidecar to it.
+    pub gateway: Option<meshscope_shared::inject::Gateway>,
 }
 
 /// The finalizer that holds a terminating test pod.
@@ -127,7 +130,7 @@ impl Pod {
             .get("app")
             .cloned()
             .unwrap_or_else(|| self.name.clone());
-        s.router = self.router;
+        s.gateway = self.gateway;
         s
     }
 }
@@ -182,8 +185,8 @@ impl World {
             );
             if p.proxied {
                 out.push_str("  - name: istio-proxy\n    image: docker.io/istio/proxyv2:1.31.0\n");
-                if p.router {
-                    out.push_str("    args: [proxy, router]\n");
+                if let Some(g) = p.gateway {
+                    let _ = writeln!(out, "    args: [proxy, {}]", g.as_str());
                 }
             }
         }
@@ -413,6 +416,10 @@ pub fn service_yaml(out: &mut String, s: &Service) {
     if !s.annotations.is_empty() {
         out.push_str("  annotations:");
         map_yaml(out, "    ", &s.annotations);
+    }
+    if !s.labels.is_empty() {
+        out.push_str("  labels:");
+        map_yaml(out, "    ", &s.labels);
     }
     out.push_str("spec:\n");
     if let Some(target) = &s.external_name {

@@ -31,6 +31,7 @@
 //! connections, and must not be created, used or dropped from inside
 //! another tokio runtime's async context.
 
+use meshscope_shared::inject::Gateway;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -102,8 +103,9 @@ pub struct ProxySpec {
     pub istio_version: String,
     /// `NODE_NAME` (the pod's `spec.nodeName`); empty sends `meshscope-sim`.
     pub node_name: String,
-    /// Connects as a gateway (`router`), not a `sidecar`.
-    pub router: bool,
+    /// Connects as a gateway (`router`) or a waypoint (`waypoint`), not a
+    /// `sidecar`.
+    pub gateway: Option<Gateway>,
 }
 
 impl ProxySpec {
@@ -119,7 +121,7 @@ impl ProxySpec {
             workload_name: pod_name.into(),
             istio_version: DEFAULT_ISTIO_VERSION.into(),
             node_name: String::new(),
-            router: false,
+            gateway: None,
         }
     }
 
@@ -140,11 +142,11 @@ impl ProxySpec {
     }
 
     /// `sidecar~<podIP>~<pod>.<ns>~<ns>.svc.cluster.local` (`router~...`
-    /// for a gateway).
+    /// for a gateway, `waypoint~...` for a waypoint).
     pub fn node_id(&self) -> String {
         format!(
             "{}~{}~{}.{}~{}.svc.cluster.local",
-            if self.router { "router" } else { "sidecar" },
+            self.gateway.map_or("sidecar", Gateway::as_str),
             self.pod_ip,
             self.pod_name,
             self.namespace,

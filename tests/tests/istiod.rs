@@ -155,6 +155,8 @@ struct Tally {
     /// sidecar default scope.
     gateways: usize,
     gateway_shared_scopes: usize,
+    /// Waypoints' pods compared.
+    waypoints: usize,
     failures: Vec<String>,
 }
 
@@ -208,7 +210,7 @@ fn check_proxy(
     let clusters: BTreeSet<String> = proxy
         .cluster_names()
         .into_iter()
-        .filter(|n| n.starts_with("outbound|"))
+        .filter(|n| n.starts_with("outbound|") || n.starts_with("inbound-vip|"))
         .collect();
     tally.clusters += clusters.len();
     let mut predicted = string_set(&e, "outbound_clusters")?;
@@ -221,7 +223,7 @@ fn check_proxy(
         }
     }
     compare_sets(tally, &at, "clusters", &clusters, &predicted);
-    if p.router {
+    if p.gateway == Some(meshscope_shared::inject::Gateway::Router) {
         tally.gateways += 1;
         // A gateway's pod: its clusters (above), the routes of its
         // Gateways and the scope istiod applied. Its listeners and route
@@ -230,6 +232,9 @@ fn check_proxy(
         check_gateway_routes(istiod, p, &e, &at, tally)?;
         check_gateway_domains(istiod, p, &e, &at, tally)?;
         return check_applied_sidecar(istiod, p, &e, &at, tally);
+    }
+    if p.gateway == Some(meshscope_shared::inject::Gateway::Waypoint) {
+        return check_waypoint(&snapshot, &e, &at, tally);
     }
     // The outbound listeners (the virtual ones aside) and their routes,
     // by name.
@@ -267,6 +272,39 @@ fn check_proxy(
     check_gateway_routes(istiod, p, &e, &at, tally)?;
     check_stream_routes(istiod, p, &e, &at, tally)?;
     check_istiod_views(istiod, p, &e, &at, tally)
+}
+
+/// A waypoint's pod, beside its clusters (compared above): its listeners
+/// by name, no route configuration, and the estimate's cluster and
+/// listener counts against istiod's CDS and LDS (the fixed ones too).
+fn check_waypoint(
+    snapshot: &meshscope_e2e::xds::ProxyConfig,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) -> Result<()> {
+    tally.waypoints += 1;
+    let listeners: BTreeSet<String> = snapshot.names("lds").into_iter().collect();
+    compare_sets(
+        tally,
+        at,
+        "listeners",
+        &listeners,
+        &string_set(e, "outbound_listeners")?,
+    );
+    let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
+    compare_sets(tally, at, "routes", &routes, &BTreeSet::new());
+    for (what, ty) in [("clusters", "cds"), ("listeners", "lds")] {
+        let got = snapshot.total(ty).count as u64;
+        let want = e["estimate"][what].as_u64().unwrap_or(u64::MAX);
+        if got != want {
+            tally.failures.push(format!(
+                "{at}: istiod sends the waypoint {got} {what} ({:?}), explain predicts {want}",
+                snapshot.names(ty)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A gateway pod's virtual-host domains in istiod's RDS (those without a
@@ -575,15 +613,39 @@ fn cleanup(c: &Cluster, sc: &Scenario) {
 }
 
 fn run_all(scenarios: Vec<Scenario>) {
+    run_with(scenarios, Istiod::start_with_gateway_api);
+}
+
+/// The GatewayClass istiod creates with ambient on, and only then: left
+/// in the shared cluster, it would tell later tests' engine that their
+/// istiod runs with ambient.
+const WAYPOINT_CLASS: &str = "istio-waypoint";
+
+/// [`run_all`] on an istiod with ambient on.
+fn run_ambient(scenarios: Vec<Scenario>) {
+    run_with(scenarios, Istiod::start_ambient);
+    let c = Cluster::shared();
+    let _ = c.kubectl(
+        &[
+            "delete",
+            "gatewayclass",
+            WAYPOINT_CLASS,
+            "--ignore-not-found",
+        ],
+        None,
+    );
+}
+
+fn run_with(scenarios: Vec<Scenario>, start: fn(&Cluster) -> anyhow::Result<Istiod>) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = Cluster::shared();
-    let mut istiod = Istiod::start_with_gateway_api(c).expect("istiod starts");
+    let mut istiod = start(c).expect("istiod starts");
     let mut tally = Tally::default();
     let started = Instant::now();
     for sc in &scenarios {
         // A scenario that crashed istiod fails alone: the next gets a new one.
         if !istiod.running() {
-            istiod = Istiod::start_with_gateway_api(c).expect("istiod starts again");
+            istiod = start(c).expect("istiod starts again");
         }
         let r = check(c, &istiod, sc, &mut tally);
         cleanup(c, sc);
@@ -592,11 +654,12 @@ fn run_all(scenarios: Vec<Scenario>) {
         }
     }
     eprintln!(
-        "fidelity: {} scenarios, {} proxies ({} gateway pods, {} given their namespace's sidecar scope), {} outbound clusters, {} outbound listeners and their routes, {} Gateway API route hosts ({} routed), {} TCP and TLS route hosts compared in {:.1} s, {} disagreements",
+        "fidelity: {} scenarios, {} proxies ({} gateway pods, {} given their namespace's sidecar scope, {} waypoint pods), {} outbound clusters, {} outbound listeners and their routes, {} Gateway API route hosts ({} routed), {} TCP and TLS route hosts compared in {:.1} s, {} disagreements",
         scenarios.len(),
         tally.proxies,
         tally.gateways,
         tally.gateway_shared_scopes,
+        tally.waypoints,
         tally.clusters,
         tally.listeners,
         tally.gateway_routes,
@@ -616,6 +679,32 @@ fn run_all(scenarios: Vec<Scenario>) {
 fn fixed_scenarios_match_istiod() {
     meshscope_e2e::needs_cluster!();
     run_all(fidelity::fixed(run_tag()));
+}
+
+/// Waypoints' pods, and sidecars beside them, on an istiod with ambient
+/// on.
+#[test]
+fn waypoints_match_istiod() {
+    meshscope_e2e::needs_cluster!();
+    run_ambient(fidelity::waypoints(run_tag()));
+}
+
+/// The random scenarios of [`seeds`] with a waypoint, on an istiod with
+/// ambient on: CI's first five seeds, or those the variables name.
+#[test]
+fn random_waypoint_scenarios_match_istiod() {
+    meshscope_e2e::needs_cluster!();
+    let mut seeds = seeds();
+    if std::env::var_os("MESHSCOPE_FIDELITY_SEEDS").is_none() {
+        seeds.truncate(5);
+    }
+    let run = run_tag();
+    run_ambient(
+        seeds
+            .into_iter()
+            .map(|s| fidelity::random_ambient(s, run))
+            .collect(),
+    );
 }
 
 /// The cases istiod's own rules and unit tests pin

@@ -105,7 +105,7 @@ fn add_pod_with(
         ready: true,
         terminating: false,
         proxied,
-        router: false,
+        gateway: None,
     });
     ip
 }

@@ -188,14 +188,18 @@ fn spec_of(pod: &Value, istio_version: &str) -> Result<ProxySpec, String> {
         spec.node_name = node.to_string();
     }
     spec.istio_version = istio_version.to_string();
-    // A gateway pod (its istio-proxy runs `proxy router`) connects as a
-    // router, as pilot-agent does for it.
-    spec.router = pod["spec"]["containers"]
+    // A gateway or waypoint pod (its istio-proxy runs `proxy router` or
+    // `proxy waypoint`) connects as that type, as pilot-agent does.
+    spec.gateway = pod["spec"]["containers"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|c| c["name"] == "istio-proxy")
-        .any(|c| c["args"][0] == "proxy" && c["args"][1] == "router");
+        .filter(|c| c["name"] == "istio-proxy" && c["args"][0] == "proxy")
+        .find_map(|c| {
+            c["args"][1]
+                .as_str()
+                .and_then(|t| meshscope_shared::inject::Gateway::of_args(&["proxy", t]))
+        });
     Ok(spec)
 }
 

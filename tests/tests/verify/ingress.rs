@@ -68,7 +68,8 @@ fn with_ingress(check: Check) {
             ("sidecar.istio.io/inject", "false"),
         ]),
     );
-    w.world.pods.last_mut().expect("gw-0").router = true;
+    w.world.pods.last_mut().expect("gw-0").gateway =
+        Some(meshscope_shared::inject::Gateway::Router);
     let sc = w.finish("verify-ingress".into(), DEFAULT_MESH.into());
     sc.world.apply(c).expect("world applied");
     c.kubectl_ok(&["apply", "-f", "-"], Some(&gateway_and_route(&ing, &shop)));
