@@ -34,20 +34,28 @@ pub struct Attaching<'a> {
     pub hostnames: &'a [String],
 }
 
-/// The hostnames route `r` gets virtual hosts for on a Gateway in
-/// `gw_ns` with `listeners`, through `parent`; `None` when no listener
-/// admits it.
+/// Where a route binds on a Gateway: the hostnames it gets virtual hosts
+/// for, and the ports of the listeners that admit it (where a TCP or TLS
+/// route's filter chains sit on the gateway's pods).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admitted {
+    pub hosts: Vec<String>,
+    pub ports: Vec<u32>,
+}
+
+/// Where route `r` binds on a Gateway in `gw_ns` with `listeners`,
+/// through `parent`; `None` when no listener admits it.
 pub fn admitted_hosts(
     listeners: &[Listener],
     gw_ns: &str,
     parent: &ParentRef,
     r: &Attaching<'_>,
-) -> Option<Vec<String>> {
+) -> Option<Admitted> {
     let route_hosts: Vec<String> = match r.hostnames.is_empty() {
         true => vec!["*".to_string()],
         false => r.hostnames.to_vec(),
     };
-    let mut out: Vec<String> = Vec::new();
+    let mut out = Admitted::default();
     let mut admitted = false;
     for l in listeners.iter().filter(|l| admits(l, gw_ns, parent, r)) {
         let hosts: Vec<String> = match &l.hostname {
@@ -62,9 +70,12 @@ pub fn admitted_hosts(
             continue;
         }
         admitted = true;
+        if !out.ports.contains(&l.port) {
+            out.ports.push(l.port);
+        }
         for h in hosts {
-            if !out.contains(&h) {
-                out.push(h);
+            if !out.hosts.contains(&h) {
+                out.hosts.push(h);
             }
         }
     }

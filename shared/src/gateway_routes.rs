@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::listeners::{OutboundListeners, Stream};
 use crate::scope::Visible;
@@ -105,7 +105,7 @@ fn tcp_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
         )
     });
     // (parent, listener) -> the route whose chain it is.
-    let mut held: std::collections::BTreeMap<(String, String), String> = Default::default();
+    let mut held: BTreeMap<(String, String), String> = Default::default();
     for i in order {
         let r = &mut routes[i].1;
         let mut lost = None;
@@ -142,7 +142,6 @@ fn tcp_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
 /// other HTTP ports, and apply nowhere when it has none. Found by random
 /// fidelity seed 10007 at bd9a6b7's generator.
 fn port_first(snap: &MeshSnapshot, routes: &mut [(&VsInfo, RouteSeen)]) {
-    use std::collections::BTreeMap;
     // (namespace, host) -> parent port (None: every port) -> the rank of
     // that port's VirtualService: its oldest route, then its name.
     type Ranks = BTreeMap<Option<u32>, (crate::meta::Created, String)>;
@@ -308,6 +307,14 @@ fn seen(
         Some(format!(
             "its parent {host} has no HTTP port: istiod sends HTTP routes only for HTTP (or sniffed) ports"
         ))
+    } else if http
+        && !copies
+            .iter()
+            .any(|&s| vis.services.contains_key(&s) && built.serves_http(s, port))
+    {
+        Some(format!(
+            "no egress listener of the scope builds an HTTP (or sniffed) listener for {host}: its virtual hosts live in those listeners' route configurations"
+        ))
     } else if !http && listeners.as_ref().is_some_and(Vec::is_empty) {
         Some(match (tls, stream_port(snap, copies, tls)) {
             (true, false) => format!("its parent {host} has no TLS or HTTPS port: istiod matches TLS routes only there"),
@@ -398,6 +405,7 @@ pub fn served_routes(
                 && labels.get(crate::gateway_api::GATEWAY_NAME_LABEL) == Some(&g.name)
         })
     };
+    let pod_ports = PodPorts::of(snap, ns, labels);
     let mut out: Vec<RouteSeen> = snap
         .virtual_services
         .iter()
@@ -407,31 +415,101 @@ pub fn served_routes(
             // exportTo and looks a gateway's up by its own namespace
             // (`VirtualServicesForGateway`, `pilot/pkg/model/push_context.go`,
             // istio 1.31; random fidelity seed 21 at ed37b57).
+            let origin = vs.route.as_ref();
+            let admitting = origin.map_or(&[][..], |o| &o.listener_ports[..]);
+            let listens = pod_ports.listens_on(admitting);
             let hidden = (!vs.export.visible_to(ns)).then(|| {
                 format!(
                     "the mesh's defaultVirtualServiceExportTo keeps the route in {} from the gateway's namespace {ns}",
                     vs.namespace
                 )
             });
+            let unserved = (!admitting.is_empty() && listens.is_empty()).then(|| {
+                format!(
+                    "no Service of the gateway's pod has port {}: istiod builds no listener for it",
+                    join_ports(admitting)
+                )
+            });
+            let reason = hidden.or(unserved);
             let mut clusters = backend_clusters(vs);
-            if vs.http_route() && vs.route.as_ref().is_some_and(|o| !o.refused.is_empty()) {
+            // A refused backend's share goes to `UnknownService`, for TCP
+            // and TLS routes too (random seeds 40004, 40014, 40033).
+            if origin.is_some_and(|o| !o.refused.is_empty()) {
                 clusters.insert(UNKNOWN_SERVICE.to_string());
             }
+            // A TCP or TLS route's chains sit on the gateway's listener of
+            // each port it listens on for an admitting listener
+            // (`0.0.0.0_PORT`, `buildGatewayListeners`,
+            // `pilot/pkg/networking/core/gateway.go`, istio 1.31).
+            let listeners: Vec<String> = match vs.http_route() {
+                true => Vec::new(),
+                false => listens.iter().map(|p| format!("0.0.0.0_{p}")).collect(),
+            };
+            let tls = origin.is_some_and(|o| o.kind == crate::gateway_api::RouteKind::Tls);
             vs.hosts.iter().map(move |h| RouteSeen {
                 route: vs.label(),
                 host: h.clone(),
-                applies: hidden.is_none(),
-                reason: hidden.clone(),
+                applies: reason.is_none(),
+                reason: reason.clone(),
                 clusters: clusters.iter().cloned().collect(),
                 port: None,
                 http: vs.http_route(),
-                listeners: Vec::new(),
-                tls: false,
+                listeners: listeners.clone(),
+                tls,
             })
         })
         .collect();
     out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
     out
+}
+
+/// The ports a gateway's pod listens on, by the port of its Services
+/// (those of its namespace that select it): a Gateway listener's port
+/// must be one, and the pod listens on its targetPort (`resolvePorts`,
+/// `pilot/pkg/model/gateway.go`, istio 1.31). `None` when no Service in
+/// the input selects the pod: each listener's own port, more in scope,
+/// never less.
+struct PodPorts(Option<BTreeMap<u32, BTreeSet<u32>>>);
+
+impl PodPorts {
+    fn of(snap: &MeshSnapshot, ns: &str, labels: &crate::labels::Labels) -> Self {
+        let mut by_port: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+        let mut any = false;
+        for &id in snap.services_in(ns) {
+            let svc = &snap.services[id];
+            let selects = svc
+                .selector
+                .as_ref()
+                .is_some_and(|sel| !sel.is_empty() && crate::labels::selector_matches(sel, labels));
+            if svc.kind != crate::snapshot::SvcKind::Kube || !selects {
+                continue;
+            }
+            any = true;
+            for p in &svc.ports {
+                by_port.entry(p.number).or_default().insert(p.target_port);
+            }
+        }
+        PodPorts(any.then_some(by_port))
+    }
+
+    /// The ports the pod listens on for Gateway listener ports `ports`.
+    fn listens_on(&self, ports: &[u32]) -> Vec<u32> {
+        let mut out: BTreeSet<u32> = BTreeSet::new();
+        for p in ports {
+            match &self.0 {
+                None => {
+                    out.insert(*p);
+                }
+                Some(by_port) => out.extend(by_port.get(p).into_iter().flatten()),
+            }
+        }
+        out.into_iter().collect()
+    }
+}
+
+fn join_ports(ports: &[u32]) -> String {
+    let all: Vec<String> = ports.iter().map(u32::to_string).collect();
+    all.join(" or ")
 }
 
 /// Whether a copy of the parent has a port a TLS route (`tls`) or a TCP

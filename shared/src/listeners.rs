@@ -56,6 +56,9 @@ struct Entry {
     locked: bool,
     /// The services built here with a TCP or TLS filter chain, and which.
     streams: Vec<(SvcId, Stream)>,
+    /// The services built here with an HTTP filter chain (an HTTP or
+    /// sniffed port): their virtual hosts are in its route configuration.
+    http_services: Vec<SvcId>,
 }
 
 /// The kind of filter chain a TCP or TLS route of a service sits in: a
@@ -131,6 +134,16 @@ impl OutboundListeners {
             .collect();
         out.sort();
         out
+    }
+
+    /// Whether a listener was built for `svc` with an HTTP filter chain
+    /// (on `port`, when given): only then does a route configuration hold
+    /// its virtual host (random fidelity seed 40010: a Sidecar whose only
+    /// egress listeners declare TCP gives a parent's sniffed port none).
+    pub fn serves_http(&self, svc: SvcId, port: Option<u32>) -> bool {
+        self.entries
+            .iter()
+            .any(|((_, p), e)| port.is_none_or(|n| n == *p) && e.http_services.contains(&svc))
     }
 
     /// How many listeners carry what.
@@ -210,6 +223,9 @@ impl OutboundListeners {
             e.tcp |= matches!(protocol, Protocol::Tcp | Protocol::Auto);
             if let Some(kind) = stream {
                 e.streams.push((id, kind));
+            }
+            if matches!(protocol, Protocol::Http | Protocol::Auto) {
+                e.http_services.push(id);
             }
             match (protocol, b) {
                 (Protocol::Http, _) | (Protocol::Auto, Bind::Wildcard) => {

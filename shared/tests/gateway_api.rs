@@ -1175,3 +1175,108 @@ fn of_two_tcp_routes_for_one_parent_the_first_istiod_selects_takes_the_listener(
     );
     assert_eq!(applying(&r), ["TCPRoute front/zulu"], "{r:?}");
 }
+
+/// A TCPRoute bound to a Gateway's TCP listener sits on the gateway pod's
+/// listener of that port (`0.0.0.0_PORT`), at the targetPort of the
+/// pod's Service: a Service that selects the pod without the port gives
+/// no listener, and the route does not apply (`resolvePorts`,
+/// `pilot/pkg/model/gateway.go`, istio 1.31; seed 4 of the generator
+/// that first made gateway TCP routes).
+#[test]
+fn a_gateways_tcp_route_sits_on_the_listener_of_its_services_port() {
+    use meshscope_shared::verify::{route_diffs, Generated, TcpChain};
+    let gateway = INGRESS.replace(
+        "listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]",
+        "listeners:\n  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}\n  - {name: tcp, port: 9000, protocol: TCP, allowedRoutes: {namespaces: {from: All}}}",
+    ) + "---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {name: db, namespace: front}\nspec:\n  parentRefs: [{name: public, namespace: ingress, sectionName: tcp}]\n  rules:\n  - backendRefs: [{name: web, port: 80}]\n";
+    let svc = |ports: &str| {
+        format!("---\napiVersion: v1\nkind: Service\nmetadata: {{name: public-istio, namespace: ingress}}\nspec:\n  clusterIP: 10.96.9.9\n  selector: {{gateway.networking.k8s.io/gateway-name: public}}\n  ports: [{ports}]\n")
+    };
+    let tcp = |extra: &str| {
+        let routes = gateway_explanation(&(mesh(&gateway) + GATEWAY_POD + extra)).routes;
+        routes
+            .into_iter()
+            .find(|r| r.route == "TCPRoute front/db")
+            .expect("the TCP route is among the gateway's")
+    };
+    // No Service of the pod in the input: the listener's own port.
+    let r = tcp("");
+    assert!(r.applies && r.listeners == ["0.0.0.0_9000"], "{r:?}");
+    assert_eq!(r.clusters, ["outbound|80||web.front.svc.cluster.local"]);
+    // The Service's targetPort.
+    let r = tcp(&svc(
+        "{name: http, port: 80}, {name: tcp, port: 9000, targetPort: 19000}",
+    ));
+    assert!(r.applies && r.listeners == ["0.0.0.0_19000"], "{r:?}");
+    // A Service without the port: no listener.
+    let r = tcp(&svc("{name: http, port: 80}"));
+    assert!(!r.applies && r.listeners.is_empty(), "{r:?}");
+    assert!(
+        r.reason.as_deref().unwrap_or("").contains("port 9000"),
+        "{r:?}"
+    );
+    // verify: the listener's TCP proxy names the backend, or another.
+    let chain = |clusters: &[&str]| Generated {
+        tcp_chains: [(
+            "0.0.0.0_9000".to_string(),
+            vec![TcpChain {
+                server_names: Vec::new(),
+                clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            }],
+        )]
+        .into(),
+        ..Generated::default()
+    };
+    let r = tcp("");
+    let web = "outbound|80||web.front.svc.cluster.local";
+    assert!(route_diffs(std::slice::from_ref(&r), &chain(&[web])).is_empty());
+    assert_eq!(
+        route_diffs(&[r], &chain(&["outbound|80||a.app.svc.cluster.local"])).len(),
+        1
+    );
+}
+
+/// An HTTP route's virtual host lives in the route configuration of an
+/// HTTP or sniffed listener built for its parent: a Sidecar whose only
+/// egress listener is bound to the parent's port but declares TCP gives
+/// it none, and the route does not apply (random seed 40010).
+#[test]
+fn an_http_route_needs_an_http_listener_built_for_its_parent() {
+    let yaml = mesh(&split("app", "HTTPRoute"));
+    let sidecar = |protocol: &str| {
+        format!("---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: front}}\nspec:\n  egress:\n  - port: {{number: 80, protocol: {protocol}, name: p}}\n    hosts: [\"app/*\"]\n")
+    };
+    let http = web_routes_of(&(yaml.clone() + &sidecar("HTTP")));
+    assert!(http.len() == 1 && http[0].applies, "{http:?}");
+    let tcp = web_routes_of(&(yaml + &sidecar("TCP")));
+    assert!(tcp.len() == 1 && !tcp[0].applies, "{tcp:?}");
+    let why = tcp[0].reason.as_deref().unwrap_or("");
+    assert!(
+        why.contains("no egress listener of the scope builds an HTTP"),
+        "{why}"
+    );
+}
+
+/// A gateway's TLS route sends a refused backend's share to
+/// `UnknownService`, as HTTP routes do (random seeds 40004, 40014).
+#[test]
+fn a_gateways_tls_route_sends_a_refused_backends_share_to_unknown_service() {
+    let gateway = INGRESS.replace(
+        "listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]",
+        "listeners:\n  - {name: tls, port: 9443, protocol: TLS, tls: {mode: Passthrough}, allowedRoutes: {namespaces: {from: All}}}",
+    ) + "---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TLSRoute\nmetadata: {name: secure, namespace: front}\nspec:\n  parentRefs: [{name: public, namespace: ingress, sectionName: tls}]\n  hostnames: [secure.example.com]\n  rules:\n  - backendRefs: [{name: web, port: 80}, {name: a, namespace: app, port: 80}]\n";
+    let routes = gateway_explanation(&(mesh(&gateway) + GATEWAY_POD)).routes;
+    let r = routes
+        .iter()
+        .find(|r| r.route == "TLSRoute front/secure")
+        .expect("the TLS route");
+    assert!(
+        r.applies && r.tls && r.listeners == ["0.0.0.0_9443"],
+        "{r:?}"
+    );
+    assert_eq!(
+        r.clusters,
+        ["UnknownService", "outbound|80||web.front.svc.cluster.local"],
+        "{r:?}"
+    );
+}

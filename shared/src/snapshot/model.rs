@@ -435,6 +435,9 @@ pub struct RouteOrigin {
     /// The parent's `port`, when the route attaches to one port of it: its
     /// rules then match that port only.
     pub port: Option<u32>,
+    /// For a route bound to a Gateway: the ports of the Gateway's
+    /// listeners that admit it ([`crate::gateway_listeners::Admitted`]).
+    pub listener_ports: Vec<u32>,
     /// The backends istiod refuses this route, as `namespace/name`: a
     /// route bound to a Gateway may send requests to another namespace
     /// only where a ReferenceGrant permits it

@@ -68,6 +68,7 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                     kind: r.kind,
                     name: name_of(&r.metadata),
                     port,
+                    listener_ports: Vec::new(),
                     refused,
                     rules,
                 }),
@@ -85,16 +86,15 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                 if foreign(inputs, &gw_ns, &p.name) {
                     continue;
                 }
-                let Some(hosts) = gateway_hosts(inputs, r, &ns, &gw_ns, p) else {
+                let Some(bound) = gateway_hosts(inputs, r, &ns, &gw_ns, p) else {
                     continue;
                 };
-                out.push(base(
-                    n,
-                    hosts,
-                    false,
-                    vec![format!("{gw_ns}/{}", p.name)],
-                    None,
-                ));
+                let gateway = vec![format!("{gw_ns}/{}", p.name)];
+                let mut vs = base(n, bound.hosts, false, gateway, None);
+                if let Some(o) = vs.route.as_mut() {
+                    o.listener_ports = bound.ports;
+                }
+                out.push(vs);
                 n += 1;
             }
         }
@@ -102,26 +102,30 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
     out
 }
 
-/// The hostnames route `r` (in `ns`) gets virtual hosts for on Gateway
-/// `gw_ns/parent.name`: those its listeners admit
+/// Where route `r` (in `ns`) binds on Gateway `gw_ns/parent.name`: the
+/// hostnames and listener ports its listeners admit
 /// ([`crate::gateway_listeners::admitted_hosts`]), `None` when none
 /// does. A Gateway not in the input admits every hostname (`*` for
-/// none): more in scope, never less.
+/// none), on no known port: more in scope, never less.
 fn gateway_hosts(
     inputs: &Inputs,
     r: &Route,
     ns: &str,
     gw_ns: &str,
     parent: &ParentRef,
-) -> Option<Vec<String>> {
+) -> Option<crate::gateway_listeners::Admitted> {
     let gw = inputs
         .kube_gateways
         .iter()
         .find(|g| ns_of(&g.metadata) == gw_ns && name_of(&g.metadata) == parent.name);
     let Some(gw) = gw else {
-        return Some(match r.spec.hostnames.is_empty() {
+        let hosts = match r.spec.hostnames.is_empty() {
             true => vec!["*".to_string()],
             false => r.spec.hostnames.clone(),
+        };
+        return Some(crate::gateway_listeners::Admitted {
+            hosts,
+            ports: Vec::new(),
         });
     };
     let labels = inputs

@@ -71,8 +71,8 @@ pub fn route_diffs(seen: &[RouteSeen], g: &Generated) -> Vec<RouteDiff> {
         .into_iter()
         .filter_map(|((host, http, tls), routes)| {
             if !http {
-                // A gateway's TCP and TLS routes sit on its Gateway's
-                // listeners, which are not modelled.
+                // A route with no listener (a headless parent's, or one
+                // bound to a Gateway not in the input) is not compared.
                 if routes.iter().all(|r| r.listeners.is_empty()) {
                     return None;
                 }
