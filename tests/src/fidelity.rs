@@ -1286,7 +1286,14 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
     sidecar_features(&mut f, b, svcs);
     tilde_exports(&mut Rng::new(seed ^ 0x7117_de00_0021_0003), b, nss);
     mesh_routes(&mut Rng::new(seed ^ 0x6a33_a000_0033_0004), b, nss, svcs);
-    ingress_gateway(&mut Rng::new(seed ^ 0x1a9e_55a7_e033_0005), b, nss, svcs);
+    let streams = &mut Rng::new(seed ^ 0x57e4_6a7e_0033_0007);
+    ingress_gateway(
+        &mut Rng::new(seed ^ 0x1a9e_55a7_e033_0005),
+        streams,
+        b,
+        nss,
+        svcs,
+    );
 }
 
 /// An ingress Gateway, from a stream of its own: a third of the seeds get
@@ -1297,15 +1304,32 @@ fn features(b: &mut Builder, mesh: &mut String, seed: u64, nss: &[String], svcs:
 /// Gateway's namespace or another, for one hostname, with one or two
 /// backends in any namespace; a backend in another namespace than the
 /// route's gets a ReferenceGrant one time in two (istiod refuses it
-/// without one). Its one listener admits routes from every namespace, its
+/// without one). Its HTTP listener admits routes from every namespace, its
 /// own only (the default) or a selector's, and may have a hostname of its
-/// own; the route may name it by `sectionName`.
-fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]) {
+/// own; the route may name it by `sectionName`. Half the gateways also get
+/// a TCP or TLS listener and route ([`gateway_stream_route`], from
+/// `streams`), and their Service the listener's port.
+fn ingress_gateway(
+    f: &mut Rng,
+    streams: &mut Rng,
+    b: &mut Builder,
+    nss: &[String],
+    svcs: &[SvcRef],
+) {
     if !chance(f, 0.33) {
         return;
     }
     let gns = pick(f, nss).clone();
-    b.service(&gns, "gw-istio", vec![SvcPort::new("http", 80)], false);
+    // istiod's deployment controller gives the Gateway's Service a port
+    // per listener: the pod listens on each.
+    let (stream_listener, stream_docs) = gateway_stream_route(streams, &gns, nss, svcs);
+    let mut ports = vec![SvcPort::new("http", 80)];
+    if stream_listener.contains("port: 9000") {
+        ports.push(SvcPort::new("tcp", 9000));
+    } else if stream_listener.contains("port: 9443") {
+        ports.push(SvcPort::new("tls", 9443));
+    }
+    b.service(&gns, "gw-istio", ports, false);
     b.pod(
         &gns,
         "gw-istio-0",
@@ -1346,8 +1370,11 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
         false => "",
     };
     b.istio(format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {gns}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP{hostname}{allowed}}}\n"
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {gns}}}\nspec:\n  gatewayClassName: istio\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP{hostname}{allowed}}}\n{stream_listener}"
     ));
+    for d in stream_docs {
+        b.istio(d);
+    }
     let mut backends = String::new();
     let mut grants: Vec<(String, String)> = Vec::new();
     for _ in 0..1 + f.below(2) {
@@ -1376,6 +1403,70 @@ fn ingress_gateway(f: &mut Rng, b: &mut Builder, nss: &[String], svcs: &[SvcRef]
             "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-{rns}-{bname}, namespace: {bns}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {rns}}}]\n  to: [{{group: \"\", kind: Service, name: {bname}}}]\n"
         ));
     }
+}
+
+/// A TCP or TLS listener of the ingress Gateway and a route bound to it,
+/// from a stream of its own: half the gateways get a TCP listener on 9000
+/// or a TLS one on 9443 passing TLS through (routes from every
+/// namespace), with a TCPRoute or TLSRoute (for one hostname) naming it
+/// by `sectionName`, from the Gateway's namespace or another, to one or
+/// two weighted backends in any namespace; a backend in another namespace
+/// gets a ReferenceGrant one time in two. Returns the listener's line and
+/// the documents.
+fn gateway_stream_route(
+    s: &mut Rng,
+    gns: &str,
+    nss: &[String],
+    svcs: &[SvcRef],
+) -> (String, Vec<String>) {
+    if !chance(s, 0.5) {
+        return (String::new(), Vec::new());
+    }
+    let (kind, section, listener, hostnames) = match chance(s, 0.5) {
+        true => (
+            "TLSRoute",
+            "tls",
+            "  - {name: tls, port: 9443, protocol: TLS, tls: {mode: Passthrough}, allowedRoutes: {namespaces: {from: All}}}\n",
+            "  hostnames: [secure.example.com]\n",
+        ),
+        false => (
+            "TCPRoute",
+            "tcp",
+            "  - {name: tcp, port: 9000, protocol: TCP, allowedRoutes: {namespaces: {from: All}}}\n",
+            "",
+        ),
+    };
+    let rns = match chance(s, 0.5) {
+        true => gns.to_string(),
+        false => pick(s, nss).clone(),
+    };
+    let mut backends = String::new();
+    let mut docs = Vec::new();
+    for _ in 0..1 + s.below(2) {
+        let (bns, bname, bports) = pick(s, svcs);
+        let Some(port) = bports.iter().find(|p| !p.0.starts_with("udp")) else {
+            continue;
+        };
+        let _ = writeln!(
+            backends,
+            "    - {{name: {bname}, namespace: {bns}, port: {}, weight: {}}}",
+            port.1,
+            1 + s.below(9)
+        );
+        if *bns != rns && chance(s, 0.5) {
+            let lower = kind.to_lowercase();
+            docs.push(format!(
+                "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-{lower}-{rns}-{bname}, namespace: {bns}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: {kind}, namespace: {rns}}}]\n  to: [{{group: \"\", kind: Service, name: {bname}}}]\n"
+            ));
+        }
+    }
+    if backends.is_empty() {
+        return (String::new(), Vec::new());
+    }
+    docs.push(format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: gw-{section}, namespace: {rns}}}\nspec:\n  parentRefs:\n  - {{name: gw, namespace: {gns}, sectionName: {section}}}\n{hostnames}  rules:\n  - backendRefs:\n{backends}"
+    ));
+    (listener.to_string(), docs)
 }
 
 /// Gateway API mesh (GAMMA) routes, from a stream of their own: half the

@@ -226,11 +226,13 @@ fn check_proxy(
     if p.gateway == Some(meshscope_shared::inject::Gateway::Router) {
         tally.gateways += 1;
         // A gateway's pod: its clusters (above), the routes of its
-        // Gateways and the scope istiod applied. Its listeners and route
-        // configurations follow its Gateways' servers, which explain
-        // does not predict (issue #38).
+        // Gateways (HTTP ones in RDS, TCP and TLS ones in the filter
+        // chains of its listeners) and the scope istiod applied. Its
+        // listeners and route configurations by name follow its
+        // Gateways' servers, which explain does not predict (issue #38).
         check_gateway_routes(istiod, p, &e, &at, tally)?;
         check_gateway_domains(istiod, p, &e, &at, tally)?;
+        check_stream_routes(istiod, p, &e, &at, tally)?;
         return check_applied_sidecar(istiod, p, &e, &at, tally);
     }
     if p.gateway == Some(meshscope_shared::inject::Gateway::Waypoint) {
@@ -323,6 +325,10 @@ fn check_gateway_domains(
         .into_iter()
         .flatten()
         .filter(|r| r["applies"] == true)
+        .filter(|r| {
+            let label = r["route"].as_str().unwrap_or("");
+            !(label.starts_with("TCPRoute ") || label.starts_with("TLSRoute "))
+        })
         .filter_map(|r| r["host"].as_str().map(str::to_string))
         .collect();
     let got = generated(istiod, p, "rds")?;
