@@ -1399,9 +1399,7 @@ fn ingress_gateway(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: ingress, namespace: {rns}}}\nspec:\n  parentRefs:\n  - {{name: gw, namespace: {gns}{section}}}\n  hostnames: [shop.example.com]\n  rules:\n  - backendRefs:\n{backends}"
     ));
     for (bns, bname) in grants {
-        b.istio(format!(
-            "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-{rns}-{bname}, namespace: {bns}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {rns}}}]\n  to: [{{group: \"\", kind: Service, name: {bname}}}]\n"
-        ));
+        b.istio(reference_grant_doc("HTTPRoute", &rns, &bns, &bname));
     }
 }
 
@@ -1454,10 +1452,7 @@ fn gateway_stream_route(
             1 + s.below(9)
         );
         if *bns != rns && chance(s, 0.5) {
-            let lower = kind.to_lowercase();
-            docs.push(format!(
-                "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-{lower}-{rns}-{bname}, namespace: {bns}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: {kind}, namespace: {rns}}}]\n  to: [{{group: \"\", kind: Service, name: {bname}}}]\n"
-            ));
+            docs.push(reference_grant_doc(kind, &rns, bns, bname));
         }
     }
     if backends.is_empty() {
@@ -1467,6 +1462,15 @@ fn gateway_stream_route(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{name: gw-{section}, namespace: {rns}}}\nspec:\n  parentRefs:\n  - {{name: gw, namespace: {gns}, sectionName: {section}}}\n{hostnames}  rules:\n  - backendRefs:\n{backends}"
     ));
     (listener.to_string(), docs)
+}
+
+/// A ReferenceGrant in `ns` that lets `kind`s of namespace `from_ns` send
+/// requests to Service `name`.
+fn reference_grant_doc(kind: &str, from_ns: &str, ns: &str, name: &str) -> String {
+    let lower = kind.to_lowercase();
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: from-{lower}-{from_ns}-{name}, namespace: {ns}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: {kind}, namespace: {from_ns}}}]\n  to: [{{group: \"\", kind: Service, name: {name}}}]\n"
+    )
 }
 
 /// Gateway API mesh (GAMMA) routes, from a stream of their own: half the

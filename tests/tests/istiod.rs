@@ -256,21 +256,7 @@ fn check_proxy(
         &routes,
         &string_set(&e, "outbound_routes")?,
     );
-    // Resource counts: the estimate's clusters and listeners are
-    // istiod's CDS and LDS.
-    for (what, ty, field) in [
-        ("clusters", "cds", "clusters"),
-        ("listeners", "lds", "listeners"),
-    ] {
-        let got = snapshot.total(ty).count as u64;
-        let want = e["estimate"][field].as_u64().unwrap_or(u64::MAX);
-        if got != want {
-            tally.failures.push(format!(
-                "{at}: istiod sends {got} {what} ({:?}), explain predicts {want}",
-                snapshot.names(ty)
-            ));
-        }
-    }
+    compare_counts(&snapshot, &e, &at, tally);
     check_gateway_routes(istiod, p, &e, &at, tally)?;
     check_stream_routes(istiod, p, &e, &at, tally)?;
     check_istiod_views(istiod, p, &e, &at, tally)
@@ -296,17 +282,28 @@ fn check_waypoint(
     );
     let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
     compare_sets(tally, at, "routes", &routes, &BTreeSet::new());
+    compare_counts(snapshot, e, at, tally);
+    Ok(())
+}
+
+/// Resource counts: the estimate's clusters and listeners against
+/// istiod's CDS and LDS.
+fn compare_counts(
+    snapshot: &meshscope_e2e::xds::ProxyConfig,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) {
     for (what, ty) in [("clusters", "cds"), ("listeners", "lds")] {
         let got = snapshot.total(ty).count as u64;
         let want = e["estimate"][what].as_u64().unwrap_or(u64::MAX);
         if got != want {
             tally.failures.push(format!(
-                "{at}: istiod sends the waypoint {got} {what} ({:?}), explain predicts {want}",
+                "{at}: istiod sends {got} {what} ({:?}), explain predicts {want}",
                 snapshot.names(ty)
             ));
         }
     }
-    Ok(())
 }
 
 /// A gateway pod's virtual-host domains in istiod's RDS (those without a
