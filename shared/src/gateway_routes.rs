@@ -42,7 +42,7 @@ pub struct RouteSeen {
     #[serde(skip)]
     pub http: bool,
     /// For a TCP or TLS route: the outbound listeners (`ADDRESS_PORT`)
-    /// whose filter chain it is ([`stream_listeners`]).
+    /// whose filter chain it is (a gateway pod's: `0.0.0.0_PORT`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<String>,
     /// A TLS route: its filter chain matches the parent's name (SNI).

@@ -872,7 +872,7 @@ pub fn random(seed: u64, run: u64) -> Scenario {
     random_scenario(seed, run, false)
 }
 
-/// [`random`]'s scenario of `seed` with a waypoint too ([`random_waypoint`]),
+/// [`random`]'s scenario of `seed` with a waypoint too (`random_waypoint`),
 /// for an istiod with ambient on.
 pub fn random_ambient(seed: u64, run: u64) -> Scenario {
     random_scenario(seed, run, true)

@@ -53,8 +53,9 @@ pub struct MeshSnapshot {
     pub gateways: Vec<GatewayInfo>,
     /// Gateway API Gateways istiod can use as waypoints.
     pub waypoints: Vec<WaypointInfo>,
-    /// istiod runs with ambient on, as the input shows
-    /// ([`config::ambient`]).
+    /// istiod runs with ambient on, as the input shows (`config::ambient`:
+    /// an `istio-waypoint` GatewayClass or Gateway, or the
+    /// `istio.io/dataplane-mode=ambient` label on a namespace or pod).
     pub ambient: bool,
     /// Telemetries, oldest first ([`crate::telemetry`]).
     pub telemetries: Vec<TelemetryInfo>,
