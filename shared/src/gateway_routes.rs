@@ -313,7 +313,7 @@ fn seen(
             .any(|&s| vis.services.contains_key(&s) && built.serves_http(s, port))
     {
         Some(format!(
-            "no egress listener of the scope builds an HTTP (or sniffed) listener for {host}: its virtual hosts live in those listeners' route configurations"
+            "no route configuration of the proxy holds a virtual host for {host}: no egress listener gives it an HTTP (or sniffed) port of its own"
         ))
     } else if !http && listeners.as_ref().is_some_and(Vec::is_empty) {
         Some(match (tls, stream_port(snap, copies, tls)) {

@@ -20,7 +20,7 @@
 //! - a second service on a key shares the listener: HTTP and TCP together
 //!   make it sniffed. UDP ports, and `ExternalName` aliases, get none.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use crate::snapshot::{MeshSnapshot, Protocol, Resolution, ServiceInfo, SvcId, SvcKind};
@@ -102,6 +102,14 @@ pub struct OutboundListeners {
     /// for HTTP ports and sniffed ones on 0.0.0.0, `<host>:<port>` for a
     /// sniffed port at an address (`buildSidecarOutboundHTTPListenerOpts`).
     routes: BTreeMap<String, u64>,
+    /// The ports of the scope's port-specific egress listeners: a route
+    /// configuration `<port>` takes its virtual hosts from the one on its
+    /// port (`GetEgressListenerForRDS`, `pilot/pkg/model/sidecar.go`,
+    /// istio 1.31), so a service the catch-all builds on such a port at
+    /// `0.0.0.0` gets none there (random seed 33 at 24c0573).
+    claimed: BTreeSet<u32>,
+    /// Set once the catch-all egress listener builds.
+    catch_all: bool,
 }
 
 impl OutboundListeners {
@@ -224,12 +232,19 @@ impl OutboundListeners {
             if let Some(kind) = stream {
                 e.streams.push((id, kind));
             }
-            if matches!(protocol, Protocol::Http | Protocol::Auto) {
+            let unrouted = self.catch_all && b == Bind::Wildcard && self.claimed.contains(&port);
+            let sniffed_at_address = protocol == Protocol::Auto && b != Bind::Wildcard;
+            if matches!(protocol, Protocol::Http | Protocol::Auto)
+                && (!unrouted || sniffed_at_address)
+            {
                 e.http_services.push(id);
             }
             match (protocol, b) {
                 (Protocol::Http, _) | (Protocol::Auto, Bind::Wildcard) => {
-                    *self.routes.entry(port.to_string()).or_default() += 1;
+                    let vhosts = self.routes.entry(port.to_string()).or_default();
+                    if !unrouted {
+                        *vhosts += 1;
+                    }
                 }
                 // One route per service port, whatever its listeners.
                 (Protocol::Auto, Bind::Addr(_)) => {
@@ -243,6 +258,7 @@ impl OutboundListeners {
     }
 
     fn lock(&mut self) {
+        self.catch_all = true;
         for e in self.entries.values_mut() {
             e.locked = true;
         }
@@ -303,6 +319,7 @@ impl MeshSnapshot {
         for l in egress {
             match l.port {
                 Some(port) => {
+                    out.claimed.insert(port);
                     for &id in &l.services {
                         let svc = &self.services[id];
                         let proto = l.protocol.unwrap_or(Protocol::Auto);

@@ -1252,9 +1252,24 @@ fn an_http_route_needs_an_http_listener_built_for_its_parent() {
     assert!(tcp.len() == 1 && !tcp[0].applies, "{tcp:?}");
     let why = tcp[0].reason.as_deref().unwrap_or("");
     assert!(
-        why.contains("no egress listener of the scope builds an HTTP"),
+        why.contains("no route configuration of the proxy holds"),
         "{why}"
     );
+}
+
+/// A route configuration `<port>` takes its virtual hosts from the
+/// port-specific egress listener on that port: a parent the catch-all
+/// imports on that port gets none, so its route does not apply (random
+/// seed 33 at 24c0573).
+#[test]
+fn a_port_specific_listener_owns_its_ports_route_configuration() {
+    let yaml = mesh(&split("app", "HTTPRoute"))
+        + "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: front}\nspec:\n  egress:\n  - port: {number: 80, protocol: HTTP, name: http}\n    hosts: [\"app/none.app.svc.cluster.local\"]\n  - hosts: [\"app/*\"]\n";
+    let r = web_routes_of(&yaml);
+    assert!(r.len() == 1 && !r[0].applies, "{r:?}");
+    // Imported by the port's own listener, it applies.
+    let r = web_routes_of(&yaml.replace("[\"app/none.app.svc.cluster.local\"]", "[\"app/*\"]"));
+    assert!(r.len() == 1 && r[0].applies, "{r:?}");
 }
 
 /// A gateway's TLS route sends a refused backend's share to
