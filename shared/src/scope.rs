@@ -366,13 +366,18 @@ pub const COST_MODEL: CostModel = CostModel {
 };
 
 impl CostModel {
+    /// The bytes of a cluster whose name is `len` characters long (the
+    /// figures are for a 52-character name).
+    pub fn named_cluster(&self, len: usize) -> u64 {
+        (self.cds_outbound + len as u64 * self.cds_name_char)
+            .saturating_sub(52 * self.cds_name_char)
+    }
+
     /// The bytes of the outbound cluster `outbound|<port>|<subset>|<host>`
     /// of a `protocol` port.
     pub fn outbound_cluster(&self, host: &str, port: u32, subset: &str, protocol: Protocol) -> u64 {
         let len = "outbound|||".len() + port.to_string().len() + subset.len() + host.len();
-        let named = (self.cds_outbound + len as u64 * self.cds_name_char)
-            .saturating_sub(52 * self.cds_name_char);
-        named
+        self.named_cluster(len)
             + if protocol == Protocol::Auto {
                 self.cds_sniffed
             } else {

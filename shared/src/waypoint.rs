@@ -256,7 +256,7 @@ impl MeshSnapshot {
         let mut estimate = fixed_estimate(clusters.len() as u64);
         estimate.bytes_cds += clusters
             .iter()
-            .map(|n| c.cds_outbound + (n.len() as u64).saturating_sub(52) * c.cds_name_char)
+            .map(|n| c.named_cluster(n.len()))
             .sum::<u64>();
         estimate.bytes = estimate.bytes_cds + estimate.bytes_lds;
         let bound = self.waypoint_services(wp).len();
