@@ -15,7 +15,6 @@ use std::sync::Arc;
 use crate::output::plural;
 use meshscope_shared::{Inputs, MeshConfig, MeshSnapshot};
 use serde::Deserialize;
-pub use tail::{tail_access_logs, FileOffsets};
 
 /// Files under `path` (recursively, sorted), or `path` itself.
 pub fn expand(path: &Path, exts: Option<&[&str]>) -> Result<Vec<PathBuf>> {
@@ -667,6 +666,6 @@ fn ingest_stream(
     })
 }
 
-mod tail;
+pub mod tail;
 #[cfg(test)]
 mod tests;

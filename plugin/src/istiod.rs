@@ -12,6 +12,9 @@
 //! `--istiod-url` bypasses discovery for clusters where port-forwards are
 //! not allowed (run `kubectl port-forward` yourself), and for tests.
 
+pub mod checks;
+pub mod table;
+
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};

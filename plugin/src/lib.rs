@@ -4,7 +4,10 @@
 //! The layers, each importing only those below it: [`args`] (the clap
 //! structs) → [`request`] (the flags parsed and checked once) → [`world`]
 //! (the `shared` inputs from files or a cluster, through [`input`] and
-//! [`live`]) → [`cmd`] (one module per subcommand) → [`output`] (the
+//! [`live`], and what is recommended and found in them) → [`istiod`]
+//! (istiod's debug endpoints and the checks against them) and
+//! [`sidecars`] (the Sidecar write layer) → [`cmd`] (one module per
+//! subcommand, none importing another) → [`output`] (the
 //! [`output::Printer`] every command prints through).
 
 #![forbid(unsafe_code)]
@@ -28,6 +31,7 @@ pub mod output;
 pub mod prometheus;
 pub mod request;
 pub mod selector;
+pub mod sidecars;
 pub mod world;
 
 use std::io::Write;

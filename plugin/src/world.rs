@@ -2,6 +2,11 @@
 //! observed traffic), built from files or from a cluster, as a
 //! [`MeshRequest`] asks. The one module that builds them.
 
+/// Every finding in a loaded world ([`World::findings`]).
+mod audit;
+/// Recommending in a loaded world ([`World::recommend`]).
+mod recommend;
+
 use std::collections::BTreeSet;
 use std::io::Write;
 
@@ -94,7 +99,7 @@ impl LiveCtx {
 #[derive(Clone, Debug, Default)]
 pub struct Cursor {
     pub logs: live::LogCursor,
-    pub files: input::FileOffsets,
+    pub files: input::tail::FileOffsets,
     /// When the previous pass asked Prometheus.
     pub prometheus: Option<std::time::Instant>,
     /// `ns/workload` -> when Prometheus first showed it calling outside
@@ -429,7 +434,7 @@ impl World {
         if !m.access_logs.is_empty() {
             let o = match cursor.as_deref_mut() {
                 Some(c) => {
-                    input::tail_access_logs(snap, &m.access_logs, &mut c.files, applied, err)?
+                    input::tail::tail_access_logs(snap, &m.access_logs, &mut c.files, applied, err)?
                 }
                 None => input::read_access_logs(snap, &m.access_logs, m.strict, err)?,
             };
@@ -506,6 +511,28 @@ impl World {
             )?;
         }
         Ok(obs)
+    }
+
+    /// The cluster connection, for a command that needs one (its request
+    /// was checked for it; an offline world is an error, not a panic).
+    pub fn live_ctx(&self) -> Result<&LiveCtx> {
+        self.live.as_deref().ok_or_else(|| {
+            anyhow!("this command needs a cluster, and was given manifest files: drop --manifests")
+        })
+    }
+
+    /// The mesh after a write, as `mesh` gives it, every namespace, no
+    /// traffic: a read only (the writes' permissions were checked before
+    /// them).
+    pub fn read_again(mesh: &MeshRequest, err: &mut dyn Write) -> Result<World> {
+        let mut again = mesh.clone();
+        again.purpose = live::Purpose::Read;
+        again.pod_logs = PodLogScope::Listed;
+        again.all_namespaces = true;
+        again.access_logs.clear();
+        again.from_pod_logs = false;
+        again.prometheus = None;
+        World::load(&again, err)
     }
 
     pub fn in_scope(&self, w: WorkloadId) -> bool {

@@ -22,11 +22,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::hash::HashMap;
 use crate::host::{host_subset_of, hosts_overlap, HostEntry, NsSel};
 use crate::listeners::EgressServices;
 use crate::scope::{PortSet, Visible};
 use crate::snapshot::{Listener, MeshSnapshot, ServiceInfo, SvcId, SvcKind};
-use crate::HashMap;
 
 fn entry_matches_service(e: &HostEntry, scope_ns: &str, svc_ns: &str, hostname: &str) -> bool {
     e.ns.matches(scope_ns, svc_ns) && host_subset_of(hostname, &e.host)

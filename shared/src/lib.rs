@@ -31,6 +31,7 @@ pub mod gateway_api;
 pub mod gateway_listeners;
 pub mod gateway_routes;
 pub mod graph;
+mod hash;
 pub mod hints;
 pub mod host;
 pub mod imports;
@@ -60,9 +61,6 @@ pub mod waypoint;
 
 pub use error::Error;
 
-/// Hash maps keyed by our own strings and ids: FxHash, not SipHash (no
-/// untrusted keys reach them in a way that matters, and lookups are hot).
-pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 pub use inputs::Inputs;
 pub use mesh::{MeshConfig, Options};
 pub use snapshot::MeshSnapshot;

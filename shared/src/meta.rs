@@ -35,6 +35,29 @@ pub(crate) fn labels(m: &Option<Labels>) -> Labels {
     m.clone().unwrap_or_default()
 }
 
+/// A Sidecar, by namespace and name: how the write layer, the watcher's
+/// ledger and their reports name the object they act on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct SidecarRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl SidecarRef {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        SidecarRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for SidecarRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 /// The field manager meshscope writes with (`apply`, `apply --exports`).
 pub const FIELD_MANAGER: &str = "kubectl-meshscope";
 

@@ -61,7 +61,7 @@ pub fn html(
 
 /// The savings line of the whole report.
 fn total(snap: &MeshSnapshot, recs: &[Recommendation]) -> String {
-    let s = recommend::savings(snap, recs);
+    let s = recommend::savings::savings(snap, recs);
     if s.proxies == 0 {
         return "No Sidecar recommended: nothing to save yet.".into();
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::HashMap;
+use crate::hash::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
 

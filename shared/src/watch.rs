@@ -53,28 +53,36 @@ use crate::recommend::{with_hosts, Outcome, Recommendation, CLOSED, WINDOW_ANNOT
 use crate::scope::{Evaluator, ScopeSource};
 use crate::snapshot::{MeshSnapshot, WorkloadId};
 
-/// A Sidecar, as `(namespace, name)`.
-pub type Key = (String, String);
+pub use crate::meta::SidecarRef;
+
+/// A user-owned Sidecar's workload, as `(namespace, workload key)`: what
+/// a conflict is remembered by.
+type WorkloadKey = (String, String);
 
 /// When each host of each Sidecar the watcher knows was last seen, and
 /// what it last reported about user-owned Sidecars.
 #[derive(Clone, Debug, Default)]
 pub struct Ledger {
-    seen: BTreeMap<Key, BTreeMap<String, u64>>,
-    reported: BTreeMap<Key, Vec<String>>,
+    seen: BTreeMap<SidecarRef, BTreeMap<String, u64>>,
+    reported: BTreeMap<SidecarRef, Vec<String>>,
     /// Per workload (its namespace, `kind/namespace/name`), the
     /// conflicting Sidecars last reported.
-    conflicts: BTreeMap<Key, Vec<String>>,
+    conflicts: BTreeMap<WorkloadKey, Vec<String>>,
 }
 
 impl Ledger {
     /// When `host` of Sidecar `key` was last seen (or first known).
-    pub fn last_seen(&self, key: &Key, host: &str) -> Option<u64> {
+    pub fn last_seen(&self, key: &SidecarRef, host: &str) -> Option<u64> {
         self.seen.get(key).and_then(|h| h.get(host)).copied()
     }
 
     /// Marks `hosts` of `key` seen at `now`.
-    pub fn saw<'a>(&mut self, key: &Key, hosts: impl IntoIterator<Item = &'a str>, now: u64) {
+    pub fn saw<'a>(
+        &mut self,
+        key: &SidecarRef,
+        hosts: impl IntoIterator<Item = &'a str>,
+        now: u64,
+    ) {
         let entry = self.seen.entry(key.clone()).or_default();
         for h in hosts {
             entry.insert(h.to_string(), now);
@@ -94,7 +102,7 @@ impl Ledger {
 
     /// Records `hosts` of `key` as first known at `now`, keeping any time
     /// already held.
-    fn know<'a>(&mut self, key: &Key, hosts: impl IntoIterator<Item = &'a str>, now: u64) {
+    fn know<'a>(&mut self, key: &SidecarRef, hosts: impl IntoIterator<Item = &'a str>, now: u64) {
         let entry = self.seen.entry(key.clone()).or_default();
         for h in hosts {
             entry.entry(h.to_string()).or_insert(now);
@@ -102,7 +110,7 @@ impl Ledger {
     }
 
     /// Forgets hosts of `key` that it no longer has.
-    fn keep_only(&mut self, key: &Key, hosts: &BTreeSet<&str>) {
+    fn keep_only(&mut self, key: &SidecarRef, hosts: &BTreeSet<&str>) {
         if let Some(entry) = self.seen.get_mut(key) {
             entry.retain(|h, _| hosts.contains(h.as_str()));
         }
@@ -127,7 +135,7 @@ pub enum Change {
 pub struct Write {
     /// The recommendation it comes from (an index into the pass's).
     pub rec: usize,
-    pub key: Key,
+    pub key: SidecarRef,
     pub sidecar: Sidecar,
     pub change: Change,
     /// The observed edges of its workloads that the current scope does not
@@ -211,7 +219,7 @@ pub fn plan(
             }
             Outcome::UserOwned { sidecar, missing } => {
                 let sc = &snap.sidecars[*sidecar];
-                let key = (sc.namespace.clone(), sc.name.clone());
+                let key = SidecarRef::new(&sc.namespace, &sc.name);
                 if ledger.reported.get(&key) == Some(missing) {
                     continue;
                 }
@@ -315,12 +323,12 @@ fn plan_managed(
     out: &mut PassPlan,
 ) {
     let name = object.metadata.name.clone().unwrap_or_default();
-    let key = (r.namespace.clone(), name);
+    let key = SidecarRef::new(&r.namespace, name);
     let live = snap
         .sidecars_in(&r.namespace)
         .iter()
         .map(|id| &snap.sidecars[*id])
-        .find(|sc| sc.managed && sc.name == key.1);
+        .find(|sc| sc.managed && sc.name == key.name);
     if let Some(live) = live {
         ledger.know(&key, live.egress_hosts(), s.now);
     }

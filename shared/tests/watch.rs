@@ -8,7 +8,7 @@ use meshscope_shared::edges::Meets;
 use meshscope_shared::observe::{LogIngest, Observations};
 use meshscope_shared::recommend::{self, RecommendOptions};
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
-use meshscope_shared::watch::{self, Change, Ledger, PassPlan, PassSettings};
+use meshscope_shared::watch::{self, Change, Ledger, PassPlan, PassSettings, SidecarRef};
 
 const CART: &str = "shop/cart.shop.svc.cluster.local";
 const PAY: &str = "shop/pay.shop.svc.cluster.local";
@@ -200,7 +200,7 @@ fn a_source_error_restarts_the_prune_clock_of_every_host() {
     // nothing, which is no evidence that pay went unseen meanwhile.
     ledger.restart_clock(40);
     assert_eq!(
-        ledger.last_seen(&("shop".into(), "web-deployment".into()), PAY),
+        ledger.last_seen(&SidecarRef::new("shop", "web-deployment"), PAY),
         Some(40)
     );
     let p = pass(&s, &to_cart, &mut ledger, 60, Some(60));
@@ -223,7 +223,7 @@ fn a_source_error_restarts_the_prune_clock_of_every_host() {
     pass(&s, &to_cart, &mut ledger, 50, Some(60));
     ledger.restart_clock(10);
     assert_eq!(
-        ledger.last_seen(&("shop".into(), "web-deployment".into()), CART),
+        ledger.last_seen(&SidecarRef::new("shop", "web-deployment"), CART),
         Some(50)
     );
 }
@@ -426,7 +426,7 @@ fn a_virtual_service_destination_is_not_narrowed_before_the_host_it_routes() {
     // At 70 web calls only ship: cart was seen at 60, so it stays; pay must
     // stay with it.
     // pay counts as seen whenever cart's routing requires it.
-    let key = ("shop".to_string(), "web-deployment".to_string());
+    let key = SidecarRef::new("shop", "web-deployment");
     assert_eq!(ledger.last_seen(&key, PAY), Some(60));
     let p = pass(&s, &to_ship, &mut ledger, 70, Some(60));
     assert!(p.narrow.is_empty(), "{:?}", p.narrow);

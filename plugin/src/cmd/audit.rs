@@ -1,14 +1,10 @@
 //! `kubectl meshscope audit`: findings with stable codes, and the exit code for CI gates.
 
-use std::collections::BTreeSet;
-
 use anyhow::Result;
 use meshscope_shared as scope;
-use scope::audit::{self, AuditScope, Finding};
-use scope::snapshot::WorkloadId;
+use scope::audit::{self, Finding};
 
 use crate::args::ReportOutput;
-use crate::live::FailureKind;
 use crate::outcome::Outcome;
 use crate::output::{self, plural, Printer, Table};
 use crate::request::AuditRequest;
@@ -32,7 +28,7 @@ pub fn run(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Outcome> {
 fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
     let world = World::load(&r.mesh, p.err)?;
     world.report_ingest(p)?;
-    let found = find(&world, p)?;
+    let found = world.findings(p)?;
     let (kept, suppressed): (Vec<Finding>, Vec<Finding>) = found
         .into_iter()
         .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
@@ -45,52 +41,6 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
         exempt,
         suppressed,
     })
-}
-
-/// Every finding in the world's namespaces and selection (`report` shows
-/// them too), exempt ones included.
-pub(crate) fn find(world: &World, p: &mut Printer<'_>) -> Result<Vec<Finding>> {
-    let workloads: Option<BTreeSet<WorkloadId>> = world.selector.as_ref().map(|_| {
-        (0..world.snap.workloads.len())
-            .filter(|w| world.in_scope(*w))
-            .collect()
-    });
-    let scope = AuditScope {
-        namespaces: world.namespaces.as_ref(),
-        workloads: workloads.as_ref(),
-    };
-    for w in audit::ignored_exemptions(&world.snap, &scope) {
-        writeln!(p.err, "warning: {w}")?;
-    }
-    let mut found = audit::audit(&world.snap, world.obs.as_ref(), &scope);
-    if workloads.is_none() {
-        found.extend(installed_webhook(world, p)?);
-    }
-    // Without the Gateways, a namespace holding one could be proposed for
-    // dropping.
-    found.retain(|f| !(world.gateways_unknown && f.code == "MS0020"));
-    Ok(found)
-}
-
-/// MS0022 for meshscope's own webhook when its Service has no ready
-/// endpoint (live only: a cluster-scoped install, whatever `-n` says). A
-/// user who may not read webhook configurations gets no finding, and a
-/// note only when the failure is another one.
-fn installed_webhook(world: &World, p: &mut Printer<'_>) -> Result<Vec<Finding>> {
-    let Some(ctx) = world.live.as_ref() else {
-        return Ok(Vec::new());
-    };
-    match ctx.rt.block_on(ctx.live.meshscope_webhooks()) {
-        Ok(w) => Ok(scope::installed::webhook_findings(&w)),
-        Err(f) if matches!(f.kind, FailureKind::Forbidden(_)) => Ok(Vec::new()),
-        Err(f) => {
-            writeln!(
-                p.err,
-                "note: the admission webhook's state unknown (MS0022 not checked): {f}"
-            )?;
-            Ok(Vec::new())
-        }
-    }
 }
 
 /// With MS0020 findings: the mesh config that drops those namespaces

@@ -11,12 +11,13 @@ use meshscope_shared::recommend::Recommendation;
 use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use serde_json::Value;
 
-use crate::cmd::apply::{diffable, managed, orphans, unified, FIELD_MANAGER};
-use crate::cmd::recommend::{self, summarize_recommendations};
 use crate::live::{ApiFailure, Patched};
 use crate::outcome::Outcome;
 use crate::output::Printer;
 use crate::request::DiffRequest;
+use crate::sidecars::compare::{diffable, unified};
+use crate::sidecars::prune::orphans;
+use crate::sidecars::{managed, Cluster, FIELD_MANAGER};
 use crate::world::World;
 
 /// What the diff found, for the summary and the exit code.
@@ -50,17 +51,18 @@ struct Diff {
 }
 
 pub fn run(a: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
-    let (world, recs) = recommend::load(&a.spec, p)?;
-    summarize_recommendations(&world, &recs, p)?;
+    let (world, recs) = World::load_recommended(&a.spec, p)?;
+    world.summarize_recommendations(&recs, p)?;
     if let (Some(spec), None) = (&a.spec.workload, recs.iter().find_map(|r| r.sidecar())) {
         bail!(
             "nothing to diff for {spec}: {}",
             meshscope_shared::notes::why_nothing(&world.snap, &recs)
         );
     }
-    let mut diff = diff_recommended(&world, &recs, a)?;
+    let cluster = Cluster::of(&world)?;
+    let mut diff = diff_recommended(&cluster, &recs, a)?;
     if a.prune {
-        for (label, live_obj) in prunable(&world)? {
+        for (label, live_obj) in prunable(&cluster)? {
             diff.entries.push(Entry::Changed {
                 label,
                 old: diffable(Some(&live_obj)),
@@ -73,8 +75,8 @@ pub fn run(a: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
 }
 
 /// Diffs each recommended Sidecar against the live object.
-fn diff_recommended(world: &World, recs: &[Recommendation], a: &DiffRequest) -> Result<Diff> {
-    let ctx = world.live.as_ref().expect("live mode has a connection");
+fn diff_recommended(c: &Cluster<'_>, recs: &[Recommendation], a: &DiffRequest) -> Result<Diff> {
+    let ctx = c.ctx;
     let live = &ctx.live;
     let failure = |f: ApiFailure| anyhow!(f.to_string());
     // Workloads a user-owned Sidecar scopes get no recommended object;
@@ -234,9 +236,9 @@ fn user_owned_view(live: &Value, desired: &Value) -> Value {
 
 /// Managed Sidecars whose workload no longer exists (what `apply --prune`
 /// deletes): `ns/name` and the live object.
-fn prunable(world: &World) -> Result<Vec<(String, Value)>> {
+fn prunable(c: &Cluster<'_>) -> Result<Vec<(String, Value)>> {
     let mut out = Vec::new();
-    for (_, list) in orphans(world) {
+    for (_, list) in orphans(c) {
         for sc in list.map_err(|f| anyhow!(f.to_string()))? {
             let sns = sc.metadata.namespace.clone().unwrap_or_default();
             let label = format!("{sns}/{}", sc.metadata.name.clone().unwrap_or_default());

@@ -9,7 +9,6 @@ use scope::recommend::RecommendOptions;
 use scope::snapshot::{Listener, WorkloadId};
 
 use crate::args::ReportOutput;
-use crate::cmd::recommend::recommendations;
 use crate::outcome::Outcome;
 use crate::output::{self, bytes, plural, Printer, Table};
 use crate::request::ImpactRequest;
@@ -39,7 +38,7 @@ pub fn run(r: &ImpactRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let target = r.target.in_namespace(&ns);
     // "After" is every workload under its recommended Sidecar.
     let all: Vec<WorkloadId> = snap.sidecar_workloads().collect();
-    let recs = recommendations(&world, &all, &RecommendOptions::default());
+    let recs = world.recommendations(&all, &RecommendOptions::default());
     let mut proposed: HashMap<WorkloadId, Vec<Listener>> = HashMap::new();
     for r in &recs {
         if let Some(sc) = r.sidecar() {

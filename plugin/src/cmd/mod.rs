@@ -1,6 +1,10 @@
 //! One module per subcommand. Each takes its request (checked flags, from
 //! [`crate::request`]), loads its world through [`crate::world`] and
-//! prints through the [`Printer`] it is given.
+//! prints through the [`Printer`] it is given. A command never imports
+//! another (`tests/support/tests/shape.rs` holds it): what two share lives
+//! below, in [`crate::world`] (recommending, auditing),
+//! [`crate::sidecars`] (writing Sidecars) or [`crate::istiod`] (checks
+//! against istiod).
 
 pub mod apply;
 pub mod audit;

@@ -5,15 +5,16 @@
 use anyhow::Result;
 use meshscope_shared as scope;
 
-use crate::cmd::{audit, recommend};
 use crate::outcome::Outcome;
 use crate::output::{plural, Printer};
 use crate::request::ReportRequest;
+use crate::world::World;
 
 pub fn run(r: &ReportRequest, p: &mut Printer<'_>) -> Result<Outcome> {
-    let (world, recs) = recommend::load(&r.spec, p)?;
+    let (world, recs) = World::load_recommended(&r.spec, p)?;
     world.warn_missing_kinds("report", None, p.err)?;
-    let findings: Vec<scope::finding::Finding> = audit::find(&world, p)?
+    let findings: Vec<scope::finding::Finding> = world
+        .findings(p)?
         .into_iter()
         .filter(|f| f.exempt.is_none())
         .collect();
@@ -32,7 +33,7 @@ pub fn run(r: &ReportRequest, p: &mut Printer<'_>) -> Result<Outcome> {
 }
 
 /// What the page was made from, in a line.
-fn source(m: &crate::request::MeshRequest, world: &crate::world::World) -> String {
+fn source(m: &crate::request::MeshRequest, world: &World) -> String {
     let mesh = match &world.live {
         Some(ctx) => format!("the cluster at {}", ctx.live.server),
         None => format!(

@@ -21,14 +21,16 @@ use meshscope_shared::recommend::{Action, Outcome as RecOutcome, Recommendation}
 use meshscope_shared::watch::{self as plan, Change, Ledger, PassSettings};
 
 use crate::args::EventOutput;
-use crate::cmd::apply::{connect_for_wait, prune, write_pass, ApplyResult, Pass, FORCE_HINT};
-use crate::cmd::recommend::recommend_in;
 use crate::interrupt::{Interrupt, StopHandle};
 use crate::istiod::Istiod;
 use crate::live::{Election, LEASE_DURATION};
 use crate::outcome::Outcome;
 use crate::output::Printer;
 use crate::request::{ApplyRequest, WatchRequest};
+use crate::sidecars::prune::prune;
+use crate::sidecars::waiting::connect_for_wait;
+use crate::sidecars::{write_pass, ApplyResult, Cluster, Pass, SidecarRef, WriteSettings};
+use crate::sidecars::{SidecarRow, FORCE_HINT};
 use crate::world::{Cursor, LiveCtx, World};
 use events::{emit, Event, Heartbeat};
 use metrics::Metrics;
@@ -61,7 +63,7 @@ struct Watcher<'a> {
     /// row failed with it.
     last_error: Option<(String, u64)>,
     /// Why each Sidecar last failed or was skipped, as said then.
-    skips: std::collections::BTreeMap<plan::Key, String>,
+    skips: std::collections::BTreeMap<SidecarRef, String>,
 }
 
 /// Whether a pass's writes settled: each was confirmed by istiod or ended
@@ -397,7 +399,7 @@ impl Watcher<'_> {
         );
         self.say(&buf, p)?;
         let world = world?;
-        let recs = recommend_in(&world, &self.a.spec)?;
+        let recs = world.recommend(&self.a.spec)?;
         let empty = Default::default();
         let obs = world.obs.as_ref().unwrap_or(&empty);
         let settings = PassSettings {
@@ -424,7 +426,7 @@ impl Watcher<'_> {
         let mut settled = Settled::Yes;
         if !plan.widen.is_empty() || !plan.narrow.is_empty() {
             if self.istiods.is_none() {
-                self.istiods = Some(connect_for_wait(&world, self.a)?);
+                self.istiods = Some(connect_for_wait(world.live_ctx()?, self.a)?);
             }
             let widened = self.write(&world, &recs, &plan.widen, read_at, p)?;
             settled = widened.settled;
@@ -435,15 +437,24 @@ impl Watcher<'_> {
         }
         if self.a.prune && !self.stop.requested() {
             let mut rows = Vec::new();
-            prune(&world, self.a, &mut rows)?;
-            for (res, ns, name, why) in rows {
-                let e = Event::new(if res == ApplyResult::Pruned {
+            prune(&Cluster::of(&world)?, self.a.dry_run, &mut rows);
+            for SidecarRow {
+                result,
+                sidecar,
+                reason,
+            } in rows
+            {
+                let e = Event::new(if result == ApplyResult::Pruned {
                     "pruned"
                 } else {
                     "failed"
                 })
-                .sidecar(&ns, &name);
-                let e = if why.is_empty() { e } else { e.message(why) };
+                .sidecar(&sidecar.namespace, &sidecar.name);
+                let e = if reason.is_empty() {
+                    e
+                } else {
+                    e.message(reason)
+                };
                 emit(&e, self.w.output, p)?;
             }
         }
@@ -475,9 +486,9 @@ impl Watcher<'_> {
             .map(|wr| with_object(&recs[wr.rec], &wr.sidecar))
             .collect();
         let pass = write_pass(
-            world,
+            &Cluster::of(world)?,
             &desired,
-            self.a,
+            &WriteSettings::of(self.a),
             self.istiods.as_deref_mut(),
             false,
             self.stop,
@@ -501,7 +512,7 @@ impl Watcher<'_> {
         let ended = pass
             .results
             .iter()
-            .all(|r| !matches!(r.0, ApplyResult::Failed | ApplyResult::Skipped));
+            .all(|r| !matches!(r.result, ApplyResult::Failed | ApplyResult::Skipped));
         Ok(Written {
             confirmed: all && ended,
             settled: if all { Settled::Yes } else { Settled::No },
@@ -521,14 +532,15 @@ impl Watcher<'_> {
         confirmed_at: Timestamp,
         p: &mut Printer<'_>,
     ) -> Result<()> {
-        let Some((res, _, _, why)) = pass
-            .results
-            .iter()
-            .find(|r| r.1 == wr.key.0 && r.2 == wr.key.1)
+        let Some(SidecarRow {
+            result: res,
+            reason: why,
+            ..
+        }) = pass.results.iter().find(|r| r.sidecar == wr.key)
         else {
             return Ok(()); // not written: interrupted
         };
-        let (ns, name) = (&wr.key.0, &wr.key.1);
+        let (ns, name) = (&wr.key.namespace, &wr.key.name);
         let mut e = match res {
             ApplyResult::Created | ApplyResult::Configured => match &wr.change {
                 Change::Create { hosts } => Event {

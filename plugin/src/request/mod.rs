@@ -535,7 +535,7 @@ impl AuditRequest {
         let codes = a
             .codes
             .iter()
-            .map(|c| known_code(c, "--code"))
+            .map(|c| suppress::known_code(c, "--code"))
             .collect::<Result<_>>()?;
         let suppressions = a
             .suppress
@@ -590,13 +590,6 @@ impl ReportRequest {
             },
         })
     }
-}
-
-/// A finding code as `--code` and `--suppress` take it.
-fn known_code(code: &str, flag: &str) -> Result<&'static str> {
-    audit::code_doc(code.trim()).map(|d| d.code).ok_or_else(|| {
-        anyhow!("{flag}: unknown code {code:?}; `kubectl meshscope codes` lists them")
-    })
 }
 
 /// What `explain` explains.

@@ -1,10 +1,15 @@
 //! `--suppress CODE[=KIND/NS/NAME]`: which findings `audit` silences.
 
-use anyhow::{bail, Result};
-use meshscope_shared::audit::Finding;
+use anyhow::{anyhow, bail, Result};
+use meshscope_shared::audit::{self, Finding};
 use meshscope_shared::snapshot::WorkloadKind;
 
-use super::known_code;
+/// A finding code as `--code` and `--suppress` take it.
+pub(super) fn known_code(code: &str, flag: &str) -> Result<&'static str> {
+    audit::code_doc(code.trim()).map(|d| d.code).ok_or_else(|| {
+        anyhow!("{flag}: unknown code {code:?}; `kubectl meshscope codes` lists them")
+    })
+}
 
 /// `CODE` or `CODE=KIND/NS/NAME`, with `*` globbing the object (as
 /// `istioctl analyze --suppress "IST0102=Namespace frod"`).

@@ -15,7 +15,7 @@ use crate::snapshot::{
 mod hinted;
 mod hosts;
 mod objects;
-mod savings;
+pub mod savings;
 mod selector;
 
 pub use hinted::HINTED_ANNOTATION;
@@ -28,7 +28,6 @@ pub use objects::{
     REQUESTS_ANNOTATION, SOURCES_ANNOTATION, WINDOW_ANNOTATION, WORKLOAD_KIND_LABEL,
     WORKLOAD_NAME_FULL_ANNOTATION, WORKLOAD_NAME_LABEL,
 };
-pub use savings::{savings, Savings};
 use selector::{fixed_for_life, fmt_labels, pod_label_sets};
 pub use selector::{stable_selector, NO_STABLE_SELECTOR};
 

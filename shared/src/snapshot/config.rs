@@ -5,13 +5,13 @@ use super::model::{
     DrId, DrInfo, GatewayInfo, Listener, PodInfo, Protocol, SidecarId, SidecarInfo, VsDest, VsId,
     VsInfo, WaypointInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
+use crate::hash::HashMap;
 use crate::host::{resolve_short_name, Export, HostEntry};
 use crate::inputs::Inputs;
 use crate::istio::{Sidecar, VirtualService};
 use crate::labels::{labels_field, selector_matches};
 use crate::mesh::{MeshConfig, Options};
 use crate::meta::{created, export_to_is_ours, name_of, ns_of};
-use crate::HashMap;
 
 /// The Sidecars, oldest first; by namespace, selector Sidecars first, then
 /// selector-less ones; and the root namespace's default Sidecar.

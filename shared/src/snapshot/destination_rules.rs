@@ -29,8 +29,8 @@
 use std::collections::BTreeSet;
 
 use super::model::{DrId, DrInfo};
+use crate::hash::HashMap;
 use crate::labels::{selector_matches, Labels};
-use crate::HashMap;
 
 /// Rules istiod consolidated into one: the first's exportTo and selector
 /// stand, and later rules add the subsets the entry lacks.

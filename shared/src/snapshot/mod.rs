@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::error::Error;
+use crate::hash::HashMap;
 use crate::inputs::Inputs;
 use crate::mesh::{MeshConfig, Options};
 use crate::telemetry::{CustomAuthz, TelemetryInfo};
 use crate::visibility::{self, Resolved};
-use crate::HashMap;
 
 mod config;
 pub mod destination_rules;

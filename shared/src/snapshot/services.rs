@@ -13,6 +13,7 @@ use super::model::{
     Inbound, PodId, PodInfo, PortInfo, Protocol, Resolution, SeInfo, ServiceInfo, SvcId, SvcKind,
     Workload,
 };
+use crate::hash::HashMap;
 use crate::host::Export;
 use crate::inputs::Inputs;
 use crate::istio::ServiceEntry;
@@ -22,7 +23,6 @@ use crate::meta::{
     created, export_to_is_ours, labels, name_of, ns_of, use_waypoint, NamespaceInfo,
 };
 use crate::visibility;
-use crate::HashMap;
 
 /// The Kubernetes Services, then one service per ServiceEntry host (each
 /// capped by `meshConfig.serviceEntryVisibility`), and the ServiceEntries.

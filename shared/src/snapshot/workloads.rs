@@ -10,12 +10,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 
 use super::model::{Inbound, PodId, PodInfo, Workload, WorkloadId, WorkloadKind};
 use crate::exempt::Exemption;
+use crate::hash::HashMap;
 use crate::inject::{self, Injection};
 use crate::inputs::{Inputs, Pod};
 use crate::labels::Labels;
 use crate::mesh::Options;
 use crate::meta::{created, labels, name_of, ns_of, NamespaceInfo};
-use crate::HashMap;
 
 /// The namespaces read, with their labels.
 pub(super) fn namespaces(inputs: &Inputs) -> BTreeMap<String, NamespaceInfo> {

@@ -359,10 +359,23 @@ fn add_virtual_hosts(g: &mut Generated, rc: &Value) {
     }
 }
 
+/// Does istiod send a cluster for traffic to `host:port` (any subset)?
+pub(crate) fn has_cluster(clusters: &BTreeSet<String>, host: &str, port: u32) -> bool {
+    let plain = format!("outbound|{port}||{host}");
+    if clusters.contains(&plain) {
+        return true;
+    }
+    let prefix = format!("outbound|{port}|");
+    let suffix = format!("|{host}");
+    clusters
+        .range(prefix.clone()..)
+        .take_while(|c| c.starts_with(&prefix))
+        .any(|c| c.ends_with(&suffix))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::has_cluster;
 
     const SYNCZ: &str = r#"[
       {"cluster_id":"Kubernetes","proxy":"sleep-0.apps","proxy_type":"sidecar","istio_version":"1.31.0",

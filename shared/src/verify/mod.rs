@@ -25,6 +25,7 @@ use crate::observe::WorkloadTraffic;
 use crate::recommend::EGRESS_ANNOTATION;
 use crate::snapshot::{sidecar_listeners, PodId, SidecarId};
 use crate::MeshSnapshot;
+use istiod::has_cluster;
 
 /// The Sidecar `/debug/sidecarz` names when the engine's prediction is
 /// right: a root-namespace default shows under the proxy's namespace.
@@ -133,20 +134,6 @@ impl ProxyCheck {
             s => s.as_str().to_string(),
         }
     }
-}
-
-/// Does istiod send a cluster for traffic to `host:port` (any subset)?
-fn has_cluster(clusters: &BTreeSet<String>, host: &str, port: u32) -> bool {
-    let plain = format!("outbound|{port}||{host}");
-    if clusters.contains(&plain) {
-        return true;
-    }
-    let prefix = format!("outbound|{port}|");
-    let suffix = format!("|{host}");
-    clusters
-        .range(prefix.clone()..)
-        .take_while(|c| c.starts_with(&prefix))
-        .any(|c| c.ends_with(&suffix))
 }
 
 /// A managed Sidecar whose live egress is not what meshscope wrote (its

@@ -287,7 +287,9 @@ pub struct Import {
 /// `super::…` path written in code outside a `use`, each resolved to the
 /// module that defines what it names: a name a module re-exports
 /// (`pub use`, `pub(crate) use`) counts as an import of the module it
-/// comes from, and the re-export itself is not an import.
+/// comes from, and the re-export itself is an import of that module by
+/// the one that re-exports it (so a module that re-exports a child's name
+/// while the child uses the module is a cycle).
 pub fn imports(modules: &[Module]) -> Vec<Import> {
     let known: BTreeSet<Vec<String>> = modules.iter().map(|m| m.path.clone()).collect();
     let mut uses = Vec::new();
@@ -302,11 +304,12 @@ pub fn imports(modules: &[Module]) -> Vec<Import> {
                 // A re-export is resolved through, not a dependency of
                 // the module that re-exports: `pub use a::B` in the root
                 // lets others write `crate::B` for `a::B`.
+                // It is still an edge of the module that re-exports: its
+                // public face depends on the module it names.
                 if public {
                     if let Some(alias) = alias {
                         reexports.insert((m.path.clone(), alias), abs.clone());
                     }
-                    continue;
                 }
                 uses.push((m, line, abs));
             }

@@ -1,5 +1,6 @@
-//! The shape of the workspace's code, held by a test (issue #17): no
-//! import cycle between the modules of any of our crates, no product
+//! The shape of the workspace's code, held by a test (issues #17, #36): no
+//! import cycle between the modules of any of our crates (a re-export
+//! counts as an import), no command of the plugin importing another, no product
 //! source file over 800 code lines, no function of the plugin's commands
 //! over 150 lines, and the plugin's `lib.rs` under 120 code lines. It reads
 //! the repository's sources and nothing else; each failure names the file,
@@ -119,6 +120,39 @@ fn no_module_imports_itself_through_others() {
         found.is_empty(),
         "import cycles between modules (`use crate::`/`super::`):\n{}",
         found.join("\n")
+    );
+}
+
+/// `cmd::apply::x` → `apply`; `None` outside `plugin/src/cmd`'s commands.
+fn command_of(module: &str) -> Option<&str> {
+    module.strip_prefix("cmd::")?.split("::").next()
+}
+
+/// A command is a leaf: what two commands share lives below `cmd`
+/// (`sidecars`, `istiod`, `world`), so no command imports another.
+#[test]
+fn no_command_of_the_plugin_imports_another() {
+    let root = repo_root().join("plugin/src/lib.rs");
+    let crossing: Vec<String> = imports(&modules(&root))
+        .into_iter()
+        .filter(|i| {
+            let (from, to) = (command_of(&i.from), command_of(&i.to));
+            from.is_some() && to.is_some() && from != to
+        })
+        .map(|i| {
+            format!(
+                "    {} uses {} at {}:{}",
+                i.from,
+                i.to,
+                rel(&i.file),
+                i.line
+            )
+        })
+        .collect();
+    assert!(
+        crossing.is_empty(),
+        "modules of one command in plugin/src/cmd import another's (move what they share below cmd):\n{}",
+        crossing.join("\n")
     );
 }
 

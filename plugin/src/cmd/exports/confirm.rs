@@ -18,7 +18,7 @@ use meshscope_shared::observe::WorkloadTraffic;
 use meshscope_shared::snapshot::PodId;
 use meshscope_shared::verify::{self as verify_shared, ProxyCheck};
 
-use crate::cmd::verify;
+use crate::istiod::checks::{reported, sync_status};
 use crate::istiod::Istiod;
 use crate::world::World;
 
@@ -51,7 +51,7 @@ pub async fn snapshot(
     limit: Duration,
     err: &mut dyn Write,
 ) -> Result<Before> {
-    match tokio::time::timeout(limit, verify::sync_status(istiods, err)).await {
+    match tokio::time::timeout(limit, sync_status(istiods, err)).await {
         Ok(by_proxy) => Ok(by_proxy?
             .into_iter()
             .map(|(id, (_, s))| (id, s.cds_sent().to_string()))
@@ -177,14 +177,14 @@ async fn poll<'t>(
     err: &mut dyn Write,
 ) -> Result<(Vec<&'t Target>, HashMap<PodId, String>)> {
     let snap = &fresh.snap;
-    let by_proxy = verify::sync_status(istiods, err).await?;
+    let by_proxy = sync_status(istiods, err).await?;
     let mut still = Vec::new();
     let mut why = HashMap::new();
     for &t in pending {
         let pod = &snap.pods[t.pod];
         let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
         let rep = match by_proxy.get(&id) {
-            Some((i, sync)) => verify::reported(&mut istiods[*i], sync).await?,
+            Some((i, sync)) => reported(&mut istiods[*i], sync).await?,
             None => None,
         };
         let Some(rep) = rep else {

@@ -18,16 +18,17 @@ use serde_json::Value;
 
 use super::{body, confirm, load};
 use crate::args::{DryRun, ReportOutput};
-use crate::cmd::apply::{
-    connect_for_wait, diffable, read_again, summarize, unconfirmed, unified, wait_advice,
-    ApplyResult, FIELD_MANAGER,
-};
-use crate::cmd::verify;
+use crate::istiod::checks::{traffic_by_workload, warn_version_skew};
+use crate::istiod::table::report;
 use crate::istiod::Istiod;
 use crate::live::{istio, resource_of, Patched};
 use crate::outcome::Outcome;
 use crate::output::{plural, Printer};
 use crate::request::{ApplyRequest, DiffRequest, ExportsSpec, Wait};
+use crate::sidecars::compare::{diffable, unified};
+use crate::sidecars::report::{summarize, unconfirmed};
+use crate::sidecars::waiting::{connect_for_wait, wait_advice};
+use crate::sidecars::{ApplyResult, FIELD_MANAGER};
 use crate::world::{LiveCtx, World};
 
 /// The API resource of a kind whose exportTo is written.
@@ -201,7 +202,7 @@ pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     // --wait needs istiod, and what it sent each proxy before the writes.
     let mut waiting = match &a.wait {
         Some(w) => {
-            let mut istiods = connect_for_wait(&world, a)?;
+            let mut istiods = connect_for_wait(ctx, a)?;
             let before = ctx
                 .rt
                 .block_on(confirm::snapshot(&mut istiods, w.limit, p.err))
@@ -275,8 +276,8 @@ fn wait_for_istiod(
         return Ok(Outcome::Ok);
     }
     let ctx = live_ctx(world)?;
-    let traffic = verify::traffic_by_workload(world);
-    let fresh = read_again(a, p.err)?;
+    let traffic = traffic_by_workload(&world.snap, world.obs.as_ref());
+    let fresh = World::read_again(&a.spec.mesh, p.err)?;
     let targets = confirm::targets(world, &fresh, &traffic);
     let pushed = targets.iter().filter(|t| t.changed).count();
     let done = ctx.rt.block_on(confirm::wait(
@@ -298,8 +299,8 @@ fn wait_for_istiod(
         return Ok(outcome);
     }
     writeln!(p.out)?;
-    verify::warn_version_skew(&fresh, &done.checks, p.err)?;
-    if verify::report(&done.checks, ReportOutput::Table, p)? == Outcome::Findings {
+    warn_version_skew(&fresh.snap, &done.checks, p.err)?;
+    if report(&done.checks, ReportOutput::Table, p)? == Outcome::Findings {
         outcome = Outcome::Findings;
     }
     Ok(outcome)

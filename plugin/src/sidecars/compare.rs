@@ -34,7 +34,7 @@ pub(super) fn comparable(v: &Value, keys_from: &Value) -> Value {
 }
 
 /// A readable view of a Sidecar for diffs: no managed fields or status.
-pub(crate) fn diffable(v: Option<&Value>) -> String {
+pub fn diffable(v: Option<&Value>) -> String {
     let Some(v) = v else { return String::new() };
     let mut v = v.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -54,12 +54,7 @@ pub(crate) fn diffable(v: Option<&Value>) -> String {
     serde_yaml::to_string(&v).unwrap_or_default()
 }
 
-pub(crate) fn unified(
-    old: &str,
-    new: &str,
-    name: &str,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
+pub fn unified(old: &str, new: &str, name: &str, out: &mut dyn Write) -> std::io::Result<()> {
     let diff = similar::TextDiff::from_lines(old, new);
     let text = diff
         .unified_diff()

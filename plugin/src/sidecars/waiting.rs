@@ -7,12 +7,35 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use meshscope_shared::istio::Sidecar;
-use meshscope_shared::snapshot::PodId;
+use meshscope_shared::snapshot::{MeshSnapshot, PodId};
 use meshscope_shared::verify as verify_shared;
 
-use crate::cmd::verify;
+use crate::istiod::checks::{connect_istiods, sync_status};
 use crate::istiod::Istiod;
-use crate::world::World;
+use crate::request::ApplyRequest;
+use crate::world::LiveCtx;
+
+/// `--wait` needs istiod: found before anything is written.
+pub fn connect_for_wait(ctx: &LiveCtx, a: &ApplyRequest) -> Result<Vec<Istiod>> {
+    ctx.rt
+        .block_on(connect_istiods(&ctx.live, &a.istiod, a.timeout_secs))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot --wait, so nothing was applied: {e:#}\n{}",
+                wait_advice(a)
+            )
+        })
+}
+
+/// What to do when istiod cannot confirm: `apply` can do without it,
+/// `apply --watch` cannot (it confirms every widening before narrowing).
+pub fn wait_advice(a: &ApplyRequest) -> &'static str {
+    if a.watch.is_some() {
+        "(apply --watch confirms each write on istiod: give --istiod-url, or let it port-forward to istiod's pods as verify does)"
+    } else {
+        "(drop --wait to apply without waiting)"
+    }
+}
 
 /// Per proxy id, before a write: the last CDS nonce sent, and the
 /// scope istiod applied.
@@ -52,13 +75,13 @@ pub fn targets(
 /// What istiod holds for `pods` before a write, within `limit` (the
 /// `--wait` given: a hung istiod fails it, before anything is written).
 pub async fn snapshot(
-    world: &World,
+    snap: &MeshSnapshot,
     istiods: &mut [Istiod],
     pods: &[PodId],
     limit: Duration,
     err: &mut dyn Write,
 ) -> Result<Before> {
-    match tokio::time::timeout(limit, read_before(world, istiods, pods, err)).await {
+    match tokio::time::timeout(limit, read_before(snap, istiods, pods, err)).await {
         Ok(before) => before,
         Err(_) => anyhow::bail!(
             "istiod did not answer within --wait ({})",
@@ -68,15 +91,15 @@ pub async fn snapshot(
 }
 
 async fn read_before(
-    world: &World,
+    snap: &MeshSnapshot,
     istiods: &mut [Istiod],
     pods: &[PodId],
     err: &mut dyn Write,
 ) -> Result<Before> {
-    let by_proxy = verify::sync_status(istiods, err).await?;
+    let by_proxy = sync_status(istiods, err).await?;
     let mut out = Before::new();
     for p in pods {
-        let pod = &world.snap.pods[*p];
+        let pod = &snap.pods[*p];
         let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
         let Some((i, sync)) = by_proxy.get(&id) else {
             continue;
@@ -104,7 +127,7 @@ async fn read_before(
 /// error here, only an unconfirmed write (which `apply --watch` reads
 /// again and reports as written).
 pub async fn wait(
-    world: &World,
+    snap: &MeshSnapshot,
     istiods: &mut [Istiod],
     targets: &[Target],
     before: &Before,
@@ -136,42 +159,33 @@ pub async fn wait(
     let mut last_why: HashMap<PodId, String> = HashMap::new();
     loop {
         let left = limit.saturating_sub(started.elapsed());
-        let (still, why_waiting) = match poll(
-            world,
-            istiods,
-            pending.clone(),
-            before,
-            left,
-            &mut done,
-            err,
-        )
-        .await
-        {
-            Ok(polled) => polled,
-            // istiod failed, or the wait ran out during a poll: a proxy
-            // keeps the reason istiod last gave for it, if it gave one.
-            Err(why) => {
-                let whys = pending
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.pod,
-                            last_why.remove(&t.pod).unwrap_or_else(|| why.clone()),
-                        )
-                    })
-                    .collect();
-                done.timed_out = give_up(world, &pending, &whys);
-                done.elapsed = started.elapsed();
-                break;
-            }
-        };
+        let (still, why_waiting) =
+            match poll(snap, istiods, pending.clone(), before, left, &mut done, err).await {
+                Ok(polled) => polled,
+                // istiod failed, or the wait ran out during a poll: a proxy
+                // keeps the reason istiod last gave for it, if it gave one.
+                Err(why) => {
+                    let whys = pending
+                        .iter()
+                        .map(|t| {
+                            (
+                                t.pod,
+                                last_why.remove(&t.pod).unwrap_or_else(|| why.clone()),
+                            )
+                        })
+                        .collect();
+                    done.timed_out = give_up(snap, &pending, &whys);
+                    done.elapsed = started.elapsed();
+                    break;
+                }
+            };
         pending = still;
         done.elapsed = started.elapsed();
         if pending.is_empty() {
             break;
         }
         if done.elapsed >= limit {
-            done.timed_out = give_up(world, &pending, &why_waiting);
+            done.timed_out = give_up(snap, &pending, &why_waiting);
             break;
         }
         last_why = why_waiting;
@@ -194,14 +208,14 @@ pub async fn wait(
 
 /// The pending targets as timed out, each `ns/pod (why)`.
 fn give_up(
-    world: &World,
+    snap: &MeshSnapshot,
     pending: &[&Target],
     why: &HashMap<PodId, String>,
 ) -> Vec<(PodId, String)> {
     pending
         .iter()
         .map(|t| {
-            let pod = &world.snap.pods[t.pod];
+            let pod = &snap.pods[t.pod];
             let why = why.get(&t.pod).cloned().unwrap_or_default();
             (t.pod, format!("{}/{} ({why})", pod.namespace, pod.name))
         })
@@ -225,7 +239,7 @@ async fn bounded<T>(
 /// pending and why each waits; confirmed and unconnected ones are moved to
 /// `done`. An istiod that does not answer in time, or fails, is the error.
 async fn poll<'t>(
-    world: &World,
+    snap: &MeshSnapshot,
     istiods: &mut [Istiod],
     pending: Vec<&'t Target>,
     before: &Before,
@@ -234,11 +248,11 @@ async fn poll<'t>(
     err: &mut dyn Write,
 ) -> Result<(Vec<&'t Target>, HashMap<PodId, String>), String> {
     let deadline = Instant::now() + left;
-    let by_proxy = bounded(left, verify::sync_status(istiods, err)).await?;
+    let by_proxy = bounded(left, sync_status(istiods, err)).await?;
     let mut still = Vec::new();
     let mut why_waiting: HashMap<PodId, String> = HashMap::new();
     for t in pending {
-        let pod = &world.snap.pods[t.pod];
+        let pod = &snap.pods[t.pod];
         let id = verify_shared::proxy_id(&pod.name, &pod.namespace);
         let Some((i, sync)) = by_proxy.get(&id) else {
             done.not_connected
@@ -288,19 +302,9 @@ mod tests {
     use super::*;
     use meshscope_test_support::fixtures::snap;
 
-    /// A world of one injected pod, web-0 in shop.
-    fn world() -> World {
-        let snap = snap("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-0\n  namespace: shop\n  labels: {app: web}\nspec:\n  containers: [{name: c, image: x}, {name: istio-proxy, image: proxyv2}]\nstatus:\n  podIP: 10.0.0.1\n");
-        World {
-            snap,
-            obs: None,
-            namespaces: None,
-            selector: None,
-            live: None,
-            hints: None,
-            kinds: None,
-            gateways_unknown: false,
-        }
+    /// A mesh of one injected pod, web-0 in shop.
+    fn world() -> MeshSnapshot {
+        snap("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-0\n  namespace: shop\n  labels: {app: web}\nspec:\n  containers: [{name: c, image: x}, {name: istio-proxy, image: proxyv2}]\nstatus:\n  podIP: 10.0.0.1\n")
     }
 
     /// An istiod that accepts connections and never answers.
