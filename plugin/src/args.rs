@@ -211,6 +211,24 @@ pub struct Traffic {
     pub since: Option<String>,
 }
 
+impl Traffic {
+    /// The sources given, in the order they are read.
+    pub fn sources(&self) -> Vec<crate::traffic::TrafficSource> {
+        use crate::traffic::TrafficSource;
+        let mut out = Vec::new();
+        if !self.access_logs.is_empty() {
+            out.push(TrafficSource::AccessLogs(self.access_logs.clone()));
+        }
+        if self.from_pod_logs {
+            out.push(TrafficSource::PodLogs);
+        }
+        if let Some(url) = &self.prometheus {
+            out.push(TrafficSource::Prometheus(url.clone()));
+        }
+        out
+    }
+}
+
 /// How the mesh's configuration is read, besides its objects.
 #[derive(Debug, Args, Clone, Default)]
 pub struct MeshSettings {
@@ -305,15 +323,12 @@ pub struct Common {
     pub selector: Option<String>,
     pub connection: Connection,
     pub manifests: Vec<PathBuf>,
-    pub access_logs: Vec<PathBuf>,
+    /// The traffic flags, as given.
+    pub traffic: Traffic,
     pub mesh_config: Option<PathBuf>,
     pub istio_version: Option<String>,
     pub cluster_domain: Option<String>,
     pub inject_by_default: bool,
-    pub strict: bool,
-    pub from_pod_logs: bool,
-    pub prometheus: Option<String>,
-    pub since: Option<String>,
     pub no_headers: bool,
     pub quiet: bool,
 }
@@ -340,15 +355,11 @@ impl Common {
             selector: s.selector.clone(),
             connection: c.clone(),
             manifests: manifests.to_vec(),
-            access_logs: t.access_logs.clone(),
+            traffic: t.clone(),
             mesh_config: m.mesh_config.clone(),
             istio_version: d.istio_version.clone(),
             cluster_domain: d.cluster_domain.clone(),
             inject_by_default: m.inject_by_default,
-            strict: t.strict,
-            from_pod_logs: t.from_pod_logs,
-            prometheus: t.prometheus.clone(),
-            since: t.since.clone(),
             no_headers: p.no_headers,
             quiet: p.quiet,
         }

@@ -32,6 +32,7 @@ pub mod prometheus;
 pub mod request;
 pub mod selector;
 pub mod sidecars;
+pub mod traffic;
 pub mod world;
 
 use std::io::Write;

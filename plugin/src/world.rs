@@ -4,6 +4,8 @@
 
 /// Every finding in a loaded world ([`World::findings`]).
 mod audit;
+/// The observe loop over the traffic sources.
+mod observe;
 /// Recommending in a loaded world ([`World::recommend`]).
 mod recommend;
 
@@ -19,8 +21,7 @@ use scope::{MeshSnapshot, Options};
 
 use crate::input;
 use crate::live;
-use crate::output::{plural, Printer};
-use crate::prometheus;
+use crate::output::Printer;
 use crate::request::{GatewayRead, MeshRequest, PodLogScope};
 use crate::selector::Selector;
 
@@ -274,13 +275,6 @@ fn look_in(m: &MeshRequest, planned: Option<&scope::Inputs>, default_ns: &str) -
 }
 
 /// Adds `o` to the observations so far.
-fn add(obs: &mut Option<Observations>, o: Observations) {
-    match obs {
-        Some(cur) => cur.merge(o),
-        None => *obs = Some(o),
-    }
-}
-
 impl World {
     pub fn load(m: &MeshRequest, err: &mut dyn Write) -> Result<World> {
         if m.is_live() {
@@ -320,12 +314,14 @@ impl World {
                 Some(BTreeSet::from([ns.clone()]))
             }
         };
-        let obs = if m.access_logs.is_empty() {
-            None
-        } else {
-            let obs = input::read_access_logs(&snap, &m.access_logs, m.strict, err)?;
-            Some(obs)
+        let reading = observe::Reading {
+            m,
+            ctx: None,
+            snap: &snap,
+            inputs: &inputs,
+            namespaces: namespaces.as_ref(),
         };
+        let obs = World::observe(&reading, None, err)?;
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         let hints = hints(m, &inputs, &snap);
         Ok(World {
@@ -372,7 +368,7 @@ impl World {
             namespaces.as_ref(),
             fallback,
             &m.purpose.in_context(&live.default_namespace),
-            m.from_pod_logs,
+            m.reads_pod_logs(),
             m.manifest_hints,
         ))?;
         for limitation in &read.limitations {
@@ -399,7 +395,14 @@ impl World {
                 );
             }
         }
-        let obs = Self::observe_live(m, &ctx, &snap, &inputs, namespaces.as_ref(), cursor, err)?;
+        let reading = observe::Reading {
+            m,
+            ctx: Some(&ctx),
+            snap: &snap,
+            inputs: &inputs,
+            namespaces: namespaces.as_ref(),
+        };
+        let obs = World::observe(&reading, cursor, err)?;
         check_traffic_domain(&inputs, &mut snap, obs.as_ref(), domain_source, err)?;
         let hints = hints(m, &inputs, &snap);
         Ok(World {
@@ -412,105 +415,6 @@ impl World {
             kinds: None,
             gateways_unknown,
         })
-    }
-
-    /// The traffic of a live world: access logs, pod logs, Prometheus.
-    fn observe_live(
-        m: &MeshRequest,
-        ctx: &LiveCtx,
-        snap: &MeshSnapshot,
-        inputs: &scope::Inputs,
-        namespaces: Option<&BTreeSet<String>>,
-        mut cursor: Option<&mut Cursor>,
-        err: &mut dyn Write,
-    ) -> Result<Option<Observations>> {
-        let (rt, live) = (&ctx.rt, &ctx.live);
-        let mut obs: Option<Observations> = None;
-        let applied = cursor
-            .as_deref()
-            .is_some_and(|c| !c.read_before)
-            .then(|| scope::watch::applied(snap));
-        let applied = applied.as_ref();
-        if !m.access_logs.is_empty() {
-            let o = match cursor.as_deref_mut() {
-                Some(c) => {
-                    input::tail::tail_access_logs(snap, &m.access_logs, &mut c.files, applied, err)?
-                }
-                None => input::read_access_logs(snap, &m.access_logs, m.strict, err)?,
-            };
-            add(&mut obs, o);
-        }
-        if m.from_pod_logs {
-            let since = m.pod_log_window();
-            let only = match m.pod_logs {
-                PodLogScope::Listed => None,
-                PodLogScope::Namespace => Some(
-                    m.namespace
-                        .clone()
-                        .unwrap_or_else(|| live.default_namespace.clone()),
-                ),
-            };
-            let pods: Vec<usize> = (0..snap.pods.len())
-                .filter(|p| {
-                    let pod = &snap.pods[*p];
-                    // A gateway's log holds its calls too.
-                    pod.injection.runs_proxy()
-                        && namespaces.is_none_or(|n| n.contains(&pod.namespace))
-                        && only.as_ref().is_none_or(|n| *n == pod.namespace)
-                })
-                .collect();
-            // After a watch pass, logs with nothing new are the rule.
-            let first_read = cursor.as_deref().is_none_or(|c| c.logs.is_new());
-            let window = match cursor.as_deref_mut() {
-                Some(c) => live::LogWindow::After(&mut c.logs, since, applied),
-                None => live::LogWindow::Last(since),
-            };
-            let logs = rt.block_on(live.pod_logs(snap, &pods, window, &inputs.pods, err));
-            for (pod, why) in &logs.failed {
-                writeln!(
-                    err,
-                    "warning: cannot read the istio-proxy log of {pod}: {why}"
-                )?;
-            }
-            if first_read && logs.obs.stats.access_lines == 0 && !logs.empty.is_empty() {
-                writeln!(
-                    err,
-                    "warning: {}",
-                    scope::notes::empty_pod_logs(snap, &logs.empty, pods.len())
-                )?;
-            }
-            add(&mut obs, logs.obs);
-        }
-        if let Some(url) = &m.prometheus {
-            let (window, since_last) = match cursor.as_deref_mut() {
-                Some(c) => prometheus_window(m, &mut c.prometheus, c.lookback),
-                None => (m.prometheus_window(), m.prometheus_window()),
-            };
-            let o = prometheus::observe(snap, url, window)?;
-            if let Some(c) = cursor.as_deref_mut() {
-                // For the latency metric only (a failure costs precision):
-                // series new since the last pass, which an earlier
-                // widening cannot have answered.
-                c.prometheus_first_outside =
-                    prometheus::first_outside(url, since_last).unwrap_or_default();
-            }
-            add(&mut obs, o);
-        }
-        if let Some(c) = cursor {
-            c.read_before = true;
-        }
-        if let Some(n) = obs
-            .as_ref()
-            .map(|o| o.stats.already_applied)
-            .filter(|n| *n > 0)
-        {
-            writeln!(
-                err,
-                "note: skipped {} the managed Sidecars already account for (at or before the end of their evidence window)",
-                plural(n as usize, "log line", "log lines")
-            )?;
-        }
-        Ok(obs)
     }
 
     /// The cluster connection, for a command that needs one (its request
@@ -529,9 +433,7 @@ impl World {
         again.purpose = live::Purpose::Read;
         again.pod_logs = PodLogScope::Listed;
         again.all_namespaces = true;
-        again.access_logs.clear();
-        again.from_pod_logs = false;
-        again.prometheus = None;
+        again.sources.clear();
         World::load(&again, err)
     }
 

@@ -346,7 +346,7 @@ impl Watcher<'_> {
     /// fails is ignored (the pass at `next` reports a Prometheus that is
     /// down).
     fn idle_until(&mut self, next: Instant) {
-        let url = self.a.spec.mesh.prometheus.clone();
+        let url = self.a.spec.mesh.prometheus().map(str::to_string);
         loop {
             let now = Instant::now();
             if now >= next || self.stop.requested() {
@@ -385,7 +385,7 @@ impl Watcher<'_> {
 
     fn pass(&mut self, leading: bool, p: &mut Printer<'_>) -> Result<Settled> {
         let read_at = Timestamp::now();
-        if let Some(url) = &self.a.spec.mesh.prometheus {
+        if let Some(url) = self.a.spec.mesh.prometheus() {
             // Before the read: a series that appears during it starts the
             // next pass early, and one the read saw does too, harmlessly.
             self.outside_series = crate::prometheus::outside_series(url).ok();

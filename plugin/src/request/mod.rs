@@ -24,6 +24,7 @@ use crate::duration::parse_duration;
 use crate::jsonpath::Template;
 use crate::live::{ConnectOptions, Purpose};
 use crate::selector::Selector;
+use crate::traffic::TrafficSource;
 
 pub use suppress::Suppression;
 pub use watch::WatchRequest;
@@ -49,15 +50,14 @@ pub struct MeshRequest {
     pub all_namespaces: bool,
     pub selector: Option<Selector>,
     pub manifests: Vec<PathBuf>,
-    pub access_logs: Vec<PathBuf>,
+    /// Where the traffic is observed, in the order the sources are read.
+    pub sources: Vec<TrafficSource>,
     pub mesh_config: Option<PathBuf>,
     /// `--istio-version`, one of the releases meshscope knows.
     pub istio_version: Option<IstioVersion>,
     pub cluster_domain: Option<String>,
     pub inject_by_default: bool,
     pub strict: bool,
-    pub from_pod_logs: bool,
-    pub prometheus: Option<String>,
     /// `--since`, parsed when a source reads it (pod logs, Prometheus).
     pub since: Option<Duration>,
     pub connect: ConnectOptions,
@@ -99,6 +99,30 @@ impl MeshRequest {
         self.since.unwrap_or(Duration::from_secs(7 * 24 * 3600))
     }
 
+    /// The access-log files given (`--access-log`), if any.
+    pub fn access_logs(&self) -> &[PathBuf] {
+        self.sources
+            .iter()
+            .find_map(|s| match s {
+                TrafficSource::AccessLogs(paths) => Some(paths.as_slice()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether the proxies' logs are read (`--from-pod-logs`).
+    pub fn reads_pod_logs(&self) -> bool {
+        self.sources.contains(&TrafficSource::PodLogs)
+    }
+
+    /// The Prometheus asked (`--prometheus`), if any.
+    pub fn prometheus(&self) -> Option<&str> {
+        self.sources.iter().find_map(|s| match s {
+            TrafficSource::Prometheus(url) => Some(url.as_str()),
+            _ => None,
+        })
+    }
+
     /// Whether the mesh is read from a cluster.
     pub fn is_live(&self) -> bool {
         self.manifests.is_empty()
@@ -114,8 +138,9 @@ impl MeshRequest {
     /// Everything after the sources and `--istio-version`.
     fn parse_rest(c: &Common, istio_version: Option<IstioVersion>) -> Result<MeshRequest> {
         let selector = c.selector.as_deref().map(Selector::parse).transpose()?;
-        let reads_since = c.manifests.is_empty() && (c.from_pod_logs || c.prometheus.is_some());
-        let since = c.since.as_deref().map(parse_duration).transpose()?;
+        let sources = c.traffic.sources();
+        let reads_since = c.manifests.is_empty() && sources.iter().any(TrafficSource::from_cluster);
+        let since = c.traffic.since.as_deref().map(parse_duration).transpose()?;
         if since.is_some() && !reads_since {
             bail!("--since sets how far back --from-pod-logs and --prometheus read; --access-log files and --manifests are read whole (cut a file to the lines you want first)");
         }
@@ -124,14 +149,12 @@ impl MeshRequest {
             all_namespaces: c.all_namespaces,
             selector,
             manifests: c.manifests.clone(),
-            access_logs: c.access_logs.clone(),
+            sources,
             mesh_config: c.mesh_config.clone(),
             istio_version,
             cluster_domain: c.cluster_domain.clone(),
             inject_by_default: c.inject_by_default,
-            strict: c.strict,
-            from_pod_logs: c.from_pod_logs,
-            prometheus: c.prometheus.clone(),
+            strict: c.traffic.strict,
             since,
             connect: c.connect_options()?,
             purpose: Purpose::Read,
@@ -157,7 +180,8 @@ impl MeshRequest {
 
 /// Pod logs and Prometheus are read from a cluster.
 fn check_sources(c: &Common) -> Result<()> {
-    if !c.manifests.is_empty() && (c.from_pod_logs || c.prometheus.is_some()) {
+    let from_cluster = c.traffic.sources().iter().any(TrafficSource::from_cluster);
+    if !c.manifests.is_empty() && from_cluster {
         bail!("--from-pod-logs and --prometheus read from a cluster; they cannot be combined with --manifests");
     }
     Ok(())
@@ -176,7 +200,7 @@ fn istio_version(c: &Common) -> Result<Option<IstioVersion>> {
 /// refuse before reading anything.
 fn check_stdin(c: &Common) -> Result<()> {
     let dash = |paths: &[PathBuf]| paths.iter().filter(|p| p.as_os_str() == "-").count();
-    let (manifests, logs) = (dash(&c.manifests), dash(&c.access_logs));
+    let (manifests, logs) = (dash(&c.manifests), dash(&c.traffic.access_logs));
     if manifests > 0 && logs > 0 {
         bail!("--manifests - and --access-log - cannot both read stdin; write one of them to a file and pass its path");
     }
@@ -199,7 +223,7 @@ fn check_planned(c: &Common, files: &[PathBuf]) -> Result<Vec<PathBuf>> {
         bail!("-f lays objects over a cluster's; offline, pass those files with --manifests too");
     }
     let stdin = files.iter().filter(|p| p.as_os_str() == "-").count();
-    if stdin > 1 || (stdin == 1 && c.access_logs.iter().any(|p| p.as_os_str() == "-")) {
+    if stdin > 1 || (stdin == 1 && c.traffic.access_logs.iter().any(|p| p.as_os_str() == "-")) {
         bail!("-f - reads stdin, which is read once: give it once, and no --access-log -");
     }
     Ok(files.to_vec())
@@ -267,7 +291,7 @@ impl ExportsSpec {
         if flags.filename.iter().any(|f| f.as_os_str() == "-") {
             bail!("recommend --exports -f prints the files back with their exportTo, so it reads them twice: give a file, not -");
         }
-        if c.access_logs.is_empty() && !c.from_pod_logs && c.prometheus.is_none() {
+        if c.traffic.sources().is_empty() {
             bail!("--exports keeps the namespaces observed calling each object: give a traffic source (--access-log FILE, --from-pod-logs or --prometheus URL)");
         }
         Ok(Some(Box::new(ExportsSpec {
@@ -549,7 +573,7 @@ impl AuditRequest {
             args::FailOn::None => None,
         };
         let mut mesh = MeshRequest::parse(c)?;
-        if !c.access_logs.is_empty() || c.from_pod_logs || c.prometheus.is_some() {
+        if !mesh.sources.is_empty() {
             // MS0020 never proposes dropping a namespace that holds a Gateway.
             mesh.gateways = GatewayRead::IfAllowed;
         }
@@ -574,7 +598,7 @@ impl ReportRequest {
         let version = istio_version(c)?;
         check_sources(c)?;
         let mut mesh = MeshRequest::parse_rest(c, version)?;
-        if !c.access_logs.is_empty() || c.from_pod_logs || c.prometheus.is_some() {
+        if !mesh.sources.is_empty() {
             // MS0020 never proposes dropping a namespace that holds a Gateway.
             mesh.gateways = GatewayRead::IfAllowed;
         }

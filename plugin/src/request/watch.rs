@@ -71,10 +71,10 @@ impl WatchRequest {
         if prune_hosts {
             bail!("--prune-hosts drops every host the window does not show; with --watch use --prune-after DURATION, which drops a host only once no traffic reached it for that long");
         }
-        if !c.from_pod_logs && c.prometheus.is_none() && c.access_logs.is_empty() {
+        if c.traffic.sources().is_empty() {
             bail!("--watch needs a traffic source to follow: --from-pod-logs, --prometheus URL or --access-log FILE");
         }
-        if c.access_logs.iter().any(|p| p.as_os_str() == "-") {
+        if c.traffic.access_logs.iter().any(|p| p.as_os_str() == "-") {
             bail!("--watch follows --access-log files as they grow; stdin (-) cannot be read again each pass: write it to a file");
         }
         let interval = parse_duration(&w.interval).map_err(|e| anyhow!("--interval: {e}"))?;

@@ -46,7 +46,8 @@ impl World {
         let Some(obs) = &self.obs else {
             return Ok(());
         };
-        if spec.mesh.access_logs.is_empty() || obs.stats.lines == 0 || obs.stats.access_lines > 0 {
+        if spec.mesh.access_logs().is_empty() || obs.stats.lines == 0 || obs.stats.access_lines > 0
+        {
             return Ok(());
         }
         bail!(

@@ -418,7 +418,7 @@ fn deployment_purpose(docs: &[Value]) -> (Vec<String>, Purpose, bool, bool) {
     (
         args.clone(),
         m.purpose.clone(),
-        m.from_pod_logs,
+        m.reads_pod_logs(),
         m.manifest_hints,
     )
 }
