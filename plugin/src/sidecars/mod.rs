@@ -28,6 +28,9 @@ pub mod result;
 pub mod waiting;
 pub mod write;
 
+#[cfg(test)]
+mod tests;
+
 pub use cluster::Cluster;
 pub use meshscope_shared::meta::{SidecarRef, FIELD_MANAGER};
 pub use result::{managed, ApplyResult, SidecarRow, CONFLICT, FORCE_HINT};

@@ -3,7 +3,9 @@
 //! library): build a snapshot from YAML, write access-log lines, find a
 //! free port, and reach the Istio inputs that live outside the repository
 //! (skipping visibly when they are absent, failing under `CI=true`), and
-//! record which tests ran against a real component ([`ledger`]). The
+//! record which tests ran against a real component ([`ledger`]); and a
+//! fake API server for Sidecars ([`fake_api`], a mock the plugin's write
+//! layer is unit-tested against). The
 //! cluster, istiod and CLI machinery, which needs kube and the plugin, is
 //! in meshscope-e2e.
 //!
@@ -11,6 +13,7 @@
 
 pub mod access_log;
 pub mod audit_json;
+pub mod fake_api;
 pub mod fixtures;
 pub mod ledger;
 pub mod net;
