@@ -12,7 +12,10 @@ use axum::Router;
 
 use crate::state::{Freshness, State};
 
-pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// `text/plain; version=0.0.4; charset=utf-8`: the format
+/// [`Metrics::render`](crate::metrics::Metrics::render) writes.
+pub const PROMETHEUS_CONTENT_TYPE: &str =
+    prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: Arc<State>) -> Router {

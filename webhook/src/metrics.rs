@@ -1,13 +1,51 @@
-//! Prometheus metrics, rendered in the text exposition format (0.0.4).
+//! Prometheus metrics: typed series in a [`prometheus_client`] [`Registry`],
+//! rendered in the Prometheus text exposition format (0.0.4) by
+//! [`prometheus_text::encode`].
 //!
-//! A handful of series, kept in ordered maps so the output is stable; no
-//! registry crate is needed for this.
+//! The series (counters end in `_total`):
+//!
+//! - `meshscope_webhook_requests_total{endpoint,kind,operation,decision}`:
+//!   admission requests, by decision (allow, warn, patch, exempt, deny,
+//!   unchecked).
+//! - `meshscope_webhook_request_duration_seconds{endpoint}` (histogram,
+//!   buckets from 0.5 ms to 2.5 s): time to decide a request, from the body
+//!   read to the response.
+//! - `meshscope_webhook_exemptions_total{kind,namespace}`: objects allowed
+//!   because of a `meshscope.io/exempt` annotation.
+//! - `meshscope_webhook_cache_objects{resource}` (gauge): objects in each
+//!   watch cache.
+//! - `meshscope_webhook_cache_synced`, `meshscope_webhook_cache_stale`
+//!   (gauges, 0 or 1): every cache has listed once; a cache is failing to
+//!   refresh. Both are set from the caller's state at each render.
+//! - `meshscope_webhook_bad_requests_total`: HTTP 400 answers.
+//! - `meshscope_webhook_tls_reloads_total`,
+//!   `meshscope_webhook_tls_reload_errors_total`: certificate (re)loads,
+//!   and loads that failed (the previous pair stays in use).
+//! - `meshscope_webhook_connections_open` (gauge),
+//!   `meshscope_webhook_connections_{accepted,rejected,evicted}_total`: the
+//!   HTTPS connections and the `--max-connections` cap.
+//! - `meshscope_webhook_tls_handshake_errors_total`: failed handshakes.
+//! - `meshscope_webhook_timeouts_total{phase}`: clients too slow for a
+//!   [`Timeout`] (every phase is present from the start, at 0).
+//!
+//! To add a metric: a field in [`Metrics`], registered in
+//! [`Metrics::default`] (the registration order is the order of the
+//! exposition), and a method that updates it. Register a counter without
+//! its `_total`, which the encoder adds; a help text's final full stop is
+//! added by the registry too. A labelled series is a [`Family`] keyed by a
+//! struct deriving [`EncodeLabelSet`] (its fields, in order, are the
+//! labels).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
+
+use prometheus_client::encoding::{
+    prometheus_text, EncodeLabelSet, EncodeLabelValue, LabelValueEncoder,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
 
 /// Upper bounds of the latency histogram, in seconds. Admission is a
 /// lookup in memory: most requests finish well under a millisecond; the API
@@ -15,13 +53,6 @@ use std::time::Duration;
 const LATENCY_BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
-
-#[derive(Default)]
-struct Histogram {
-    counts: [u64; LATENCY_BUCKETS.len()],
-    sum: f64,
-    count: u64,
-}
 
 /// Labels of one request series.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,30 +63,60 @@ pub struct RequestLabels<'a> {
     pub decision: &'static str,
 }
 
-/// Request counts by kind, then by (endpoint, operation, decision): a
-/// request finds its counter without allocating (the kind is the only
-/// label that is not a constant).
-type RequestCounts = BTreeMap<String, BTreeMap<(&'static str, &'static str, &'static str), u64>>;
+/// [`RequestLabels`] as the key of `meshscope_webhook_requests_total`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestSeries {
+    endpoint: &'static str,
+    kind: String,
+    operation: &'static str,
+    decision: &'static str,
+}
 
-#[derive(Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct EndpointLabel {
+    endpoint: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ExemptionLabels {
+    kind: String,
+    namespace: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResourceLabel {
+    resource: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: Timeout,
+}
+
+/// A gauge of a count (`u64`, as the values it reports).
+type CountGauge = Gauge<u64, std::sync::atomic::AtomicU64>;
+
 pub struct Metrics {
-    requests: Mutex<RequestCounts>,
-    latency: Mutex<BTreeMap<&'static str, Histogram>>,
-    exemptions: Mutex<BTreeMap<(String, String), u64>>,
-    cache_objects: Mutex<BTreeMap<&'static str, u64>>,
-    bad_requests: AtomicU64,
-    tls_reloads: AtomicU64,
-    tls_errors: AtomicU64,
-    connections_open: AtomicU64,
-    connections_accepted: AtomicU64,
-    connections_rejected: AtomicU64,
-    connections_evicted: AtomicU64,
-    handshake_errors: AtomicU64,
-    timed_out: [AtomicU64; TIMEOUT_PHASES.len()],
+    registry: Registry,
+    requests: Family<RequestSeries, Counter>,
+    latency: Family<EndpointLabel, Histogram, fn() -> Histogram>,
+    exemptions: Family<ExemptionLabels, Counter>,
+    cache_objects: Family<ResourceLabel, CountGauge>,
+    cache_synced: CountGauge,
+    cache_stale: CountGauge,
+    bad_requests: Counter,
+    tls_reloads: Counter,
+    tls_errors: Counter,
+    connections_open: CountGauge,
+    connections_accepted: Counter,
+    connections_rejected: Counter,
+    connections_evicted: Counter,
+    handshake_errors: Counter,
+    timed_out: Family<PhaseLabel, Counter>,
 }
 
 /// What a client was too slow for: `meshscope_webhook_timeouts_total{phase}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Timeout {
     Handshake,
     Header,
@@ -63,286 +124,271 @@ pub enum Timeout {
     Idle,
 }
 
-const TIMEOUT_PHASES: [&str; 4] = ["handshake", "header", "body", "idle"];
+impl Timeout {
+    const ALL: [Timeout; 4] = [
+        Timeout::Handshake,
+        Timeout::Header,
+        Timeout::Body,
+        Timeout::Idle,
+    ];
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding a metrics lock leaves plain counters behind.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    /// The `phase` label value.
+    fn as_str(self) -> &'static str {
+        match self {
+            Timeout::Handshake => "handshake",
+            Timeout::Header => "header",
+            Timeout::Body => "body",
+            Timeout::Idle => "idle",
+        }
+    }
+}
+
+impl EncodeLabelValue for Timeout {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Registers `metric` (a handle sharing its value) under `name`.
+fn add(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+    // The registry appends a full stop to the help text.
+    registry.register(name, help.strip_suffix('.').unwrap_or(help), metric);
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut m = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            exemptions: Family::default(),
+            cache_objects: Family::default(),
+            cache_synced: Gauge::default(),
+            cache_stale: Gauge::default(),
+            bad_requests: Counter::default(),
+            tls_reloads: Counter::default(),
+            tls_errors: Counter::default(),
+            connections_open: Gauge::default(),
+            connections_accepted: Counter::default(),
+            connections_rejected: Counter::default(),
+            connections_evicted: Counter::default(),
+            handshake_errors: Counter::default(),
+            timed_out: Family::default(),
+        };
+        for phase in Timeout::ALL {
+            drop(m.timed_out.get_or_create(&PhaseLabel { phase }));
+        }
+        m.register_admission();
+        m.register_connections();
+        m
+    }
 }
 
 impl Metrics {
+    /// The series about admission requests and the caches they read.
+    fn register_admission(&mut self) {
+        let r = &mut self.registry;
+        add(
+            r,
+            "meshscope_webhook_requests",
+            "Admission requests by endpoint, kind, operation and decision (allow, warn, patch, exempt, deny, unchecked).",
+            self.requests.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_request_duration_seconds",
+            "Time to decide an admission request, from the body read to the response.",
+            self.latency.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_exemptions",
+            "Objects allowed because of a meshscope.io/exempt annotation.",
+            self.exemptions.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_cache_objects",
+            "Objects in the watch caches, by resource.",
+            self.cache_objects.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_cache_synced",
+            "1 once every watch cache has completed its first list.",
+            self.cache_synced.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_cache_stale",
+            "1 while a watch cache is failing to refresh (decisions still come from the last state it listed, with a warning).",
+            self.cache_stale.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_bad_requests",
+            "Requests answered with HTTP 400 (malformed or oversized bodies).",
+            self.bad_requests.clone(),
+        );
+    }
+
+    /// The series about certificates and HTTPS connections.
+    fn register_connections(&mut self) {
+        let r = &mut self.registry;
+        add(
+            r,
+            "meshscope_webhook_tls_reloads",
+            "Times the serving certificate was (re)loaded from disk.",
+            self.tls_reloads.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_tls_reload_errors",
+            "Times the certificate files could not be loaded (the previous one stays in use).",
+            self.tls_errors.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_connections_open",
+            "Open HTTPS connections, handshaking ones included (at most --max-connections).",
+            self.connections_open.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_connections_accepted",
+            "HTTPS connections accepted under the cap.",
+            self.connections_accepted.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_connections_rejected",
+            "Connections closed at once because --max-connections were open and none was idle.",
+            self.connections_rejected.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_connections_evicted",
+            "Idle connections closed to make room for a new one at --max-connections.",
+            self.connections_evicted.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_tls_handshake_errors",
+            "TLS handshakes that failed (not TLS, nothing in common, or closed early).",
+            self.handshake_errors.clone(),
+        );
+        add(
+            r,
+            "meshscope_webhook_timeouts",
+            "Connections closed (handshake, header, idle) or requests answered 408 (body) because the client was too slow.",
+            self.timed_out.clone(),
+        );
+    }
+
     pub fn request(&self, labels: RequestLabels<'_>, elapsed: Duration) {
-        let endpoint = labels.endpoint;
-        let series = (labels.endpoint, labels.operation, labels.decision);
-        {
-            let mut requests = lock(&self.requests);
-            let by_kind = match requests.get_mut(labels.kind) {
-                Some(m) => m,
-                None => requests.entry(labels.kind.to_string()).or_default(),
-            };
-            *by_kind.entry(series).or_default() += 1;
-        }
-        let secs = elapsed.as_secs_f64();
-        let mut lat = lock(&self.latency);
-        let h = lat.entry(endpoint).or_default();
-        for (i, le) in LATENCY_BUCKETS.iter().enumerate() {
-            if secs <= *le {
-                h.counts[i] += 1;
-            }
-        }
-        h.sum += secs;
-        h.count += 1;
+        let series = RequestSeries {
+            endpoint: labels.endpoint,
+            kind: labels.kind.to_string(),
+            operation: labels.operation,
+            decision: labels.decision,
+        };
+        self.requests.get_or_create(&series).inc();
+        let endpoint = EndpointLabel {
+            endpoint: labels.endpoint,
+        };
+        self.latency
+            .get_or_create(&endpoint)
+            .observe(elapsed.as_secs_f64());
     }
 
     pub fn exemption(&self, kind: &str, namespace: &str) {
-        *lock(&self.exemptions)
-            .entry((kind.to_string(), namespace.to_string()))
-            .or_default() += 1;
+        let labels = ExemptionLabels {
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+        };
+        self.exemptions.get_or_create(&labels).inc();
     }
 
     pub fn cache_objects(&self, resource: &'static str, n: usize) {
-        lock(&self.cache_objects).insert(resource, n as u64);
+        let labels = ResourceLabel { resource };
+        self.cache_objects.get_or_create(&labels).set(n as u64);
     }
 
     pub fn bad_request(&self) {
-        self.bad_requests.fetch_add(1, Ordering::Relaxed);
+        self.bad_requests.inc();
     }
 
     pub fn tls_reload(&self) {
-        self.tls_reloads.fetch_add(1, Ordering::Relaxed);
+        self.tls_reloads.inc();
     }
 
     pub fn tls_error(&self) {
-        self.tls_errors.fetch_add(1, Ordering::Relaxed);
+        self.tls_errors.inc();
     }
 
     /// A connection was accepted (under the cap) and is now open.
     pub fn connection_opened(&self) {
-        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
-        self.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.connections_accepted.inc();
+        self.connections_open.inc();
     }
 
     pub fn connection_closed(&self) {
-        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.connections_open.dec();
     }
 
     pub fn connections_open(&self) -> u64 {
-        self.connections_open.load(Ordering::Relaxed)
+        self.connections_open.get()
     }
 
     /// The cap was reached and no open connection was idle.
     pub fn connection_rejected(&self) {
-        self.connections_rejected.fetch_add(1, Ordering::Relaxed);
+        self.connections_rejected.inc();
     }
 
     /// An idle connection was closed to make room under the cap.
     pub fn connection_evicted(&self) {
-        self.connections_evicted.fetch_add(1, Ordering::Relaxed);
+        self.connections_evicted.inc();
     }
 
     /// A TLS handshake failed (not TLS, no shared version or cipher, ...).
     pub fn handshake_error(&self) {
-        self.handshake_errors.fetch_add(1, Ordering::Relaxed);
+        self.handshake_errors.inc();
     }
 
     pub fn timed_out(&self, what: Timeout) {
-        self.timed_out[what as usize].fetch_add(1, Ordering::Relaxed);
+        self.timed_out
+            .get_or_create(&PhaseLabel { phase: what })
+            .inc();
     }
 
     /// The text exposition, with the cache state passed in by the caller.
     pub fn render(&self, synced: bool, stale: bool) -> String {
+        self.cache_synced.set(synced.into());
+        self.cache_stale.set(stale.into());
         let mut out = String::new();
-        header(
-            &mut out,
-            "meshscope_webhook_requests_total",
-            "counter",
-            "Admission requests by endpoint, kind, operation and decision (allow, warn, patch, exempt, deny, unchecked).",
-        );
-        let requests = lock(&self.requests);
-        let mut series: Vec<(RequestLabels<'_>, u64)> = requests
-            .iter()
-            .flat_map(|(kind, m)| {
-                m.iter().map(|(&(endpoint, operation, decision), &n)| {
-                    let labels = RequestLabels {
-                        endpoint,
-                        kind,
-                        operation,
-                        decision,
-                    };
-                    (labels, n)
-                })
-            })
-            .collect();
-        series.sort();
-        for (l, n) in series {
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_requests_total{{endpoint=\"{}\",kind=\"{}\",operation=\"{}\",decision=\"{}\"}} {n}",
-                esc(l.endpoint),
-                esc(l.kind),
-                esc(l.operation),
-                esc(l.decision)
-            );
-        }
-        drop(requests);
-        header(
-            &mut out,
-            "meshscope_webhook_request_duration_seconds",
-            "histogram",
-            "Time to decide an admission request, from the body read to the response.",
-        );
-        for (endpoint, h) in lock(&self.latency).iter() {
-            for (i, le) in LATENCY_BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "meshscope_webhook_request_duration_seconds_bucket{{endpoint=\"{endpoint}\",le=\"{le}\"}} {}",
-                    h.counts[i]
-                );
-            }
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_request_duration_seconds_bucket{{endpoint=\"{endpoint}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_request_duration_seconds_sum{{endpoint=\"{endpoint}\"}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_request_duration_seconds_count{{endpoint=\"{endpoint}\"}} {}",
-                h.count
-            );
-        }
-        header(
-            &mut out,
-            "meshscope_webhook_exemptions_total",
-            "counter",
-            "Objects allowed because of a meshscope.io/exempt annotation.",
-        );
-        for ((kind, ns), n) in lock(&self.exemptions).iter() {
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_exemptions_total{{kind=\"{}\",namespace=\"{}\"}} {n}",
-                esc(kind),
-                esc(ns)
-            );
-        }
-        header(
-            &mut out,
-            "meshscope_webhook_cache_objects",
-            "gauge",
-            "Objects in the watch caches, by resource.",
-        );
-        for (r, n) in lock(&self.cache_objects).iter() {
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_cache_objects{{resource=\"{r}\"}} {n}"
-            );
-        }
-        gauge(
-            &mut out,
-            "meshscope_webhook_cache_synced",
-            "1 once every watch cache has completed its first list.",
-            synced as u64,
-        );
-        gauge(
-            &mut out,
-            "meshscope_webhook_cache_stale",
-            "1 while a watch cache is failing to refresh (decisions still come from the last state it listed, with a warning).",
-            stale as u64,
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_bad_requests_total",
-            "Requests answered with HTTP 400 (malformed or oversized bodies).",
-            self.bad_requests.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_tls_reloads_total",
-            "Times the serving certificate was (re)loaded from disk.",
-            self.tls_reloads.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_tls_reload_errors_total",
-            "Times the certificate files could not be loaded (the previous one stays in use).",
-            self.tls_errors.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "meshscope_webhook_connections_open",
-            "Open HTTPS connections, handshaking ones included (at most --max-connections).",
-            self.connections_open.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_connections_accepted_total",
-            "HTTPS connections accepted under the cap.",
-            self.connections_accepted.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_connections_rejected_total",
-            "Connections closed at once because --max-connections were open and none was idle.",
-            self.connections_rejected.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_connections_evicted_total",
-            "Idle connections closed to make room for a new one at --max-connections.",
-            self.connections_evicted.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "meshscope_webhook_tls_handshake_errors_total",
-            "TLS handshakes that failed (not TLS, nothing in common, or closed early).",
-            self.handshake_errors.load(Ordering::Relaxed),
-        );
-        header(
-            &mut out,
-            "meshscope_webhook_timeouts_total",
-            "counter",
-            "Connections closed (handshake, header, idle) or requests answered 408 (body) because the client was too slow.",
-        );
-        for (i, phase) in TIMEOUT_PHASES.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "meshscope_webhook_timeouts_total{{phase=\"{phase}\"}} {}",
-                self.timed_out[i].load(Ordering::Relaxed)
-            );
-        }
+        // Only the writer could fail, and a String does not.
+        let _ = prometheus_text::encode(&mut out, &self.registry);
         out
     }
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn gauge(out: &mut String, name: &str, help: &str, v: u64) {
-    header(out, name, "gauge", help);
-    let _ = writeln!(out, "{name} {v}");
-}
-
-fn counter(out: &mut String, name: &str, help: &str, v: u64) {
-    header(out, name, "counter", help);
-    let _ = writeln!(out, "{name} {v}");
-}
-
-/// Label value escaping of the text format.
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A label value as the exposition writes it (here an exemption's kind).
+    fn esc(value: &str) -> String {
+        let m = Metrics::default();
+        m.exemption(value, "ns");
+        let text = m.render(true, false);
+        let start = text.find("{kind=\"").expect("the exemption series") + "{kind=\"".len();
+        let end = start + text[start..].find("\",namespace=\"ns\"}").unwrap();
+        text[start..end].to_string()
+    }
 
     #[test]
     fn renders_counters_histograms_and_gauges() {
@@ -385,5 +431,34 @@ mod tests {
         assert!(text.contains("meshscope_webhook_timeouts_total{phase=\"body\"} 1\n"));
         assert!(text.contains("meshscope_webhook_timeouts_total{phase=\"header\"} 0\n"));
         assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    /// The lines the tests under tests/ read (webhook_hostile, e2e/webhook,
+    /// the soak), in the Prometheus text format 0.0.4 (no OpenMetrics
+    /// `# EOF`).
+    #[test]
+    fn renders_the_lines_the_cluster_tests_read() {
+        let m = Metrics::default();
+        m.connection_evicted();
+        m.handshake_error();
+        m.bad_request();
+        m.timed_out(Timeout::Handshake);
+        m.exemption("Deployment", "strict");
+        let text = m.render(true, true);
+        for line in [
+            "\nmeshscope_webhook_timeouts_total{phase=\"header\"} 0\n",
+            "\nmeshscope_webhook_timeouts_total{phase=\"handshake\"} 1\n",
+            "\nmeshscope_webhook_connections_open 0\n",
+            "\nmeshscope_webhook_connections_evicted_total 1\n",
+            "\nmeshscope_webhook_bad_requests_total 1\n",
+            "\nmeshscope_webhook_tls_handshake_errors_total 1\n",
+            "\nmeshscope_webhook_exemptions_total{kind=\"Deployment\",namespace=\"strict\"} 1\n",
+            "\nmeshscope_webhook_cache_synced 1\n",
+            "\nmeshscope_webhook_cache_stale 1\n",
+            "\n# TYPE meshscope_webhook_tls_reloads_total counter\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("# EOF"), "{text}");
     }
 }
