@@ -584,7 +584,11 @@ impl Completer<'_> {
             .collect();
         let codes = CODES
             .iter()
-            .filter(|d| !given.iter().any(|g| g.eq_ignore_ascii_case(d.code)))
+            .filter(|d| {
+                !given
+                    .iter()
+                    .any(|g| g.eq_ignore_ascii_case(d.code.as_str()))
+            })
             .map(|d| Candidate::new(format!("{head}{}", d.code), Some(d.title.to_string())));
         self.done(filtered(codes, current), Directive::NO_FILE_COMP)
     }

@@ -243,7 +243,7 @@ fn codes_are_documented() {
                 .map(str::trim)
                 .filter(|c| !c.is_empty())
                 .collect();
-            cells == [d.code, d.severity.as_str(), d.title]
+            cells == [d.code.as_str(), d.severity.as_str(), d.title]
         };
         assert!(out.lines().any(row), "{}\n{out}", d.code);
     }

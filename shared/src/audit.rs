@@ -15,7 +15,7 @@ use crate::snapshot::{
     selector_matches, Labels, MeshSnapshot, PodInfo, SidecarId, WorkloadId, WorkloadKind,
 };
 
-pub use crate::codes::{code_doc, CodeDoc, Severity, CODES};
+pub use crate::codes::{code_doc, Code, CodeDoc, Severity, CODES};
 pub(crate) use crate::finding::finding;
 pub use crate::finding::Finding;
 
@@ -51,7 +51,7 @@ pub fn namespace_fixes(findings: &[Finding]) -> Vec<String> {
     let mut per_ns: std::collections::BTreeMap<&str, usize> = Default::default();
     for f in findings
         .iter()
-        .filter(|f| f.code == "MS0001" && f.exempt.is_none())
+        .filter(|f| f.code == Code::UnscopedWorkload && f.exempt.is_none())
     {
         *per_ns.entry(f.namespace.as_str()).or_default() += 1;
     }
@@ -93,7 +93,7 @@ pub fn unscoped(
         return None;
     }
     Some(finding(
-        "MS0001",
+        Code::UnscopedWorkload,
         kind,
         ns,
         name,
@@ -151,7 +151,7 @@ pub fn scoped_by_another(
     }
     let many = sidecars.len() > 1;
     Some(finding(
-        "MS0012",
+        Code::ScopedByOtherSidecar,
         kind,
         ns,
         name,
@@ -222,7 +222,7 @@ pub fn dns_service_entry(
         None => String::new(),
     };
     Some(finding(
-        "MS0002",
+        Code::DnsServiceEntryMeshWide,
         "ServiceEntry",
         ns,
         name,
@@ -294,7 +294,7 @@ pub fn duplicated_hostnames(snap: &MeshSnapshot, scope: &AuditScope<'_>) -> Vec<
             format!("; {}", gets.join("; "))
         };
         out.push(finding(
-            "MS0014",
+            Code::HostPortsDiffer,
             "Hostname",
             defining[0],
             &c.hostname,
@@ -326,7 +326,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
             .collect();
         if selected.is_empty() {
             out.push(f(
-                "MS0003",
+                Code::SidecarSelectsNothing,
                 format!(
                     "Sidecar {} selects no pod or workload in namespace {} (selector {}); fix the labels or delete it",
                     sc.key(),
@@ -342,7 +342,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
             .collect();
         if !ambient.is_empty() {
             out.push(f(
-                "MS0009",
+                Code::SidecarSelectsAmbient,
                 format!(
                     "Sidecar {} selects ambient workloads ({}) that have no sidecar proxy; it has no effect on them",
                     sc.key(),
@@ -352,7 +352,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
         }
         if &sc.namespace == root {
             out.push(f(
-                "MS0008",
+                Code::RootSidecarWithSelector,
                 format!(
                     "Sidecar {} is in root namespace {} but has a workloadSelector, so it is not a mesh default and applies only to pods in {}",
                     sc.key(),
@@ -368,7 +368,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
             && ws.iter().all(|w| snap.workloads[*w].injection.ambient)
         {
             out.push(f(
-                "MS0009",
+                Code::SidecarSelectsAmbient,
                 format!(
                     "Sidecar {} applies to namespace {}, whose workloads are all ambient and have no sidecar proxy; it has no effect",
                     sc.key(),
@@ -385,7 +385,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
         if defaults.len() > 1 && defaults.contains(&s) {
             let winner = &snap.sidecars[defaults[0]];
             out.push(f(
-                "MS0005",
+                Code::SeveralNamespaceSidecars,
                 format!(
                     "namespace {} has {} Sidecars without a workloadSelector; istiod uses {} (the oldest) and ignores the others",
                     sc.namespace,
@@ -397,7 +397,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
     }
     if !sc.has_egress() {
         out.push(f(
-            "MS0006",
+            Code::SidecarWithoutEgress,
             format!(
                 "Sidecar {} has no egress, so its workloads import the whole mesh (*/*); it does not inherit the namespace or mesh default",
                 sc.key()
@@ -408,7 +408,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
         for e in &l.hosts {
             if e.is_everything() {
                 out.push(f(
-                    "MS0010",
+                    Code::SidecarImportsEverything,
                     format!(
                         "Sidecar {} imports */* (every visible service); list the hosts its workloads call instead",
                         sc.key()
@@ -416,7 +416,7 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
                 ));
             } else if !e.exclude && !e.is_closed() && !entry_matches_anything(snap, s, e) {
                 out.push(f(
-                    "MS0007",
+                    Code::EgressHostMatchesNothing,
                     format!(
                         "egress host {e} of Sidecar {} matches no service or VirtualService visible to namespace {} (no short-name expansion: use <ns>/<fqdn>)",
                         sc.key(),
@@ -428,14 +428,14 @@ pub fn sidecar_findings(snap: &MeshSnapshot, s: SidecarId) -> Vec<Finding> {
     }
     for err in &sc.invalid_hosts {
         out.push(f(
-            "MS0007",
+            Code::EgressHostMatchesNothing,
             format!("Sidecar {}: {err}; istiod skips it", sc.key()),
         ));
     }
     let editors = crate::meta::hand_editors(&sc.object.metadata);
     if sc.managed && !editors.is_empty() {
         out.push(f(
-            "MS0021",
+            Code::ManagedSidecarEdited,
             format!(
                 "Sidecar {} is managed by meshscope but {} changed fields meshscope writes: apply and apply --watch skip it while the edit stands; take them back with kubectl meshscope apply -n {} --force-conflicts, or remove its label app.kubernetes.io/managed-by to keep the edit as your own",
                 sc.key(),
@@ -526,7 +526,7 @@ pub fn missing_required(
         ScopeSource::Implicit => return None,
     };
     Some(finding(
-        "MS0013",
+        Code::SidecarLacksProvider,
         wl.kind.as_str(),
         &wl.namespace,
         &wl.name,
@@ -554,7 +554,7 @@ pub fn conflicting_selectors(snap: &MeshSnapshot, w: WorkloadId) -> Option<Findi
         .map(|s| snap.sidecars[*s].name.as_str())
         .collect();
     Some(finding(
-        "MS0004",
+        Code::SeveralWorkloadSidecars,
         wl.kind.as_str(),
         &wl.namespace,
         &wl.name,
@@ -620,7 +620,7 @@ pub fn missing_proxy(snap: &MeshSnapshot, w: WorkloadId) -> Option<Finding> {
         }
     };
     Some(finding(
-        "MS0015",
+        Code::UninjectedPods,
         wl.kind.as_str(),
         ns,
         name,
@@ -661,7 +661,7 @@ fn outside_scope(
     let dns = edges::dns_capture(snap, w);
     let edges = edges::edge_outcomes(snap, t, &vis, &policy, dns);
     Some(finding(
-        "MS0011",
+        Code::TrafficOutsideScope,
         wl.kind.as_str(),
         &wl.namespace,
         &wl.name,
@@ -840,7 +840,7 @@ pub struct Summary {
     pub infos: usize,
     /// Findings of exempt objects, counted apart: none of the others.
     pub exempt: usize,
-    pub by_code: std::collections::BTreeMap<&'static str, usize>,
+    pub by_code: std::collections::BTreeMap<Code, usize>,
 }
 
 pub fn summarize(findings: &[Finding]) -> Summary {

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::codes::Code;
 use crate::observe::Observations;
 use crate::snapshot::MeshSnapshot;
 use crate::visibility::{NamespaceSelector, Requirement};
@@ -153,7 +154,7 @@ pub fn findings(
         .filter(|ns| in_scope(ns))
         .map(|ns| {
             crate::finding::finding(
-                "MS0020",
+                Code::NamespaceNotNeeded,
                 "Namespace",
                 "",
                 ns,

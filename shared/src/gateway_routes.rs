@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::codes::Code;
 use crate::listeners::{OutboundListeners, Stream};
 use crate::scope::Visible;
 use crate::snapshot::{MeshSnapshot, Protocol, VsInfo};
@@ -597,7 +598,7 @@ pub fn refused_backends(
         let ns = &vs.namespace;
         let list = origin.refused.join(", ");
         out.push(crate::finding::finding(
-            "MS0024",
+            Code::RouteWithoutReferenceGrant,
             kind,
             ns,
             &origin.name,

@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use crate::codes::Code;
 use crate::finding::{finding, Finding};
 
 /// One webhook of a configuration, and its Service's ready endpoints.
@@ -45,7 +46,7 @@ pub fn webhook_findings(webhooks: &[WebhookState]) -> Vec<Finding> {
             let service = w.service.as_deref().unwrap_or_default();
             let (ns, name) = service.split_once('/').unwrap_or(("", service));
             Some(finding(
-                "MS0022",
+                Code::WebhookNotReady,
                 "ValidatingWebhookConfiguration",
                 "",
                 &w.configuration,
@@ -81,7 +82,7 @@ mod tests {
             state("Ignore", None),
         ]);
         assert_eq!(found.len(), 2, "{found:#?}");
-        assert!(found.iter().all(|f| f.code == "MS0022"));
+        assert!(found.iter().all(|f| f.code.as_str() == "MS0022"));
         assert!(
             found[0].message.contains("nothing is enforced"),
             "{}",

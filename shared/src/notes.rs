@@ -4,7 +4,7 @@
 //! returns the text without its `note:`/`warning:` prefix unless it says
 //! otherwise.
 
-use crate::audit::Finding;
+use crate::audit::{Code, Finding};
 use crate::host::HostEntry;
 use crate::inputs::{InputKinds, DUMP_KINDS};
 use crate::observe::Observations;
@@ -162,7 +162,7 @@ pub fn missing_kinds(
     if !(kinds.workloads || kinds.sidecars || kinds.service_entries) {
         return out;
     }
-    let found = |code: &str| findings.is_some_and(|f| f.iter().any(|f| f.code == code));
+    let found = |code: Code| findings.is_some_and(|f| f.iter().any(|f| f.code == code));
     // Namespace labels decide injection, and which ServiceEntries
     // serviceEntryVisibility caps (MS0002).
     if !kinds.namespaces && (kinds.workloads || kinds.service_entries) {
@@ -174,10 +174,10 @@ pub fn missing_kinds(
     if !kinds.mesh_config {
         out.push(format!("the input holds no mesh config (ConfigMap istio with key mesh): Istio's defaults are assumed (root namespace {}, outbound policy ALLOW_ANY, no extension providers); add configmaps to the kubectl get list, or pass --mesh-config", snap.mesh.root_namespace));
     }
-    if !kinds.service_entries && found("MS0007") {
+    if !kinds.service_entries && found(Code::EgressHostMatchesNothing) {
         out.push("the input holds no ServiceEntries: egress hosts that only a ServiceEntry defines match nothing, so MS0007 may be false; add serviceentries to the kubectl get list".to_string());
     }
-    if !kinds.virtual_services && found("MS0007") {
+    if !kinds.virtual_services && found(Code::EgressHostMatchesNothing) {
         out.push("the input holds no VirtualServices: egress hosts that only a VirtualService names match nothing, so MS0007 may be false; add virtualservices to the kubectl get list".to_string());
     }
     if !kinds.telemetry_or_authz && !snap.mesh.extension_providers.is_empty() {

@@ -204,7 +204,7 @@ fn ms0011_names_what_each_edge_meets() {
     );
     let m = f
         .iter()
-        .find(|f| f.code == "MS0011")
+        .find(|f| f.code.as_str() == "MS0011")
         .map(|f| f.message.clone())
         .expect("MS0011");
     assert!(

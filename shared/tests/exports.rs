@@ -176,7 +176,7 @@ fn an_owner_set_export_is_left_alone_and_reported_when_it_hides_the_object_from_
     assert_eq!(db.hidden_from, ["pay"]);
     let f = meshscope_shared::exports::findings::hidden_from_callers(db).unwrap();
     assert_eq!(
-        (f.code, f.kind.as_str(), f.name.as_str()),
+        (f.code.as_str(), f.kind.as_str(), f.name.as_str()),
         ("MS0019", "Service", "db")
     );
     assert!(
@@ -222,7 +222,7 @@ fn a_host_the_root_default_sidecar_imports_by_name_stays_exported_everywhere() {
 
 fn codes(f: &[Finding]) -> Vec<(&str, String)> {
     f.iter()
-        .map(|f| (f.code, format!("{}/{}", f.namespace, f.name)))
+        .map(|f| (f.code.as_str(), format!("{}/{}", f.namespace, f.name)))
         .collect()
 }
 
@@ -248,7 +248,9 @@ fn audit_reports_an_export_that_hides_an_object_from_a_caller() {
         codes(&f)
     );
     // Without traffic there is nothing to say it hides from.
-    assert!(!audit_all(&s, None).iter().any(|f| f.code == "MS0019"));
+    assert!(!audit_all(&s, None)
+        .iter()
+        .any(|f| f.code.as_str() == "MS0019"));
 }
 
 #[test]
@@ -257,7 +259,7 @@ fn a_wildcard_destination_rule_covering_other_namespaces_is_ms0018() {
     let s = snap(&y);
     let f: Vec<Finding> = audit_all(&s, None)
         .into_iter()
-        .filter(|f| f.code == "MS0018")
+        .filter(|f| f.code.as_str() == "MS0018")
         .collect();
     assert_eq!(codes(&f), [("MS0018", "shop/all".to_string())]);
     assert!(f[0].message.contains("shadows pay/api"), "{}", f[0].message);
@@ -268,7 +270,7 @@ fn a_wildcard_destination_rule_covering_other_namespaces_is_ms0018() {
     );
     assert!(!audit_all(&snap(&root), None)
         .iter()
-        .any(|f| f.code == "MS0018"));
+        .any(|f| f.code.as_str() == "MS0018"));
 }
 
 #[test]
@@ -285,7 +287,7 @@ fn discovery_selectors_drop_only_namespaces_nothing_uses() {
     // Audit says it once per namespace, with the setting on one line.
     let f: Vec<Finding> = audit_all(&s, Some(&traffic(&s)))
         .into_iter()
-        .filter(|f| f.code == "MS0020")
+        .filter(|f| f.code.as_str() == "MS0020")
         .collect();
     assert_eq!(codes(&f), [("MS0020", "/idle".to_string())]);
     let flow = "discoverySelectors: [{matchExpressions: [{key: \"kubernetes.io/metadata.name\", operator: NotIn, values: [\"idle\"]}]}]";
@@ -409,7 +411,7 @@ fn a_catch_all_entry_is_ms0016_unless_kept_to_its_namespace() {
     let ms0016 = |export: &str| {
         audit_all(&snap(&(mesh() + &catch_all(export))), None)
             .into_iter()
-            .filter(|f| f.code == "MS0016")
+            .filter(|f| f.code.as_str() == "MS0016")
             .map(|f| f.message)
             .collect::<Vec<_>>()
     };

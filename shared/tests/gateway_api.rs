@@ -203,7 +203,7 @@ fn ms0023(yaml: &str) -> Vec<String> {
     };
     audit(&snap(yaml), None, &scope)
         .into_iter()
-        .filter(|f| f.code == "MS0023")
+        .filter(|f| f.code.as_str() == "MS0023")
         .map(|f| format!("{} {}/{}: {}", f.kind, f.namespace, f.name, f.message))
         .collect()
 }
@@ -495,7 +495,7 @@ fn codes(yaml: &str, code: &str) -> Vec<String> {
     };
     audit(&snap(yaml), None, &scope)
         .into_iter()
-        .filter(|f| f.code == code)
+        .filter(|f| f.code.as_str() == code)
         .map(|f| format!("{} {}/{}: {}", f.kind, f.namespace, f.name, f.message))
         .collect()
 }

@@ -189,7 +189,7 @@ fn ms0002(s: &MeshSnapshot) -> Vec<meshscope_shared::audit::Finding> {
         },
     )
     .into_iter()
-    .filter(|f| f.code == "MS0002")
+    .filter(|f| f.code.as_str() == "MS0002")
     .collect()
 }
 
@@ -409,7 +409,7 @@ fn audit_reports_a_hostname_defined_with_different_ports_and_who_gets_which() {
         },
     )
     .into_iter()
-    .filter(|f| f.code == "MS0014")
+    .filter(|f| f.code.as_str() == "MS0014")
     .collect();
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(
@@ -436,7 +436,7 @@ fn audit_reports_a_hostname_defined_with_different_ports_and_who_gets_which() {
             workloads: None,
         },
     );
-    assert!(f.iter().all(|f| f.code != "MS0014"), "{f:?}");
+    assert!(f.iter().all(|f| f.code.as_str() != "MS0014"), "{f:?}");
 }
 
 /// Metrics of a TCP call through PassthroughCluster name no service

@@ -128,7 +128,7 @@ fn audit_reports_the_pods_injection_missed_and_not_as_unscoped() {
     let f = audit::audit(&s, None, &all);
     let of = |code: &str| -> Vec<&str> {
         f.iter()
-            .filter(|f| f.code == code)
+            .filter(|f| f.code.as_str() == code)
             .map(|f| f.name.as_str())
             .collect()
     };
@@ -138,7 +138,7 @@ fn audit_reports_the_pods_injection_missed_and_not_as_unscoped() {
     assert_eq!(of("MS0001"), ["api", "native"]);
     let ms15 = f
         .iter()
-        .find(|f| f.code == "MS0015" && f.name == "web")
+        .find(|f| f.code.as_str() == "MS0015" && f.name == "web")
         .unwrap();
     assert_eq!(ms15.kind, "Deployment");
     assert_eq!(
@@ -168,5 +168,5 @@ fn templates_and_pod_manifests_not_yet_applied_follow_the_label_rules() {
             workloads: None,
         },
     );
-    assert!(f.iter().all(|f| f.code != "MS0015"), "{f:?}");
+    assert!(f.iter().all(|f| f.code.as_str() != "MS0015"), "{f:?}");
 }

@@ -167,7 +167,8 @@ fn user_owned_sidecars_are_never_replaced_and_missing_hosts_are_reported() {
         },
     );
     assert!(
-        f.iter().any(|f| f.code == "MS0011" && f.name == "web"),
+        f.iter()
+            .any(|f| f.code.as_str() == "MS0011" && f.name == "web"),
         "{f:?}"
     );
 }
@@ -269,7 +270,10 @@ fn everything_and_empty_egress_sidecars_are_reported() {
             workloads: None,
         },
     );
-    let codes: Vec<(&str, &str)> = f.iter().map(|f| (f.code, f.name.as_str())).collect();
+    let codes: Vec<(&str, &str)> = f
+        .iter()
+        .map(|f| (f.code.as_str(), f.name.as_str()))
+        .collect();
     assert!(codes.contains(&("MS0010", "all")), "{codes:?}");
     assert!(codes.contains(&("MS0006", "ingress-only")), "{codes:?}");
     assert!(!codes.contains(&("MS0001", "cart")) && codes.contains(&("MS0001", "web")));

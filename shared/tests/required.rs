@@ -253,7 +253,7 @@ spec:
         workloads: None,
     };
     let f = audit::audit(&s, None, &all);
-    let ms13: Vec<_> = f.iter().filter(|f| f.code == "MS0013").collect();
+    let ms13: Vec<_> = f.iter().filter(|f| f.code.as_str() == "MS0013").collect();
     assert_eq!(ms13.len(), 1, "{f:#?}");
     assert_eq!(ms13[0].name, "web");
     assert_eq!(

@@ -403,7 +403,7 @@ fn a_managed_sidecar_selecting_another_workload_is_ms0012() {
     let s = snap(&overlap());
     let f: Vec<audit::Finding> = audit_all(&s)
         .into_iter()
-        .filter(|f| f.code == "MS0012")
+        .filter(|f| f.code.as_str() == "MS0012")
         .collect();
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(
@@ -472,7 +472,7 @@ fn overlaps_are_resolved_and_every_name_is_emitted_once() {
     assert!(
         !findings
             .iter()
-            .any(|f| f.code == "MS0012" || f.code == "MS0004"),
+            .any(|f| f.code.as_str() == "MS0012" || f.code.as_str() == "MS0004"),
         "{findings:?}"
     );
 }

@@ -140,7 +140,7 @@ fn root_namespace_sidecar_with_a_selector_is_not_a_mesh_default() {
         ScopeSource::Implicit
     );
     let f = audit::sidecar_findings(&s, 0);
-    assert!(f.iter().any(|f| f.code == "MS0008"), "{f:?}");
+    assert!(f.iter().any(|f| f.code.as_str() == "MS0008"), "{f:?}");
 }
 
 // 2. No short-name expansion; multi-level wildcards; VS import by VS namespace.
@@ -164,7 +164,7 @@ fn egress_hosts_do_no_short_name_expansion() {
     let f = audit::sidecar_findings(&s, 0);
     assert!(
         f.iter()
-            .any(|f| f.code == "MS0007" && f.message.contains("b/api")),
+            .any(|f| f.code.as_str() == "MS0007" && f.message.contains("b/api")),
         "{f:?}"
     );
 }
@@ -552,7 +552,7 @@ fn audit_fixture(test: &str, rel: &str) -> Option<Vec<audit::Finding>> {
 /// `ns/name` of every finding with `code`.
 fn named(f: &[audit::Finding], code: &str) -> BTreeSet<String> {
     f.iter()
-        .filter(|x| x.code == code)
+        .filter(|x| x.code.as_str() == code)
         .map(|x| format!("{}/{}", x.namespace, x.name))
         .collect()
 }
@@ -578,7 +578,7 @@ fn analyzer_sidecar_selector_fixture_agrees_with_istioctl() {
     );
     let reviews = f
         .iter()
-        .find(|x| x.code == "MS0004" && x.name == "reviews")
+        .find(|x| x.code.as_str() == "MS0004" && x.name == "reviews")
         .unwrap();
     assert!(reviews.message.contains("dupe-1") && reviews.message.contains("dupe-2"));
 }
@@ -627,7 +627,11 @@ fn dns_service_entry_without_export_to_is_flagged() {
             workloads: None,
         },
     );
-    assert_eq!(f.iter().filter(|x| x.code == "MS0002").count(), 1, "{f:?}");
+    assert_eq!(
+        f.iter().filter(|x| x.code.as_str() == "MS0002").count(),
+        1,
+        "{f:?}"
+    );
     // With a mesh default of ".", it is not exported everywhere.
     let mesh = meshscope_shared::MeshConfig::from_yaml("defaultServiceExportTo: [\".\"]").unwrap();
     let s = MeshSnapshot::build_with_mesh(&inputs(&text), Options::default(), mesh);
@@ -639,7 +643,7 @@ fn dns_service_entry_without_export_to_is_flagged() {
             workloads: None,
         },
     );
-    assert!(f.iter().all(|x| x.code != "MS0002"));
+    assert!(f.iter().all(|x| x.code.as_str() != "MS0002"));
 }
 
 #[test]

@@ -453,7 +453,7 @@ mod tests {
     use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
     use kube::core::DynamicObject;
     use meshscope_shared::admission::Policy;
-    use meshscope_shared::audit::{Finding, Severity};
+    use meshscope_shared::audit::{Code, Finding, Severity};
     use serde_json::Value;
 
     use super::*;
@@ -502,7 +502,7 @@ mod tests {
         serde_json::from_slice(&to_bytes(res.into_body(), usize::MAX).await.unwrap()).unwrap()
     }
 
-    fn finding(code: &'static str) -> Finding {
+    fn finding(code: Code) -> Finding {
         Finding {
             code,
             severity: Severity::Warning,
@@ -518,7 +518,10 @@ mod tests {
     async fn responses_are_the_json_kube_would_write() {
         let mut warned = Decision::allow_with_warning("MS0001: short");
         warned.policy = Some(Policy::Warn);
-        warned.findings = vec![finding("MS0001"), finding("MS0006")];
+        warned.findings = vec![
+            finding(Code::UnscopedWorkload),
+            finding(Code::SidecarWithoutEgress),
+        ];
         let mut denied = warned.clone();
         denied.allowed = false;
         denied.message = Some("MS0001: no scope".into());

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use meshscope_shared as scope;
-use scope::audit::{self, Finding};
+use scope::audit::{self, Code, Finding};
 
 use crate::args::ReportOutput;
 use crate::outcome::Outcome;
@@ -31,7 +31,7 @@ fn audit_world(r: &AuditRequest, p: &mut Printer<'_>) -> Result<Audited> {
     let found = world.findings(p)?;
     let (kept, suppressed): (Vec<Finding>, Vec<Finding>) = found
         .into_iter()
-        .filter(|f| r.codes.is_empty() || r.codes.contains(f.code))
+        .filter(|f| r.codes.is_empty() || r.codes.contains(&f.code))
         .partition(|f| !r.suppressions.iter().any(|s| s.matches(f)));
     world.warn_missing_kinds("audit", Some(&kept), p.err)?;
     discovery_selectors(&world, &kept, p)?;
@@ -51,7 +51,7 @@ fn discovery_selectors(world: &World, kept: &[Finding], p: &mut Printer<'_>) -> 
     };
     if !kept
         .iter()
-        .any(|f| f.code == "MS0020" && f.exempt.is_none())
+        .any(|f| f.code == Code::NamespaceNotNeeded && f.exempt.is_none())
     {
         return Ok(());
     }
@@ -86,7 +86,7 @@ fn print(r: &AuditRequest, a: &Audited, p: &mut Printer<'_>) -> Result<Outcome> 
                 for f in findings {
                     t.row([
                         f.severity.as_str(),
-                        f.code,
+                        f.code.as_str(),
                         f.kind.as_str(),
                         f.namespace.as_str(),
                         f.name.as_str(),
@@ -150,7 +150,7 @@ fn exempt_table(exempt: &[Finding], wide: bool) -> Table {
     for f in exempt {
         let mut row = vec![
             f.severity.as_str(),
-            f.code,
+            f.code.as_str(),
             f.kind.as_str(),
             f.namespace.as_str(),
             f.name.as_str(),
@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn the_table_message_drops_the_repeated_subject() {
         let f = finding(
-            "MS0001",
+            Code::UnscopedWorkload,
             "Deployment",
             "shop",
             "worker",
@@ -190,7 +190,7 @@ mod tests {
         );
         assert_eq!(without_subject(&f), "has no Sidecar scope; run: x");
         let f = finding(
-            "MS0007",
+            Code::EgressHostMatchesNothing,
             "Sidecar",
             "shop",
             "s",
@@ -198,7 +198,7 @@ mod tests {
         );
         assert_eq!(without_subject(&f), "bad host; istiod skips it");
         let f = finding(
-            "MS0005",
+            Code::SeveralNamespaceSidecars,
             "Sidecar",
             "shop",
             "s",
@@ -206,7 +206,7 @@ mod tests {
         );
         assert_eq!(without_subject(&f), "namespace shop has 2 Sidecars");
         let f = finding(
-            "MS0001",
+            Code::UnscopedWorkload,
             "Deployment",
             "shop",
             "web",

@@ -20,7 +20,7 @@ pub fn run(r: &CodesRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         ReportOutput::Table | ReportOutput::Wide if !r.one && r.output == ReportOutput::Table => {
             let mut t = Table::new(["CODE", "SEVERITY", "TITLE"]);
             for d in docs {
-                t.row([d.code, d.severity.as_str(), d.title]);
+                t.row([d.code.as_str(), d.severity.as_str(), d.title]);
             }
             p.table(&t)?;
         }

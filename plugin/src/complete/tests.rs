@@ -215,7 +215,7 @@ fn codes_complete_with_their_titles() {
     let c = run("codes MS000");
     let expected: Vec<&str> = CODES
         .iter()
-        .map(|d| d.code)
+        .map(|d| d.code.as_str())
         .filter(|c| c.starts_with("MS000"))
         .collect();
     assert!(!expected.is_empty());
@@ -225,7 +225,7 @@ fn codes_complete_with_their_titles() {
 
 #[test]
 fn audit_code_and_suppress_complete_codes_after_the_last_comma() {
-    let all: Vec<&str> = CODES.iter().map(|d| d.code).collect();
+    let all: Vec<&str> = CODES.iter().map(|d| d.code.as_str()).collect();
     for line in ["audit --code ", "audit --suppress ", "audit --code="] {
         let c = run(line);
         assert_eq!(c.values(), all, "{line}");

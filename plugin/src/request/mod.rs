@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use meshscope_shared as scope;
-use scope::audit::{self, CodeDoc, Severity};
+use scope::audit::{self, Code, CodeDoc, Severity};
 use scope::explain::Target;
 use scope::IstioVersion;
 
@@ -550,7 +550,7 @@ pub struct AuditRequest {
     /// Exit 1 at or above this severity (`None`: never).
     pub fail_on: Option<Severity>,
     /// `--code`: only these (empty: all).
-    pub codes: BTreeSet<&'static str>,
+    pub codes: BTreeSet<Code>,
     pub suppressions: Vec<Suppression>,
 }
 
@@ -762,7 +762,7 @@ pub struct CodesRequest {
 impl CodesRequest {
     fn parse(a: &args::CodesArgs) -> Result<Self> {
         let docs = match &a.code {
-            Some(c) => vec![audit::code_doc(c).ok_or_else(|| {
+            Some(c) => vec![Code::parse(c).map(Code::doc).ok_or_else(|| {
                 anyhow!("unknown code {c:?}; `kubectl meshscope codes` lists them")
             })?],
             None => audit::CODES.iter().collect(),

@@ -1,12 +1,12 @@
 //! `--suppress CODE[=KIND/NS/NAME]`: which findings `audit` silences.
 
 use anyhow::{anyhow, bail, Result};
-use meshscope_shared::audit::{self, Finding};
+use meshscope_shared::audit::{Code, Finding};
 use meshscope_shared::snapshot::WorkloadKind;
 
 /// A finding code as `--code` and `--suppress` take it.
-pub(super) fn known_code(code: &str, flag: &str) -> Result<&'static str> {
-    audit::code_doc(code.trim()).map(|d| d.code).ok_or_else(|| {
+pub(super) fn known_code(code: &str, flag: &str) -> Result<Code> {
+    Code::parse(code.trim()).ok_or_else(|| {
         anyhow!("{flag}: unknown code {code:?}; `kubectl meshscope codes` lists them")
     })
 }
@@ -15,7 +15,7 @@ pub(super) fn known_code(code: &str, flag: &str) -> Result<&'static str> {
 /// `istioctl analyze --suppress "IST0102=Namespace frod"`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Suppression {
-    code: &'static str,
+    code: Code,
     /// `kind/ns/name`, the kind lower-case and singular.
     object: Option<String>,
 }
@@ -97,13 +97,7 @@ pub(crate) mod tests {
     use meshscope_shared::audit::Severity;
 
     /// A warning finding, for the tests of suppressions and of audit's table.
-    pub(crate) fn finding(
-        code: &'static str,
-        kind: &str,
-        ns: &str,
-        name: &str,
-        message: &str,
-    ) -> Finding {
+    pub(crate) fn finding(code: Code, kind: &str, ns: &str, name: &str, message: &str) -> Finding {
         Finding {
             code,
             severity: Severity::Warning,
@@ -117,8 +111,14 @@ pub(crate) mod tests {
 
     #[test]
     fn suppressions_match_code_and_globbed_object() {
-        let worker = finding("MS0001", "Deployment", "shop", "worker", "");
-        let se = finding("MS0002", "ServiceEntry", "shop", "payments", "");
+        let worker = finding(Code::UnscopedWorkload, "Deployment", "shop", "worker", "");
+        let se = finding(
+            Code::DnsServiceEntryMeshWide,
+            "ServiceEntry",
+            "shop",
+            "payments",
+            "",
+        );
         let all = Suppression::parse("ms0001").unwrap();
         assert!(all.matches(&worker) && !all.matches(&se));
         for s in [

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use anyhow::Result;
 use meshscope_shared as scope;
-use scope::audit::{self, AuditScope, Finding};
+use scope::audit::{self, AuditScope, Code, Finding};
 use scope::snapshot::WorkloadId;
 
 use super::World;
@@ -37,7 +37,7 @@ impl World {
         }
         // Without the Gateways, a namespace holding one could be proposed for
         // dropping.
-        found.retain(|f| !(world.gateways_unknown && f.code == "MS0020"));
+        found.retain(|f| !(world.gateways_unknown && f.code == Code::NamespaceNotNeeded));
         Ok(found)
     }
 

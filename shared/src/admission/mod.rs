@@ -29,7 +29,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::audit::{self, Finding};
+use crate::audit::{self, Code, Finding};
 use crate::inject::{self, PodFacts};
 use crate::inputs::Inputs;
 use crate::istio::{ServiceEntry, Sidecar, NETWORKING_GROUP};
@@ -46,7 +46,11 @@ pub const POLICY_LABEL: &str = "meshscope.io/policy";
 pub const MAX_WARNING_CHARS: usize = 120;
 /// The Sidecar codes the webhook reports: the ones that need no pods or
 /// services to decide (MS0004 is added by its own probe).
-const SIDECAR_CODES: &[&str] = &["MS0005", "MS0006", "MS0008"];
+const SIDECAR_CODES: &[Code] = &[
+    Code::SeveralNamespaceSidecars,
+    Code::SidecarWithoutEgress,
+    Code::RootSidecarWithSelector,
+];
 
 // === Policy ===
 
@@ -273,13 +277,17 @@ impl Decision {
 
     /// The finding codes, in order, for logs.
     pub fn codes(&self) -> Vec<&'static str> {
-        self.findings.iter().map(|f| f.code).collect()
+        self.findings.iter().map(|f| f.code.as_str()).collect()
     }
 
     /// A workload being created is not in the cluster yet: its MS0001 fix
     /// is the one that plans from its manifest.
     fn on_creation(&mut self, kind: &WorkloadKind, ns: &str, name: &str) {
-        let Some(f) = self.findings.iter_mut().find(|f| f.code == "MS0001") else {
+        let Some(f) = self
+            .findings
+            .iter_mut()
+            .find(|f| f.code == Code::UnscopedWorkload)
+        else {
             return;
         };
         f.message = audit::unscoped_on_creation_message(kind.as_str(), ns, name);
@@ -301,7 +309,7 @@ impl Decision {
 /// A finding as a warning of at most [`MAX_WARNING_CHARS`] characters:
 /// the whole message if it fits, else its first clause and where to read
 /// the fix (`kubectl meshscope codes CODE`), else a cut at a word boundary.
-pub fn finding_warning(code: &str, message: &str) -> String {
+pub fn finding_warning(code: Code, message: &str) -> String {
     let full = format!("{code}: {message}");
     if fits(&full) {
         return full;
@@ -665,7 +673,7 @@ fn review_entry_exports(
 }
 
 /// The webhook sees no traffic: where the exportTo list comes from.
-fn exports_hint(code: &str, ns: &str) -> String {
+fn exports_hint(code: Code, ns: &str) -> String {
     shorten(&format!(
         "{code}: exportTo from traffic: kubectl meshscope recommend --exports -n {ns} --from-pod-logs"
     ))

@@ -188,7 +188,7 @@ fn enforce_denies_an_unscoped_deployment_with_the_audit_message() {
             workloads: None,
         },
     );
-    let f = found.iter().find(|f| f.code == "MS0001").unwrap();
+    let f = found.iter().find(|f| f.code.as_str() == "MS0001").unwrap();
     assert_eq!(format!("{}: {}", f.code, f.message), d.message.unwrap());
 }
 
@@ -338,7 +338,7 @@ fn a_workload_scoped_by_another_workloads_generated_sidecar_gets_an_ms0012_warni
             workloads: None,
         },
     );
-    let f = found.iter().find(|f| f.code == "MS0012").unwrap();
+    let f = found.iter().find(|f| f.code.as_str() == "MS0012").unwrap();
     assert_eq!(f, &d.findings[0]);
 
     // The workload the Sidecar was generated for is not warned.
@@ -807,19 +807,22 @@ fn the_registered_kinds_are_exactly_the_ones_the_rules_read() {
 
 #[test]
 fn warnings_that_fit_are_kept_whole() {
-    assert_eq!(finding_warning("MS0006", "short"), "MS0006: short");
+    assert_eq!(
+        finding_warning(Code::SidecarWithoutEgress, "short"),
+        "MS0006: short"
+    );
 }
 
 #[test]
 fn long_warnings_keep_the_first_clause_and_point_at_the_code() {
     let msg = "Deployment shop/worker has no Sidecar scope; run: kubectl meshscope apply -n shop --workload deployment/worker --from-pod-logs (not running yet: kubectl meshscope apply -n shop --workload deployment/worker --from-manifest-hints --allow-idle)";
-    let w = finding_warning("MS0001", msg);
+    let w = finding_warning(Code::UnscopedWorkload, msg);
     assert_eq!(
         w,
         "MS0001: Deployment shop/worker has no Sidecar scope; see kubectl meshscope codes MS0001"
     );
     let long = format!("{} {}", "word".repeat(20), "x ".repeat(60));
-    let w = finding_warning("MS0001", &long);
+    let w = finding_warning(Code::UnscopedWorkload, &long);
     assert!(w.chars().count() <= MAX_WARNING_CHARS, "{w}");
     assert!(w.ends_with('…'));
 }
@@ -861,7 +864,7 @@ fn audit_reports_what_the_webhook_exempts_as_exempt_with_the_reason() {
         found
             .iter()
             .filter(|f| f.kind == kind && f.name == name)
-            .map(|f| (f.code, f.exempt.clone()))
+            .map(|f| (f.code.as_str(), f.exempt.clone()))
             .collect()
     };
     let d = validate(&snap, &se);
@@ -890,5 +893,5 @@ fn audit_reports_what_the_webhook_exempts_as_exempt_with_the_reason() {
     // Exempt findings count apart in the summary.
     let s = crate::audit::summarize(&found);
     assert_eq!(s.exempt, 2);
-    assert_eq!(s.by_code.get("MS0002"), Some(&1));
+    assert_eq!(s.by_code.get(&Code::DnsServiceEntryMeshWide), Some(&1));
 }

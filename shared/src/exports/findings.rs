@@ -4,6 +4,7 @@
 //! namespaces' rules) and MS0019 (an exportTo that hides an object from a
 //! namespace that calls it).
 
+use crate::codes::Code;
 use crate::finding::{finding, Finding};
 use crate::host::{host_subset_of, Export};
 use crate::snapshot::{DrId, MeshSnapshot, SeInfo};
@@ -96,7 +97,7 @@ pub fn catch_all_entry(snap: &MeshSnapshot, se: &EntryFacts<'_>) -> Option<Findi
     let to = wide(&se.export(snap), se.namespace)?;
     let ports: Vec<String> = se.catch_all_ports.iter().map(u32::to_string).collect();
     Some(finding(
-        "MS0016",
+        Code::CatchAllServiceEntryExported,
         "ServiceEntry",
         se.namespace,
         se.name,
@@ -128,7 +129,7 @@ pub fn wildcard_entry(snap: &MeshSnapshot, se: &EntryFacts<'_>) -> Option<Findin
         ""
     };
     Some(finding(
-        "MS0017",
+        Code::WildcardServiceEntryMeshWide,
         "ServiceEntry",
         se.namespace,
         se.name,
@@ -185,7 +186,7 @@ pub fn wildcard_destination_rule(snap: &MeshSnapshot, d: DrId) -> Option<Finding
         format!(" and shadows {}", shadowed.join(", "))
     };
     Some(finding(
-        "MS0018",
+        Code::WildcardDestinationRule,
         "DestinationRule",
         &dr.namespace,
         &dr.name,
@@ -236,7 +237,7 @@ pub fn hidden_from_callers(r: &ExportRec) -> Option<Finding> {
         None => format!("mesh default exportTo{cap}"),
     };
     Some(finding(
-        "MS0019",
+        Code::ExportHidesFromCaller,
         r.kind.as_str(),
         &r.namespace,
         &r.name,

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::codes::Code;
 use crate::finding::{finding, Finding};
 use crate::gateway_api::RouteKind;
 use crate::gateway_routes::own_namespace_only;
@@ -52,7 +53,7 @@ pub fn hidden_route_services(snap: &MeshSnapshot, in_scope: impl Fn(&str) -> boo
         .filter(|(_, p)| !p.is_empty())
         .map(|((ns, kind, name), problems)| {
             finding(
-                "MS0023",
+                Code::RouteToHiddenService,
                 kind.as_str(),
                 &ns,
                 &name,

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::codes::Code;
 use crate::istio::Sidecar;
 use crate::labels as stable;
 use crate::observe::{Observations, WorkloadTraffic};
@@ -272,7 +273,8 @@ fn resolve_overlaps(snap: &MeshSnapshot, recs: &mut [Recommendation]) {
                         )
                     };
                     r.notes.push(format!(
-                        "MS0012: Sidecar {}, generated for {other}, also selects it{}; {until}",
+                        "{}: Sidecar {}, generated for {other}, also selects it{}; {until}",
+                        Code::ScopedByOtherSidecar,
                         sc.key(),
                         if matching.first() == Some(&s) {
                             " and is the one istiod applies"

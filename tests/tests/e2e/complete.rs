@@ -400,9 +400,9 @@ fn finding_codes_complete_with_their_titles() {
     meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let a = complete(c, &["codes", ""]);
-    let codes: Vec<&str> = CODES.iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = CODES.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(a.values(), codes);
-    assert_eq!(a.help(CODES[0].code), Some(CODES[0].title));
+    assert_eq!(a.help(CODES[0].code.as_str()), Some(CODES[0].title));
     assert_eq!(complete(c, &["codes", "MS0001"]).values(), ["MS0001"]);
 }
 
@@ -410,11 +410,15 @@ fn finding_codes_complete_with_their_titles() {
 fn audit_code_and_suppress_complete_finding_codes_with_their_titles() {
     meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
-    let codes: Vec<&str> = CODES.iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = CODES.iter().map(|d| d.code.as_str()).collect();
     for flag in ["--code", "--suppress"] {
         let a = complete(c, &["audit", flag, ""]);
         assert_eq!(a.values(), codes, "{flag}");
-        assert_eq!(a.help(CODES[0].code), Some(CODES[0].title), "{flag}");
+        assert_eq!(
+            a.help(CODES[0].code.as_str()),
+            Some(CODES[0].title),
+            "{flag}"
+        );
         assert_eq!(a.directive, NO_FILE_COMP);
     }
     // A list completes its next code, without those it holds.
