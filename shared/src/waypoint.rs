@@ -139,21 +139,21 @@ impl MeshSnapshot {
             .collect()
     }
 
-    /// The clusters istiod sends a proxy of waypoint `wp` beside the
-    /// fixed ones, sorted: the bound services' `inbound-vip` clusters and
-    /// the `outbound` clusters of their routes' other destinations.
+    /// The clusters istiod sends a proxy of a waypoint beside the fixed
+    /// ones, sorted: the `inbound-vip` clusters of the services `bound` to
+    /// it ([`Self::waypoint_services`]) and the `outbound` clusters of
+    /// their routes' other destinations.
     /// `vis`: the view of the waypoint's namespace istiod gives it (a
     /// gateway's, [`crate::scope::Evaluator::gateway_visible`]); `labels`:
     /// the pod's, for DestinationRules with a workload selector.
     pub fn waypoint_clusters(
         &self,
-        wp: &WaypointInfo,
+        bound: &[SvcId],
         vis: &Visible,
         labels: &Labels,
     ) -> Vec<String> {
-        let bound = self.waypoint_services(wp);
         let mut out = Vec::new();
-        for &id in &bound {
+        for &id in bound {
             let s = &self.services[id];
             let subsets = self.subsets_for(vis, id, Some(labels));
             for p in &s.ports {
@@ -171,7 +171,7 @@ impl MeshSnapshot {
                 }
             }
         }
-        let targets = self.routed_past(&bound);
+        let targets = self.routed_past(bound);
         let providers = self.provider_services();
         let mut routed = vis.clone();
         routed.services.retain(|id, _| {
@@ -251,7 +251,8 @@ impl MeshSnapshot {
                 ),
             };
         };
-        let clusters = self.waypoint_clusters(wp, vis, labels);
+        let bound = self.waypoint_services(wp);
+        let clusters = self.waypoint_clusters(&bound, vis, labels);
         let c = crate::scope::COST_MODEL;
         let mut estimate = fixed_estimate(clusters.len() as u64);
         estimate.bytes_cds += clusters
@@ -259,7 +260,7 @@ impl MeshSnapshot {
             .map(|n| c.named_cluster(n.len()))
             .sum::<u64>();
         estimate.bytes = estimate.bytes_cds + estimate.bytes_lds;
-        let bound = self.waypoint_services(wp).len();
+        let bound = bound.len();
         WaypointView {
             clusters,
             estimate,

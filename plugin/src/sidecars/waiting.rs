@@ -54,17 +54,14 @@ pub struct Waited {
     pub timed_out: Vec<(PodId, String)>,
 }
 
-/// The proxies to wait for: those of each written Sidecar that changed.
-pub fn targets(
-    plan: &[(&str, &str, &[PodId])],
-    written: &[(usize, Sidecar)],
-    changed: &[bool],
-) -> Vec<Target> {
+/// The proxies to wait for: those of each written Sidecar that changed
+/// (`pods[i]`: the pods planned Sidecar `i` scopes).
+pub fn targets(pods: &[&[PodId]], written: &[(usize, Sidecar)], changed: &[bool]) -> Vec<Target> {
     written
         .iter()
         .filter(|(i, _)| changed[*i])
         .flat_map(|(i, sc)| {
-            plan[*i].2.iter().map(|p| Target {
+            pods[*i].iter().map(|p| Target {
                 pod: *p,
                 sidecar: sc.clone(),
             })

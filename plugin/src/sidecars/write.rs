@@ -263,7 +263,7 @@ impl Steps<'_> {
         }
         if let (Some(istiods), Some(limit), false) = (istiods, self.s.wait, self.stop.requested()) {
             let changed = applied_changed(plan, &progress.applied);
-            let targets = waiting::targets(&plan_refs(plan), &progress.step1, &changed);
+            let targets = waiting::targets(&plan_pods(plan), &progress.step1, &changed);
             let w = waiting::wait(
                 self.c.snap,
                 istiods,
@@ -325,7 +325,7 @@ impl Steps<'_> {
         if let (Some(istiods), Some(limit), false) = (istiods, self.s.wait, self.stop.requested()) {
             if !step2.is_empty() {
                 let changed = vec![true; plan.len()];
-                let targets = waiting::targets(&plan_refs(plan), &step2, &changed);
+                let targets = waiting::targets(&plan_pods(plan), &step2, &changed);
                 let w = waiting::wait(
                     self.c.snap,
                     istiods,
@@ -404,16 +404,8 @@ fn result_of(p: &Planned, applied: &Value) -> ApplyResult {
     }
 }
 
-fn plan_refs(plan: &[Planned]) -> Vec<(&str, &str, &[PodId])> {
-    plan.iter()
-        .map(|p| {
-            (
-                p.sidecar.namespace.as_str(),
-                p.sidecar.name.as_str(),
-                p.pods.as_slice(),
-            )
-        })
-        .collect()
+fn plan_pods(plan: &[Planned]) -> Vec<&[PodId]> {
+    plan.iter().map(|p| p.pods.as_slice()).collect()
 }
 
 /// Whether step 1 changed each planned Sidecar (an unchanged one is not
