@@ -223,8 +223,9 @@ pub struct Module {
     pub file: PathBuf,
 }
 
-/// The modules of the crate rooted at `root` (`src/lib.rs`, `src/main.rs`
-/// or `src/bin/x.rs`), following `mod name;` declarations to their files.
+/// The modules of the crate rooted at `root` (`src/lib.rs`, `src/main.rs`,
+/// `src/bin/x.rs` or `src/bin/x/main.rs`), following `mod name;`
+/// declarations to their files.
 /// Inline `mod name { … }` blocks belong to their file's module.
 pub fn modules(root: &Path) -> Vec<Module> {
     let mut out = Vec::new();

@@ -56,7 +56,8 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// Every crate root of our crates: libraries, binaries, `src/bin/*`.
+/// Every crate root of our crates: libraries, binaries, `src/bin/*.rs`
+/// and `src/bin/*/main.rs`.
 fn crate_roots() -> Vec<PathBuf> {
     let root = repo_root();
     let mut roots = Vec::new();
@@ -74,9 +75,11 @@ fn crate_roots() -> Vec<PathBuf> {
             }
         }
         if let Ok(bins) = std::fs::read_dir(dir.join("bin")) {
+            // A binary of several files is a directory with its main.rs.
             let mut bins: Vec<PathBuf> = bins
                 .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+                .map(|p| if p.is_dir() { p.join("main.rs") } else { p })
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "rs"))
                 .collect();
             bins.sort();
             roots.extend(bins);
