@@ -16,7 +16,7 @@ use anyhow::{bail, Result};
 
 use crate::bench::{Rng, Zipf};
 use crate::cluster::Cluster;
-use crate::fidelity::{service_entry_doc, DEFAULT_MESH, ROOT_NS};
+use crate::fidelity::{ServiceEntryDoc, DEFAULT_MESH, ROOT_NS};
 use crate::world::{labels, server_side_apply_parallel, Labels, Pod, Service, SvcPort, World};
 use crate::{inbound_text_line, outbound_text_line, routed_text_line};
 
@@ -413,16 +413,13 @@ impl Topology {
         }
         for e in &self.externals {
             out.push_str("---\n");
-            out.push_str(&service_entry_doc(
-                &e.namespace,
-                &e.name,
-                std::slice::from_ref(&e.host),
-                &[(e.port, &e.port_name, &e.protocol)],
-                "DNS",
-                &[],
-                &[],
-                &e.export,
-            ));
+            out.push_str(
+                &ServiceEntryDoc::new(&e.namespace, &e.name)
+                    .host(&e.host)
+                    .port(e.port, &e.port_name, &e.protocol)
+                    .export(e.export.clone())
+                    .yaml(),
+            );
         }
         for d in &self.istio {
             out.push_str("---\n");

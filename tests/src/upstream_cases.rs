@@ -10,7 +10,7 @@
 //! a tie by map order.
 
 use crate::fidelity::{
-    fqdn, labelled, service_entry_doc, sidecar_doc, virtual_service_doc, Builder, Egress, Scenario,
+    fqdn, labelled, Builder, Egress, Scenario, ServiceEntryDoc, SidecarDoc, VirtualServiceDoc,
     DEFAULT_MESH, ROOT_NS,
 };
 use crate::world::{labels, SvcPort};
@@ -26,16 +26,13 @@ fn entry(
     export: Option<&[&str]>,
 ) {
     let export = export.map(|e| e.iter().map(|s| s.to_string()).collect());
-    b.istio(service_entry_doc(
-        ns,
-        name,
-        &[host.to_string()],
-        ports,
-        "DNS",
-        &[],
-        &[],
-        &export,
-    ));
+    b.istio(
+        ServiceEntryDoc::new(ns, name)
+            .host(host)
+            .ports(ports)
+            .export(export)
+            .yaml(),
+    );
 }
 
 /// A pod `name` in `ns` labelled `app: name`, scoped by a Sidecar of that
@@ -43,7 +40,12 @@ fn entry(
 fn proxy(b: &mut Builder, ns: &str, name: &str, egress: Option<Vec<Egress<'_>>>) {
     let l = labels(&[("app", name)]);
     if let Some(egress) = egress {
-        b.istio(sidecar_doc(ns, name, Some(&l), &egress));
+        b.istio(
+            SidecarDoc::new(ns, name)
+                .selector(&l)
+                .listeners(&egress)
+                .yaml(),
+        );
     }
     b.pod(ns, name, l);
 }
@@ -233,18 +235,16 @@ fn routes(slot: u64) -> Scenario {
     let delegate = format!("delegate: {{name: d5, namespace: {shop}}}");
     b.istio(route_vs(&web, "fwd5", &front(5), "", &delegate));
     b.istio(format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: d5\n  namespace: {shop}\nspec:\n  http:\n  - {}\n", to(&ratings(5))));
-    b.istio(sidecar_doc(
-        &web,
-        "default",
-        None,
-        &[(None, vec!["./*".into()])],
-    ));
-    b.istio(sidecar_doc(
-        &api,
-        "default",
-        None,
-        &[(None, vec![format!("{web}/*")])],
-    ));
+    b.istio(
+        SidecarDoc::new(&web, "default")
+            .egress(None, ["./*"])
+            .yaml(),
+    );
+    b.istio(
+        SidecarDoc::new(&api, "default")
+            .egress(None, [format!("{web}/*")])
+            .yaml(),
+    );
     b.pod(&web, "client", labels(&[("app", "client")]));
     b.pod(&api, "client", labels(&[("app", "client")]));
     b.finish("case-routes".into(), DEFAULT_MESH.into())
@@ -284,15 +284,12 @@ fn entry_visibility(slot: u64) -> Scenario {
     let n = host("n");
     entry(&mut b, &closed, "ext-n", &n, &[(80, "http", "HTTP")], None);
     b.istio(dr(&closed, "n-dr", &n, &["s1"], ""));
-    b.istio(virtual_service_doc(
-        &closed,
-        "n-vs",
-        std::slice::from_ref(&n),
-        &[(n.clone(), Some(80), None)],
-        None,
-        &[],
-        &None,
-    ));
+    b.istio(
+        VirtualServiceDoc::new(&closed, "n-vs")
+            .host(&n)
+            .destination((n.clone(), Some(80), None))
+            .yaml(),
+    );
     for n in [&sandbox, &closed, &web] {
         b.pod(n, "client", labels(&[("app", "client")]));
     }
@@ -302,155 +299,159 @@ fn entry_visibility(slot: u64) -> Scenario {
     b.finish("case-entry-visibility".into(), mesh)
 }
 
+/// The namespaces and hosts of [`by_age`].
+struct AgeCase {
+    app: String,
+    ext: String,
+    x: String,
+    y: String,
+    vh: String,
+    zeta: String,
+    merged: String,
+    unlike: String,
+    twin: String,
+    named: String,
+    dest: String,
+    ported: String,
+    raw: String,
+    front: String,
+    hidden: String,
+    hfront: String,
+}
+
+impl AgeCase {
+    fn new(slot: u64) -> Self {
+        let ns = |n: &str| format!("uc{slot}-{n}");
+        let host = |h: &str| format!("{h}.{slot}.example.com");
+        AgeCase {
+            app: ns("app"),
+            ext: ns("ext"),
+            x: ns("x"),
+            y: ns("y"),
+            vh: ns("vh"),
+            zeta: ns("zeta"),
+            merged: host("merged"),
+            unlike: host("unlike"),
+            twin: host("twin"),
+            named: host("named"),
+            dest: host("dest"),
+            ported: host("ported"),
+            raw: host("raw"),
+            front: host("front"),
+            hidden: host("hidden"),
+            hfront: host("hfront"),
+        }
+    }
+}
+
 /// The cases where the older of two copies wins.
 fn by_age(slot: u64) -> Scenario {
     let mut b = Builder::new(slot);
-    let ns = |n: &str| format!("uc{slot}-{n}");
-    let (app, ext, x, y, vh, zeta) = (ns("app"), ns("ext"), ns("x"), ns("y"), ns("vh"), ns("zeta"));
-    for n in [&app, &ext, &x, &y, &vh, &zeta] {
+    let c = AgeCase::new(slot);
+    for n in [&c.app, &c.ext, &c.x, &c.y, &c.vh, &c.zeta] {
         b.namespace(n);
     }
-    let host = |h: &str| format!("{h}.{slot}.example.com");
-    let (merged, unlike, twin, named) =
-        (host("merged"), host("unlike"), host("twin"), host("named"));
-    let (dest, ported, raw, front) = (host("dest"), host("ported"), host("raw"), host("front"));
-    // First wave: the older copies.
-    entry(&mut b, &ext, "m-a", &merged, &[(80, "http", "HTTP")], None);
-    entry(&mut b, &ext, "u-a", &unlike, &[(80, "http", "HTTP")], None);
-    entry(&mut b, &x, "twin", &twin, &[(80, "http", "HTTP")], None);
-    entry(&mut b, &x, "named", &named, &[(80, "http", "HTTP")], None);
-    entry(
-        &mut b,
-        &zeta,
-        "dest",
-        &dest,
-        &[(9090, "http", "HTTP")],
-        None,
-    );
-    entry(&mut b, &x, "ported", &ported, &[(80, "http", "HTTP")], None);
-    entry(
-        &mut b,
-        &x,
-        "r-a",
-        &raw,
-        &[(80, "http", "HTTP")],
-        Some(&[x.as_str()]),
-    );
-    let (hidden, hfront) = (host("hidden"), host("hfront"));
-    entry(
-        &mut b,
-        &x,
-        "hid-a",
-        &hidden,
-        &[(8080, "http", "HTTP")],
-        Some(&["."]),
-    );
+    older_copies(&mut b, &c);
     b.later();
+    newer_copies(&mut b, &c);
+    age_proxies(&mut b, &c);
+    b.finish("case-by-age".into(), DEFAULT_MESH.into())
+}
+
+/// [`by_age`]'s first wave: the older copies.
+fn older_copies(b: &mut Builder, c: &AgeCase) {
+    let AgeCase { ext, x, zeta, .. } = c;
+    entry(b, ext, "m-a", &c.merged, &[(80, "http", "HTTP")], None);
+    entry(b, ext, "u-a", &c.unlike, &[(80, "http", "HTTP")], None);
+    entry(b, x, "twin", &c.twin, &[(80, "http", "HTTP")], None);
+    entry(b, x, "named", &c.named, &[(80, "http", "HTTP")], None);
+    entry(b, zeta, "dest", &c.dest, &[(9090, "http", "HTTP")], None);
+    entry(b, x, "ported", &c.ported, &[(80, "http", "HTTP")], None);
+    let own = Some(&[x.as_str()][..]);
+    entry(b, x, "r-a", &c.raw, &[(80, "http", "HTTP")], own);
+    let dot = Some(&["."][..]);
+    entry(b, x, "hid-a", &c.hidden, &[(8080, "http", "HTTP")], dot);
+}
+
+/// [`by_age`]'s second wave: the newer copies, and what routes to them.
+fn newer_copies(b: &mut Builder, c: &AgeCase) {
+    let AgeCase {
+        app, ext, x, y, vh, ..
+    } = c;
     // The newer public copy does not stand in for the older one its
     // namespace's index slot holds, hidden from app: no hidden cluster
     // for app/hidden.
-    entry(
-        &mut b,
-        &x,
-        "hid-b",
-        &hidden,
-        &[(9090, "http", "HTTP")],
-        None,
+    entry(b, x, "hid-b", &c.hidden, &[(9090, "http", "HTTP")], None);
+    b.istio(
+        VirtualServiceDoc::new(vh, "to-hidden")
+            .host(&c.hfront)
+            .destination((c.hidden.clone(), None, None))
+            .yaml(),
     );
-    b.istio(virtual_service_doc(
-        &vh,
-        "to-hidden",
-        std::slice::from_ref(&hfront),
-        &[(hidden.clone(), None, None)],
-        None,
-        &[],
-        &None,
-    ));
-    proxy(
-        &mut b,
-        &app,
-        "hidden",
-        Some(vec![(None, vec![format!("{vh}/{hfront}")])]),
-    );
+    let hfront = format!("{vh}/{}", c.hfront);
+    proxy(b, app, "hidden", Some(vec![(None, vec![hfront])]));
     // Merged (80 and 443) by default; 1.31's lookup by name sees the older
     // entry alone (80).
-    entry(&mut b, &ext, "m-b", &merged, &[(443, "tls", "TLS")], None);
+    entry(b, ext, "m-b", &c.merged, &[(443, "tls", "TLS")], None);
     // Other labels: no merge, the older stays (80).
-    let unlike_b = service_entry_doc(
-        &ext,
-        "u-b",
-        std::slice::from_ref(&unlike),
-        &[(443, "tls", "TLS")],
-        "DNS",
-        &[],
-        &[],
-        &None,
-    );
+    let unlike_b = ServiceEntryDoc::new(ext, "u-b")
+        .host(&c.unlike)
+        .port(443, "tls", "TLS")
+        .yaml();
     b.istio(labelled(&unlike_b, "{team: x}"));
     // Public copies in two namespaces: the older (x's 80), even when an
     // entry names y's next to `*/` (the scan keeps candidate order).
-    entry(&mut b, &y, "twin", &twin, &[(8080, "http", "HTTP")], None);
+    entry(b, y, "twin", &c.twin, &[(8080, "http", "HTTP")], None);
     // A copy exported to app by name comes first on the scan (y's 8080);
     // 1.31's lookup by name takes the older (x's 80).
-    entry(
-        &mut b,
-        &y,
-        "named",
-        &named,
-        &[(8080, "http", "HTTP")],
-        Some(&[app.as_str()]),
-    );
+    let to_app = Some(&[app.as_str()][..]);
+    entry(b, y, "named", &c.named, &[(8080, "http", "HTTP")], to_app);
     // A destination no namespace of the proxy defines: the oldest copy
     // (zeta's 9090), not the VirtualService's own namespace's.
-    entry(&mut b, &vh, "dest", &dest, &[(8080, "http", "HTTP")], None);
-    b.istio(virtual_service_doc(
-        &vh,
-        "front",
-        std::slice::from_ref(&front),
-        &[(dest.clone(), None, None)],
-        None,
-        &[],
-        &None,
-    ));
+    entry(b, vh, "dest", &c.dest, &[(8080, "http", "HTTP")], None);
+    b.istio(
+        VirtualServiceDoc::new(vh, "front")
+            .host(&c.front)
+            .destination((c.dest.clone(), None, None))
+            .yaml(),
+    );
     // A port-specific listener can pick only y's copy (8443); the catch-all
     // picks x's, which the scope then drops: 8443 alone.
-    entry(
-        &mut b,
-        &y,
-        "ported",
-        &ported,
-        &[(80, "http", "HTTP"), (8443, "tls", "TLS")],
-        None,
-    );
+    let ports = [(80, "http", "HTTP"), (8443, "tls", "TLS")];
+    entry(b, y, "ported", &c.ported, &ports, None);
     // Same visibility, another exportTo as written: no merge (x's 80 alone).
-    entry(
-        &mut b,
-        &x,
-        "r-b",
-        &raw,
-        &[(81, "http2", "HTTP")],
-        Some(&["."]),
-    );
-    proxy(&mut b, &app, "sleep", None);
-    proxy(&mut b, &x, "sleep", None);
+    let dot = Some(&["."][..]);
+    entry(b, x, "r-b", &c.raw, &[(81, "http2", "HTTP")], dot);
+}
+
+/// [`by_age`]'s proxies, each importing copies of one host.
+fn age_proxies(b: &mut Builder, c: &AgeCase) {
+    let AgeCase {
+        app,
+        ext,
+        x,
+        y,
+        vh,
+        merged,
+        twin,
+        named,
+        ported,
+        front,
+        ..
+    } = c;
+    proxy(b, app, "sleep", None);
+    proxy(b, x, "sleep", None);
     let exact = vec![
         format!("{ext}/{merged}"),
         format!("{x}/{named}"),
         format!("{y}/{named}"),
     ];
-    proxy(&mut b, &app, "exact", Some(vec![(None, exact)]));
+    proxy(b, app, "exact", Some(vec![(None, exact)]));
+    let both = vec![format!("{y}/{twin}"), format!("*/{twin}")];
+    proxy(b, app, "both", Some(vec![(None, both)]));
     proxy(
-        &mut b,
-        &app,
-        "both",
-        Some(vec![(
-            None,
-            vec![format!("{y}/{twin}"), format!("*/{twin}")],
-        )]),
-    );
-    proxy(
-        &mut b,
-        &app,
+        b,
+        app,
         "front",
         Some(vec![(None, vec![format!("{vh}/{front}")])]),
     );
@@ -458,8 +459,7 @@ fn by_age(slot: u64) -> Scenario {
         (Some((8443, "TLS")), vec![format!("*/{ported}")]),
         (None, vec![format!("*/{ported}")]),
     ];
-    proxy(&mut b, &app, "ported", Some(ported));
-    b.finish("case-by-age".into(), DEFAULT_MESH.into())
+    proxy(b, app, "ported", Some(ported));
 }
 
 /// Several Services and ServiceEntries of one hostname.
@@ -551,15 +551,12 @@ fn destinations(slot: u64) -> Scenario {
     // egress host imported (sidecar.go appendSidecarServices): 5432 only.
     let front = format!("front.{slot}.example.com");
     let db = fqdn("db", &data);
-    b.istio(virtual_service_doc(
-        &vh,
-        "front",
-        std::slice::from_ref(&front),
-        &[(db.clone(), None, None)],
-        None,
-        &[],
-        &None,
-    ));
+    b.istio(
+        VirtualServiceDoc::new(&vh, "front")
+            .host(&front)
+            .destination((db.clone(), None, None))
+            .yaml(),
+    );
     b.service(&data, "db", vec![SvcPort::new("tcp-db", 5432)], false);
     entry(&mut b, &x, "db", &db, &[(5433, "tcp", "TCP")], None);
     proxy(
@@ -584,24 +581,19 @@ fn destinations(slot: u64) -> Scenario {
         format!("dest.{slot}.example.com"),
         format!("dest2.{slot}.example.com"),
     );
-    b.istio(virtual_service_doc(
-        &v,
-        "r",
-        &[a.clone(), bb],
-        &[(dest.clone(), None, None)],
-        None,
-        &[],
-        &None,
-    ));
-    b.istio(virtual_service_doc(
-        &v,
-        "r2",
-        &[w],
-        &[(dest2.clone(), None, None)],
-        None,
-        &[],
-        &None,
-    ));
+    b.istio(
+        VirtualServiceDoc::new(&v, "r")
+            .host(a.clone())
+            .host(bb)
+            .destination((dest.clone(), None, None))
+            .yaml(),
+    );
+    b.istio(
+        VirtualServiceDoc::new(&v, "r2")
+            .host(w)
+            .destination((dest2.clone(), None, None))
+            .yaml(),
+    );
     entry(&mut b, &z, "dest", &dest, &[(80, "http", "HTTP")], None);
     entry(&mut b, &z, "d2", &dest2, &[(80, "http", "HTTP")], None);
     proxy(

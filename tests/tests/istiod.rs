@@ -808,16 +808,12 @@ fn recommended_sidecars_keep_every_observed_cluster() {
     w.pod(&b, "api-0", labels(&[("app", "api")]));
     w.pod(&b, "cache-0", labels(&[("app", "cache")]));
     w.pod(&b, "other-0", labels(&[("app", "other")]));
-    w.istio(fidelity::service_entry_doc(
-        &a,
-        "payments",
-        &["payments.example.com".into()],
-        &[(443, "tls", "TLS")],
-        "DNS",
-        &[],
-        &[],
-        &None,
-    ));
+    w.istio(
+        fidelity::ServiceEntryDoc::new(&a, "payments")
+            .host("payments.example.com")
+            .port(443, "tls", "TLS")
+            .yaml(),
+    );
     let sc = w.finish("safety".into(), DEFAULT_MESH.into());
     let ip = |ns: &str, pod: &str| {
         sc.world
@@ -929,7 +925,7 @@ fn recommended_sidecars_keep_every_observed_cluster() {
 /// subset v2 of its DestinationRule) and a DNS ServiceEntry; `a` and `c`
 /// call into `b`, `d` calls nothing.
 fn exports_world(tag: u64) -> (Scenario, [String; 4]) {
-    use meshscope_e2e::fidelity::{destination_rule_doc, service_entry_doc, Builder};
+    use meshscope_e2e::fidelity::{Builder, DestinationRuleDoc, ServiceEntryDoc};
     use meshscope_e2e::world::{labels, SvcPort};
     let ns = |n: &str| format!("exp{tag}-{n}");
     let (a, b, c, d) = (ns("a"), ns("b"), ns("c"), ns("d"));
@@ -951,25 +947,19 @@ fn exports_world(tag: u64) -> (Scenario, [String; 4]) {
         w.pod(n, pod, labels(&[("app", app), ("version", v)]));
     }
     let reviews = format!("reviews.{b}.svc.cluster.local");
-    w.istio(destination_rule_doc(
-        &b,
-        "reviews",
-        &reviews,
-        &["v1", "v2"],
-        &None,
-    ));
+    w.istio(
+        DestinationRuleDoc::new(&b, "reviews", &reviews)
+            .subsets(&["v1", "v2"])
+            .yaml(),
+    );
     w.istio(format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: reviews\n  namespace: {b}\nspec:\n  hosts: [{reviews}]\n  http:\n  - route:\n    - destination:\n        host: {reviews}\n        subset: v2\n"));
-    let payments = [format!("payments.{tag}.example.com")];
-    w.istio(service_entry_doc(
-        &b,
-        "payments",
-        &payments,
-        &[(443, "tls", "TLS")],
-        "DNS",
-        &[],
-        &[],
-        &None,
-    ));
+    let payments = format!("payments.{tag}.example.com");
+    w.istio(
+        ServiceEntryDoc::new(&b, "payments")
+            .host(payments)
+            .port(443, "tls", "TLS")
+            .yaml(),
+    );
     (
         w.finish("exports".into(), DEFAULT_MESH.into()),
         [a, b, c, d],
@@ -1111,26 +1101,19 @@ fn applied_hosts_import_the_copy_the_traffic_used() {
         w.namespace(ns);
     }
     // api.example.com: a's is public (443), b's only for web (8443).
-    w.istio(fidelity::service_entry_doc(
-        &a,
-        "api",
-        &["api.example.com".into()],
-        &[(443, "tls", "TLS")],
-        "DNS",
-        &[],
-        &[],
-        &None,
-    ));
-    w.istio(fidelity::service_entry_doc(
-        &b,
-        "api",
-        &["api.example.com".into()],
-        &[(8443, "http", "HTTP")],
-        "DNS",
-        &[],
-        &[],
-        &Some(vec![web.clone()]),
-    ));
+    w.istio(
+        fidelity::ServiceEntryDoc::new(&a, "api")
+            .host("api.example.com")
+            .port(443, "tls", "TLS")
+            .yaml(),
+    );
+    w.istio(
+        fidelity::ServiceEntryDoc::new(&b, "api")
+            .host("api.example.com")
+            .port(8443, "http", "HTTP")
+            .export_to([&web])
+            .yaml(),
+    );
     w.service(&a, "db", vec![SvcPort::new("tcp-db", 5432)], true);
     w.pod(&a, "db-0", labels(&[("app", "db")]));
     w.pod(&web, "client-0", labels(&[("app", "client")]));
@@ -1300,16 +1283,12 @@ fn applied_sidecars_keep_provider_and_egress_gateway_clusters() {
     w.service(&app, "unused", vec![SvcPort::new("http", 80)], false);
     w.pod(&app, "cart-0", labels(&[("app", "cart")]));
     w.pod(&app, "client-0", labels(&[("app", "client")]));
-    w.istio(fidelity::service_entry_doc(
-        &app,
-        "api",
-        &["api.example.com".into()],
-        &[(80, "http", "HTTP")],
-        "DNS",
-        &[],
-        &[],
-        &None,
-    ));
+    w.istio(
+        fidelity::ServiceEntryDoc::new(&app, "api")
+            .host("api.example.com")
+            .port(80, "http", "HTTP")
+            .yaml(),
+    );
     w.istio(format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: api-via-egress\n  namespace: {egress}\nspec:\n  hosts: [api.example.com]\n  gateways: [mesh]\n  http:\n  - route:\n    - destination:\n        host: egressgateway.{egress}.svc.cluster.local\n        port: {{number: 80}}\n"
     ));
@@ -1587,26 +1566,19 @@ fn service_entry_visibility_matches_istiod() {
         w.namespace(ns);
         w.pod(ns, "client-0", labels(&[("app", "client")]));
     }
-    w.istio(fidelity::service_entry_doc(
-        &a,
-        "ext",
-        &["ext.example.com".into()],
-        &[(443, "tls", "TLS")],
-        "DNS",
-        &[],
-        &[],
-        &None,
-    ));
-    w.istio(fidelity::service_entry_doc(
-        &b,
-        "other",
-        &["other.example.com".into()],
-        &[(8443, "tls", "TLS")],
-        "DNS",
-        &[],
-        &[],
-        &Some(vec!["*".into()]),
-    ));
+    w.istio(
+        fidelity::ServiceEntryDoc::new(&a, "ext")
+            .host("ext.example.com")
+            .port(443, "tls", "TLS")
+            .yaml(),
+    );
+    w.istio(
+        fidelity::ServiceEntryDoc::new(&b, "other")
+            .host("other.example.com")
+            .port(8443, "tls", "TLS")
+            .export_to(["*"])
+            .yaml(),
+    );
     let mesh = format!(
         "{DEFAULT_MESH}serviceEntryVisibility:\n  defaultVisibility: NAMESPACE\n  applyToSidecars: true\n"
     );

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use meshscope_e2e::cluster::Cluster;
-use meshscope_e2e::fidelity::{sidecar_doc, Builder, Scenario, DEFAULT_MESH};
+use meshscope_e2e::fidelity::{Builder, Scenario, SidecarDoc, DEFAULT_MESH};
 use meshscope_e2e::istiod::Istiod;
 use meshscope_e2e::world::{labels, SvcPort};
 use meshscope_e2e::xds::Sim;
@@ -118,7 +118,10 @@ fn setup() -> Mesh {
         }
         let app = &l["app"];
         let sel = labels(&[("app", app)]);
-        let doc = sidecar_doc(&ns, app, Some(&sel), &[(None, egress)]);
+        let doc = SidecarDoc::new(&ns, app)
+            .selector(&sel)
+            .egress(None, egress)
+            .yaml();
         // The three reviews pods share one Sidecar.
         if !w.world.istio.contains(&doc) {
             w.istio(doc);
