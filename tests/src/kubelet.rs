@@ -292,23 +292,78 @@ fn port_forward(
     headers: &[(String, String)],
     forwards: &Mutex<Forwards>,
 ) -> Result<()> {
+    let req = match forward_request(pod_path, query, headers, forwards) {
+        Ok(req) => req,
+        Err((status, why)) => return respond(tls, status, &why),
+    };
+    write!(
+        tls,
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n{}\r\n",
+        tungstenite::handshake::derive_accept_key(req.key.as_bytes()),
+        req.protocol
+    )?;
+    tls.flush()?;
+    let mut ws = WebSocket::from_partially_read(tls, early, Role::Server, None);
+    for (i, port) in req.ports.iter().enumerate() {
+        let [lo, hi] = port.to_le_bytes();
+        let data = (2 * i) as u8;
+        ws.send(Message::binary(vec![data, lo, hi]))?;
+        ws.send(Message::binary(vec![data + 1, lo, hi]))?;
+    }
+    let (mut conns, rx) = dial(&mut ws, &req)?;
+
+    // One thread drives the WebSocket: reads poll with a short timeout, and
+    // in between, the targets' bytes go out.
+    ws.get_ref()
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(10)))?;
+    let result = relay(&mut ws, &mut conns, &rx)?;
+    for c in conns.iter_mut().filter_map(Option::take) {
+        let _ = c.shutdown(Shutdown::Both);
+    }
+    let tls = ws.get_mut();
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    result
+}
+
+/// A port-forward request the stand-in takes.
+struct ForwardRequest<'a> {
+    ns: &'a str,
+    pod: &'a str,
+    /// `Sec-WebSocket-Key`.
+    key: String,
+    ports: Vec<u16>,
+    /// Where each port goes (`None`: no forward registered).
+    targets: Vec<Option<SocketAddr>>,
+    /// The `Sec-WebSocket-Protocol` header line to answer with, or empty.
+    protocol: String,
+}
+
+/// The request as the kubelet reads it, or the status and message it
+/// answers instead.
+fn forward_request<'a>(
+    pod_path: &'a str,
+    query: &str,
+    headers: &[(String, String)],
+    forwards: &Mutex<Forwards>,
+) -> Result<ForwardRequest<'a>, (u16, String)> {
     let mut parts = pod_path.split('/');
     let (Some(ns), Some(pod)) = (parts.next(), parts.next()) else {
-        return respond(tls, 404, "not found");
+        return Err((404, "not found".into()));
     };
     let websocket = header(headers, "upgrade").any(|v| v.eq_ignore_ascii_case("websocket"));
     let Some(key) = header(headers, "sec-websocket-key")
         .next()
         .map(str::to_string)
     else {
-        return respond(
-            tls,
+        return Err((
             400,
-            "the stand-in kubelet port-forwards over WebSocket only (not SPDY)",
-        );
+            "the stand-in kubelet port-forwards over WebSocket only (not SPDY)".into(),
+        ));
     };
     if !websocket {
-        return respond(tls, 400, "expected an Upgrade: websocket request");
+        return Err((400, "expected an Upgrade: websocket request".into()));
     }
     // The kubelet takes its ports from `port` (comma-separated, repeatable).
     let mut ports: Vec<u16> = Vec::new();
@@ -319,18 +374,18 @@ fn port_forward(
         for p in unescape(list).split(',') {
             match p.parse::<u16>() {
                 Ok(n) if n > 0 => ports.push(n),
-                _ => return respond(tls, 400, &format!("unable to parse {p:?} as a port")),
+                _ => return Err((400, format!("unable to parse {p:?} as a port"))),
             }
         }
     }
     if ports.is_empty() {
-        return respond(tls, 400, "query parameter \"port\" is required");
+        return Err((400, "query parameter \"port\" is required".into()));
     }
     let prefix = format!("{ns}/{pod}:");
     let targets: Vec<Option<SocketAddr>> = {
         let forwards = forwards.lock().unwrap();
         if !forwards.keys().any(|k| k.starts_with(&prefix)) {
-            return respond(tls, 404, "pod does not exist");
+            return Err((404, "pod does not exist".into()));
         }
         ports
             .iter()
@@ -349,34 +404,39 @@ fn port_forward(
     } else if offered.contains(&PORT_FORWARD_PROTOCOL) {
         format!("Sec-WebSocket-Protocol: {PORT_FORWARD_PROTOCOL}\r\n")
     } else {
-        return respond(
-            tls,
+        return Err((
             400,
-            &format!("none of the offered subprotocols {offered:?} is {PORT_FORWARD_PROTOCOL}"),
-        );
+            format!("none of the offered subprotocols {offered:?} is {PORT_FORWARD_PROTOCOL}"),
+        ));
     };
-    write!(
-        tls,
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n{protocol}\r\n",
-        tungstenite::handshake::derive_accept_key(key.as_bytes())
-    )?;
-    tls.flush()?;
-    let mut ws = WebSocket::from_partially_read(tls, early, Role::Server, None);
-    for (i, port) in ports.iter().enumerate() {
-        let [lo, hi] = port.to_le_bytes();
-        let data = (2 * i) as u8;
-        ws.send(Message::binary(vec![data, lo, hi]))?;
-        ws.send(Message::binary(vec![data + 1, lo, hi]))?;
-    }
+    Ok(ForwardRequest {
+        ns,
+        pod,
+        key,
+        ports,
+        targets,
+        protocol,
+    })
+}
 
-    // Dial every port now, as the runtime does when the kubelet hands it
-    // the stream. Bytes from the targets come back through one channel.
-    let (tx, rx) = mpsc::channel::<(usize, Option<Vec<u8>>)>();
-    let mut conns: Vec<Option<TcpStream>> = Vec::with_capacity(ports.len());
-    for (i, (port, target)) in ports.iter().zip(&targets).enumerate() {
+/// Bytes from the `i`-th port's target (`None`: it closed).
+type FromTarget = (usize, Option<Vec<u8>>);
+
+/// Dials every port now, as the runtime does when the kubelet hands it
+/// the stream: each connection, or `None` when the port could not be
+/// dialled (its error channel says why). Bytes from the targets come back
+/// through one channel.
+fn dial(
+    ws: &mut WebSocket<Tls>,
+    req: &ForwardRequest<'_>,
+) -> Result<(Vec<Option<TcpStream>>, mpsc::Receiver<FromTarget>)> {
+    let (ns, pod) = (req.ns, req.pod);
+    let (tx, rx) = mpsc::channel::<FromTarget>();
+    let mut conns: Vec<Option<TcpStream>> = Vec::with_capacity(req.ports.len());
+    for (i, (port, target)) in req.ports.iter().zip(&req.targets).enumerate() {
         let dialled = match target {
             None => Err(format!(
-                "no forward for {prefix}{port} in the stand-in kubelet"
+                "no forward for {ns}/{pod}:{port} in the stand-in kubelet"
             )),
             Some(addr) => TcpStream::connect_timeout(addr, Duration::from_secs(5))
                 .map_err(|e| format!("dial {addr}: {e}")),
@@ -412,13 +472,18 @@ fn port_forward(
             }
         }
     }
-    drop(tx);
+    Ok((conns, rx))
+}
 
-    // One thread drives the WebSocket: reads poll with a short timeout, and
-    // in between, the targets' bytes go out.
-    ws.get_ref()
-        .sock
-        .set_read_timeout(Some(Duration::from_millis(10)))?;
+/// Relays between the WebSocket and the targets until both sides are
+/// done: the outer error is a frame that could not be sent (the
+/// connection is dropped as it is), the inner result how the relay ended
+/// (the targets are then closed, and the TLS session).
+fn relay(
+    ws: &mut WebSocket<Tls>,
+    conns: &mut [Option<TcpStream>],
+    rx: &mpsc::Receiver<FromTarget>,
+) -> Result<Result<()>> {
     let mut closing: Option<Instant> = None;
     let result = loop {
         if closing.is_none() {
@@ -480,11 +545,5 @@ fn port_forward(
             Err(e) => break Err(e.into()),
         }
     };
-    for c in conns.iter_mut().filter_map(Option::take) {
-        let _ = c.shutdown(Shutdown::Both);
-    }
-    let tls = ws.get_mut();
-    tls.conn.send_close_notify();
-    let _ = tls.flush();
-    result
+    Ok(result)
 }
