@@ -21,8 +21,7 @@ mod scenario;
 mod unusual;
 
 pub use docs::{
-    destination_rule_doc, labelled, service_entry_doc, virtual_service_doc, Dest,
-    DestinationRuleDoc, Egress, ServiceEntryDoc, SidecarDoc, VirtualServiceDoc,
+    labelled, Dest, DestinationRuleDoc, Egress, ServiceEntryDoc, SidecarDoc, VirtualServiceDoc,
 };
 pub use fixed::{fixed, waypoints};
 pub use random::{random, random_ambient};

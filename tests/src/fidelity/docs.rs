@@ -401,70 +401,6 @@ impl DestinationRuleDoc {
     }
 }
 
-// The positional forms, for the benchmark that still calls them
-// (`meshscope-bench-exports`); new code uses the builders.
-
-/// [`ServiceEntryDoc`] from positional arguments.
-#[allow(clippy::too_many_arguments)]
-pub fn service_entry_doc(
-    ns: &str,
-    name: &str,
-    hosts: &[String],
-    ports: &[(u32, &str, &str)],
-    resolution: &str,
-    addresses: &[String],
-    endpoints: &[String],
-    export: &Option<Vec<String>>,
-) -> String {
-    let mut d = ServiceEntryDoc::new(ns, name);
-    for h in hosts {
-        d = d.host(h);
-    }
-    d.ports(ports)
-        .resolution(resolution)
-        .addresses(addresses)
-        .endpoints(endpoints)
-        .export(export.clone())
-        .yaml()
-}
-
-/// [`VirtualServiceDoc`] from positional arguments.
-pub fn virtual_service_doc(
-    ns: &str,
-    name: &str,
-    hosts: &[String],
-    http: &[Dest],
-    mirror: Option<&Dest>,
-    tcp: &[Dest],
-    export: &Option<Vec<String>>,
-) -> String {
-    let mut d = VirtualServiceDoc::new(ns, name);
-    for h in hosts {
-        d = d.host(h);
-    }
-    if let Some(m) = mirror {
-        d = d.mirror(m.clone());
-    }
-    d.destinations(http.iter().cloned())
-        .tcp_destinations(tcp.iter().cloned())
-        .export(export.clone())
-        .yaml()
-}
-
-/// [`DestinationRuleDoc`] from positional arguments.
-pub fn destination_rule_doc(
-    ns: &str,
-    name: &str,
-    host: &str,
-    subsets: &[&str],
-    export: &Option<Vec<String>>,
-) -> String {
-    DestinationRuleDoc::new(ns, name, host)
-        .subsets(subsets)
-        .export(export.clone())
-        .yaml()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,19 +440,6 @@ mod tests {
             .port(443, "tls", "TLS")
             .yaml();
         assert!(dns.ends_with("  resolution: DNS\n  location: MESH_EXTERNAL\n"));
-        assert_eq!(
-            service_entry_doc(
-                "a",
-                "api",
-                &["api.example.com".into()],
-                &[(443, "tls", "TLS")],
-                "DNS",
-                &[],
-                &[],
-                &None
-            ),
-            dns
-        );
     }
 
     #[test]

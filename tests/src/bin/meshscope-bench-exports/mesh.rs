@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use meshscope_e2e::bench::{Rng, Zipf};
 use meshscope_e2e::fidelity::{
-    destination_rule_doc, service_entry_doc, virtual_service_doc, Builder, Scenario, DEFAULT_MESH,
+    Builder, DestinationRuleDoc, Scenario, ServiceEntryDoc, VirtualServiceDoc, DEFAULT_MESH,
 };
 use meshscope_e2e::outbound_text_line;
 use meshscope_e2e::world::{labels, Pod, SvcPort};
@@ -100,33 +100,29 @@ pub fn hub(m: &mut Mesh, b: &mut Builder, tag: u64) {
             m.roles.insert(format!("{ns}/{svc}-{v}"), "hub");
         }
         let h = host(svc, &ns);
-        b.istio(destination_rule_doc(&ns, svc, &h, &["v1", "v2"], &None));
+        b.istio(
+            DestinationRuleDoc::new(&ns, svc, &h)
+                .subsets(&["v1", "v2"])
+                .yaml(),
+        );
         let dest = (h.clone(), Some(HUB_PORT), Some(subset.to_string()));
-        b.istio(virtual_service_doc(
-            &ns,
-            svc,
-            &[h],
-            &[dest],
-            None,
-            &[],
-            &None,
-        ));
+        b.istio(
+            VirtualServiceDoc::new(&ns, svc)
+                .host(h)
+                .destination(dest)
+                .yaml(),
+        );
         m.configs.push((ns.clone(), svc.to_string()));
     }
     for k in 0..EXTERNAL {
-        let hosts = [ext_host(tag, k)];
         let name = format!("ext-{k}");
-        let ports = [(443, "tls", "TLS")];
-        b.istio(service_entry_doc(
-            &ns,
-            &name,
-            &hosts,
-            &ports,
-            "DNS",
-            &[],
-            &[],
-            &None,
-        ));
+        b.istio(
+            ServiceEntryDoc::new(&ns, &name)
+                .host(ext_host(tag, k))
+                .port(443, "tls", "TLS")
+                .resolution("DNS")
+                .yaml(),
+        );
         m.configs.push((ns.clone(), name));
     }
 }
