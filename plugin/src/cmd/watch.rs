@@ -426,7 +426,7 @@ impl Watcher<'_> {
         let mut settled = Settled::Yes;
         if !plan.widen.is_empty() || !plan.narrow.is_empty() {
             if self.istiods.is_none() {
-                self.istiods = Some(connect_for_wait(world.live_ctx()?, self.a)?);
+                self.istiods = Some(connect_for_wait(&self.ctx, self.a)?);
             }
             let widened = self.write(&world, &recs, &plan.widen, read_at, p)?;
             settled = widened.settled;

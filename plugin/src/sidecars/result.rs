@@ -2,16 +2,17 @@
 //! apply pass, `--prune`, the watcher and the export side report in.
 
 use meshscope_shared::meta::SidecarRef;
-use meshscope_shared::snapshot::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use meshscope_shared::snapshot::{managed_by_meshscope, Labels};
 use serde_json::Value;
 
-/// Whether a live Sidecar carries meshscope's managed-by label: without
-/// it, the Sidecar belongs to its owner and apply never writes it.
+/// Whether a live Sidecar is meshscope's, as `shared` decides it
+/// ([`managed_by_meshscope`]): without it, the Sidecar belongs to its
+/// owner and apply never writes it.
 pub fn managed(v: &Value) -> bool {
-    v.pointer("/metadata/labels")
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .and_then(Value::as_str)
-        == Some(MANAGED_BY_VALUE)
+    let labels: Option<Labels> = v
+        .pointer("/metadata/labels")
+        .and_then(|l| serde_json::from_value(l.clone()).ok());
+    managed_by_meshscope(labels.as_ref())
 }
 
 /// How the reason of a write skipped on a field-manager conflict starts.

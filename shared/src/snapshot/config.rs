@@ -2,8 +2,8 @@
 //! namespace's default), VirtualServices and DestinationRules.
 
 use super::model::{
-    DrId, DrInfo, GatewayInfo, Listener, PodInfo, Protocol, SidecarId, SidecarInfo, VsDest, VsId,
-    VsInfo, WaypointInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    managed_by_meshscope, DrId, DrInfo, GatewayInfo, Listener, PodInfo, Protocol, SidecarId,
+    SidecarInfo, VsDest, VsId, VsInfo, WaypointInfo,
 };
 use crate::hash::HashMap;
 use crate::host::{resolve_short_name, Export, HostEntry};
@@ -287,13 +287,7 @@ fn sidecar_info(sc: &Sidecar, options: &Options) -> SidecarInfo {
         selector: sc.spec.workload_selector.as_ref().map(|s| s.labels.clone()),
         listeners,
         invalid_hosts,
-        managed: sc
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(MANAGED_BY_LABEL))
-            .map(String::as_str)
-            == Some(MANAGED_BY_VALUE),
+        managed: managed_by_meshscope(sc.metadata.labels.as_ref()),
         object: sc.clone(),
     }
 }

@@ -29,6 +29,7 @@ pub use crate::labels::{selector_matches, Labels};
 pub use crate::meta::{Created, NamespaceInfo};
 pub use config::sidecar_listeners;
 pub use destination_rules::{Consolidated, DrIndex, EntryId};
+pub use model::managed_by_meshscope;
 pub use model::{
     DrId, DrInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution,
     RouteOrigin, SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId,

@@ -25,6 +25,16 @@ pub type SeId = usize;
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "kubectl-meshscope";
 
+/// Whether an object's labels mark it as meshscope's: the managed-by
+/// label with meshscope's value. Anything else belongs to its owner, and
+/// `apply` never writes it.
+pub fn managed_by_meshscope(labels: Option<&Labels>) -> bool {
+    labels
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .map(String::as_str)
+        == Some(MANAGED_BY_VALUE)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkloadKind {
     Deployment,

@@ -190,7 +190,7 @@ fn spec_of(r: &crate::request::RecommendSpec) -> Result<&ExportsSpec> {
 pub fn apply(a: &ApplyRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let e = spec_of(&a.spec)?;
     let (world, recs) = load(&a.spec, e, p)?;
-    let ctx = live_ctx(&world)?;
+    let ctx = world.live_ctx()?;
     let mut pp = PatchParams::apply(FIELD_MANAGER);
     if a.dry_run == DryRun::Server {
         pp = pp.dry_run();
@@ -275,7 +275,7 @@ fn wait_for_istiod(
         writeln!(p.err, "nothing written, so nothing to wait for")?;
         return Ok(Outcome::Ok);
     }
-    let ctx = live_ctx(world)?;
+    let ctx = world.live_ctx()?;
     let traffic = traffic_by_workload(&world.snap, world.obs.as_ref());
     let fresh = World::read_again(&a.spec.mesh, p.err)?;
     let targets = confirm::targets(world, &fresh, &traffic);
@@ -309,7 +309,7 @@ fn wait_for_istiod(
 pub fn diff(d: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let e = spec_of(&d.spec)?;
     let (world, recs) = load(&d.spec, e, p)?;
-    let ctx = live_ctx(&world)?;
+    let ctx = world.live_ctx()?;
     let mut pp = PatchParams::apply(FIELD_MANAGER).dry_run();
     if d.force_conflicts {
         pp = pp.force();
@@ -335,13 +335,6 @@ pub fn diff(d: &DiffRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     } else {
         Outcome::Ok
     })
-}
-
-fn live_ctx(world: &World) -> Result<&LiveCtx> {
-    world
-        .live
-        .as_deref()
-        .ok_or_else(|| anyhow!("--exports writes to a cluster: drop --manifests"))
 }
 
 /// Objects left to their owners, to stderr.
