@@ -5,7 +5,7 @@
 //! backend stays exported to its Gateway's namespace.
 
 use meshscope_test_support::access_log::line;
-use meshscope_test_support::fixtures::{hosts, observe, snap};
+use meshscope_test_support::fixtures::{deployment, hosts, observe, snap};
 
 use meshscope_shared::exports::{recommend_exports, ExportKind, ExportOptions, ExportRec};
 use meshscope_shared::recommend::{self, RecommendOptions};
@@ -16,9 +16,7 @@ fn namespace(ns: &str) -> String {
 }
 
 fn deploy(ns: &str, name: &str, ip: &str) -> String {
-    format!(
-        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: {ns}\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
-    )
+    deployment(ns, name, ip)
 }
 
 fn service(ns: &str, name: &str, ip: &str) -> String {

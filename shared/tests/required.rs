@@ -4,7 +4,7 @@
 //! recommendations and in audit (MS0013).
 
 use meshscope_test_support::access_log::line;
-use meshscope_test_support::fixtures::{hosts, observe, snap};
+use meshscope_test_support::fixtures::{deployment, hosts, observe, snap};
 
 use meshscope_shared::audit::{self, AuditScope};
 use meshscope_shared::recommend::{self, Outcome, RecommendOptions};
@@ -12,9 +12,7 @@ use meshscope_shared::required::REQUIRED_BY_ANNOTATION;
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadId, WorkloadKind};
 
 fn deploy(name: &str, ip: &str) -> String {
-    format!(
-        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
-    )
+    deployment("shop", name, ip)
 }
 
 fn service(ns: &str, name: &str, ip: &str, port: u32) -> String {

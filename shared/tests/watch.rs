@@ -2,7 +2,7 @@
 //! `--prune-after`, what is never narrowed, and what is reported once.
 
 use meshscope_test_support::access_log;
-use meshscope_test_support::fixtures::{observe, snap};
+use meshscope_test_support::fixtures::{deployment, observe, snap};
 
 use meshscope_shared::edges::Meets;
 use meshscope_shared::observe::{LogIngest, Observations};
@@ -14,9 +14,7 @@ const CART: &str = "shop/cart.shop.svc.cluster.local";
 const PAY: &str = "shop/pay.shop.svc.cluster.local";
 
 fn deploy(name: &str, ip: &str) -> String {
-    format!(
-        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
-    )
+    deployment("shop", name, ip)
 }
 
 fn service(name: &str, ip: &str) -> String {

@@ -9,7 +9,7 @@ use meshscope_shared::recommend::{self, RecommendOptions, Recommendation};
 use meshscope_shared::snapshot::{MeshSnapshot, WorkloadKind};
 use meshscope_test_support::access_log;
 use meshscope_test_support::fake_api::FakeApi;
-use meshscope_test_support::fixtures::{observe, snap, yaml_docs};
+use meshscope_test_support::fixtures::{deployment, observe, snap, yaml_docs};
 use serde_json::Value;
 
 use super::prune::prune;
@@ -21,10 +21,10 @@ use crate::live::{ConnectOptions, Live};
 use crate::output::Printer;
 use crate::world::LiveCtx;
 
+/// Deployment `shop/name` with a pod at `ip`, and its Service.
 fn deploy(name: &str, ip: &str) -> String {
-    format!(
-        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: shop\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector: {{app: {name}}}\n  ports:\n  - {{name: http, port: 80}}\n"
-    )
+    deployment("shop", name, ip)
+        + &format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  selector: {{app: {name}}}\n  ports:\n  - {{name: http, port: 80}}\n")
 }
 
 /// A Sidecar `name` for Deployment `app` with `hosts`, labelled as

@@ -64,3 +64,11 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
 pub fn hosts(r: &recommend::Recommendation) -> Vec<String> {
     r.sidecar().expect("a Sidecar").spec.egress[0].hosts.clone()
 }
+
+/// Deployment `ns/name` (selector and pod label `app: name`) and one
+/// injected Pod of it, at `ip`, owned through its ReplicaSet.
+pub fn deployment(ns: &str, name: &str, ip: &str) -> String {
+    format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers: [{{name: c, image: x}}]\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}-abc12-xyz98\n  namespace: {ns}\n  labels: {{app: {name}, pod-template-hash: abc12}}\n  ownerReferences:\n  - {{apiVersion: apps/v1, kind: ReplicaSet, name: {name}-abc12, uid: u, controller: true}}\nspec:\n  containers: [{{name: c, image: x}}, {{name: istio-proxy, image: proxyv2}}]\nstatus:\n  podIP: {ip}\n"
+    )
+}

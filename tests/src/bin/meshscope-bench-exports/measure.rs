@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use meshscope_e2e::cluster::Cluster;
+use meshscope_e2e::dist::{pct, TYPES};
 use meshscope_e2e::xds::Sim;
 use serde::Serialize;
 
 use crate::mesh::{host, Edge, HUB_PORT};
-
-const TYPES: [&str; 4] = ["cds", "lds", "rds", "eds"];
 
 /// A distribution of per-proxy bytes.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -24,13 +23,6 @@ pub struct Dist {
     pub worst: String,
     /// type -> p50 bytes
     pub p50_by_type: BTreeMap<String, u64>,
-}
-
-pub fn pct(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
 pub fn dist(sims: &[(String, meshscope_e2e::xds::ProxyConfig)]) -> Dist {
