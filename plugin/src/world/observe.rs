@@ -50,8 +50,14 @@ impl World {
                 TrafficSource::AccessLogs(paths) => {
                     access_logs(r, paths, cursor.as_deref_mut(), applied, err)?
                 }
-                TrafficSource::PodLogs => pod_logs(r, cursor.as_deref_mut(), applied, err)?,
-                TrafficSource::Prometheus(url) => prometheus(r, url, cursor.as_deref_mut())?,
+                TrafficSource::PodLogs => {
+                    let ctx = cluster(r, source)?;
+                    pod_logs(r, ctx, cursor.as_deref_mut(), applied, err)?
+                }
+                TrafficSource::Prometheus(url) => {
+                    cluster(r, source)?;
+                    prometheus(r, url, cursor.as_deref_mut())?
+                }
             };
             match &mut obs {
                 Some(cur) => cur.merge(o),
@@ -102,11 +108,11 @@ fn access_logs(
 /// read (a gateway's log holds its calls too).
 fn pod_logs(
     r: &Reading<'_>,
+    ctx: &LiveCtx,
     cursor: Option<&mut Cursor>,
     applied: Option<&Applied>,
     err: &mut dyn Write,
 ) -> Result<Observations> {
-    let ctx = cluster(r, &TrafficSource::PodLogs)?;
     let (m, snap) = (r.m, r.snap);
     let only = match m.pod_logs {
         PodLogScope::Listed => None,
@@ -153,7 +159,6 @@ fn pod_logs(
 /// `--prometheus`: Istio's request metrics over the window (watching:
 /// since the last pass).
 fn prometheus(r: &Reading<'_>, url: &str, cursor: Option<&mut Cursor>) -> Result<Observations> {
-    cluster(r, &TrafficSource::Prometheus(url.to_string()))?;
     let m = r.m;
     let Some(c) = cursor else {
         return prometheus::observe(r.snap, url, m.prometheus_window());
