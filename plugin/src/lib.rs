@@ -39,7 +39,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-pub use cmd::version::VERSION;
+pub use cmd::version::{COMMIT, VERSION};
 pub use outcome::Outcome;
 
 /// Parses the command line into a request, checking every flag, and runs

@@ -286,7 +286,13 @@ fn the_readme_lists_every_finding_code_with_its_severity() {
 fn version_and_completion() {
     assert_eq!(
         text(&run(&["version", "--client"]).stdout),
-        format!("Client Version: {}\n", env!("CARGO_PKG_VERSION"))
+        format!(
+            "Client Version: {} (commit {})\n",
+            env!("CARGO_PKG_VERSION"),
+            meshscope_test_support::build_info::commit(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).as_path()
+            )
+        )
     );
     let o = run(&["completion", "bash"]);
     assert!(o.status.success());

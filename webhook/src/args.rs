@@ -14,7 +14,8 @@ use crate::limits::Limits;
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "meshscope-webhook",
-    version,
+    // The version and the commit the build came from (webhook/build.rs).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MESHSCOPE_COMMIT"), ")"),
     about = "Admission webhook that warns on or rejects unscoped Istio workloads and DNS ServiceEntries without exportTo"
 )]
 pub struct Args {

@@ -23,6 +23,8 @@ use crate::request::{VersionRequest, VersionSource};
 #[derive(Serialize)]
 struct Report {
     client: String,
+    /// The commit the client was built from.
+    commit: &'static str,
     /// istiod pods per Istio version.
     istiod: BTreeMap<String, usize>,
     /// Injected proxies per Istio version.
@@ -44,18 +46,29 @@ struct Report {
 /// The client's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The commit the client was built from (`plugin/build.rs`): `unknown`
+/// for a build outside a git checkout.
+pub const COMMIT: &str = env!("MESHSCOPE_COMMIT");
+
+/// The client line every form of `version` prints first.
+fn client_line(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    writeln!(out, "Client Version: {VERSION} (commit {COMMIT})")
+}
+
 pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
     let out = &mut *p.out;
     let evidence = match &r.source {
         VersionSource::Client => {
             match r.output {
-                None => writeln!(out, "Client Version: {VERSION}")?,
-                Some(VersionOutput::Json) => {
-                    output::json(out, &serde_json::json!({"client": VERSION}))?
-                }
-                Some(VersionOutput::Yaml) => {
-                    output::yaml(out, &serde_json::json!({"client": VERSION}))?
-                }
+                None => client_line(out)?,
+                Some(VersionOutput::Json) => output::json(
+                    out,
+                    &serde_json::json!({"client": VERSION, "commit": COMMIT}),
+                )?,
+                Some(VersionOutput::Yaml) => output::yaml(
+                    out,
+                    &serde_json::json!({"client": VERSION, "commit": COMMIT}),
+                )?,
             }
             return Ok(Outcome::Ok);
         }
@@ -63,7 +76,7 @@ pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             // The client's version comes first, as kubectl prints it before
             // it asks the server.
             if r.output.is_none() {
-                writeln!(out, "Client Version: {VERSION}")?;
+                client_line(out)?;
             }
             let (evidence, webhooks) = live_evidence(connect, p.err)?;
             let mut report = report(&evidence, r.istio_version, r.cluster_domain.as_deref());
@@ -74,7 +87,7 @@ pub fn run(r: &VersionRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             let inputs = input::load_manifests(paths)?;
             let istiod = meshscope_shared::detect::istiod_pods(&inputs.pods);
             if r.output.is_none() {
-                writeln!(out, "Client Version: {VERSION}")?;
+                client_line(out)?;
             }
             Evidence::from_pods(&inputs.pods, &istiod)
         }
@@ -101,6 +114,7 @@ fn report(evidence: &Evidence, flag: Option<IstioVersion>, domain_flag: Option<&
     };
     Report {
         client: VERSION.to_string(),
+        commit: COMMIT,
         istiod: count(&evidence.istiod),
         proxies: count(&evidence.proxies),
         semantics: semantics.to_string(),

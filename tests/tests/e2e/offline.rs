@@ -440,8 +440,9 @@ fn the_istio_version_comes_from_the_input_unless_the_flag_says_otherwise() {
     assert_eq!(
         r.stdout,
         format!(
-            "Client Version: {}\nIstio control plane (istiod): not found\nIstio data plane (istio-proxy): 1.30 (6 proxies)\nSemantics applied: Istio 1.30\nCluster domain: cluster.local (the default: neither istiod nor the proxies name one)\n",
-            kubectl_meshscope::VERSION
+            "Client Version: {} (commit {})\nIstio control plane (istiod): not found\nIstio data plane (istio-proxy): 1.30 (6 proxies)\nSemantics applied: Istio 1.30\nCluster domain: cluster.local (the default: neither istiod nor the proxies name one)\n",
+            kubectl_meshscope::VERSION,
+            kubectl_meshscope::COMMIT
         )
     );
     let r = meshscope(&[
@@ -485,7 +486,11 @@ fn the_istio_version_comes_from_the_input_unless_the_flag_says_otherwise() {
     let r = meshscope(&["version", "--client"]);
     assert_eq!(
         r.stdout,
-        format!("Client Version: {}\n", kubectl_meshscope::VERSION)
+        format!(
+            "Client Version: {} (commit {})\n",
+            kubectl_meshscope::VERSION,
+            kubectl_meshscope::COMMIT
+        )
     );
 }
 
