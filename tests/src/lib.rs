@@ -24,6 +24,7 @@ pub mod livescale;
 pub mod load;
 pub mod meshgen;
 pub mod rbac;
+pub mod release;
 pub mod run;
 pub mod setup;
 pub mod traffic;

@@ -1,7 +1,8 @@
 //! Which tests ran against a real component, so that a green run says what
 //! it exercised (issue #32). Each use of the test control plane, istiod,
-//! Prometheus or Istio's own test inputs appends one line, `test\tcomponent`,
-//! to `<target>/meshscope-ledger/<test binary>.tsv`; `scripts/test` clears
+//! Prometheus, Istio's own test inputs or krew appends one line,
+//! `test\tcomponent`, to `<target>/meshscope-ledger/<test binary>.tsv`;
+//! `scripts/test` clears
 //! the directory before `cargo test` and `scripts/real-components` prints a
 //! line per test binary from it afterwards (and, under `CI=true`, fails
 //! when a test that said it needs the control plane never reached it).
@@ -28,6 +29,8 @@ pub enum Component {
     Prometheus,
     /// Istio's own test inputs (`../shared/istio-testdata`).
     IstioTestdata,
+    /// The real krew (`tests/tools/build`), installing a release.
+    Krew,
 }
 
 impl Component {
@@ -39,6 +42,7 @@ impl Component {
             Component::Istiod => "istiod",
             Component::Prometheus => "prometheus",
             Component::IstioTestdata => "istio-testdata",
+            Component::Krew => "krew",
         }
     }
 }

@@ -1,0 +1,236 @@
+//! The release as users install it: `scripts/release`'s archives and krew
+//! manifest, validated as krew-index's CI validates a manifest
+//! (`validate-krew-manifest`, which installs every platform), installed by
+//! the real krew, and run from krew's bin through kubectl.
+//!
+//! The test the README's test command runs packages the workspace's own
+//! build (`scripts/release --binaries`): building the static release
+//! binaries for two architectures takes about 20 minutes on 2 cores, more
+//! than CI's budget has left. The full release is checked by
+//! `tests/release/check DIR`, which the release workflow runs on
+//! `scripts/release`'s output before publishing it: it runs the ignored
+//! test below on that directory.
+
+use std::path::Path;
+use std::process::Command;
+
+use meshscope_e2e::cluster::bin_dir;
+use meshscope_e2e::release::{archive_files, local_index, run, text, FileServer, Krew, Release};
+
+/// Each archive's files, in the order `scripts/release` writes them.
+const PLUGIN_FILES: [&str; 4] = [
+    "kubectl-meshscope",
+    "kubectl_complete-meshscope",
+    "LICENSE",
+    "README.md",
+];
+const WEBHOOK_FILES: [&str; 3] = ["meshscope-webhook", "LICENSE", "README.md"];
+
+/// The host's target triple, as the workspace's build is.
+const HOST: &str = "x86_64-unknown-linux-gnu";
+
+#[test]
+fn krew_installs_the_release_and_kubectl_runs_it() {
+    let krew = Krew::build();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dist");
+    std::fs::create_dir_all(&out).unwrap();
+    let server = FileServer::start(&out);
+    let release = Release::package(&out, HOST, &bin_dir(), &server.base_url);
+
+    let sums = release.check_sums();
+    let tag = &release.tag;
+    for f in [
+        format!("kubectl-meshscope-{tag}-{HOST}.tar.gz"),
+        format!("meshscope-webhook-{tag}-{HOST}.tar.gz"),
+        format!("kubectl-meshscope-{tag}-{HOST}.cdx.json"),
+        format!("meshscope-webhook-{tag}-{HOST}.cdx.json"),
+        "meshscope.yaml".to_string(),
+    ] {
+        assert!(sums.contains(&f), "SHA256SUMS lists {f}: {sums:?}");
+    }
+    assert_eq!(archive_files(&release.plugin_archive(HOST)), PLUGIN_FILES);
+    assert_eq!(archive_files(&release.webhook_archive(HOST)), WEBHOOK_FILES);
+    check_sbom(&release.path(&format!("kubectl-meshscope-{tag}-{HOST}.cdx.json")));
+
+    validate_manifest(&krew, &release.path("meshscope.yaml"), tmp.path());
+    install_and_run(&krew, &release, HOST, tmp.path());
+}
+
+/// The full release in `$MESHSCOPE_RELEASE_DIR` (`tests/release/check`):
+/// every file summed, every archive holding its files, every binary
+/// statically linked for its architecture, the amd64 ones naming the
+/// release's version and commit, the manifest valid for every platform
+/// and installed by krew.
+#[test]
+#[ignore = "tests/release/check runs it on scripts/release's output"]
+fn the_release_in_meshscope_release_dir_checks_out() {
+    let dir = std::env::var_os("MESHSCOPE_RELEASE_DIR").expect(
+        "MESHSCOPE_RELEASE_DIR names scripts/release's output (tests/release/check sets it)",
+    );
+    let release = Release::open(Path::new(&dir));
+    let krew = Krew::build();
+    let tmp = tempfile::tempdir().unwrap();
+    release.check_sums();
+    let commit = std::env::var("MESHSCOPE_COMMIT").expect("tests/release/check names the commit");
+    for (triple, machine) in [
+        ("x86_64-unknown-linux-musl", "x86-64"),
+        ("aarch64-unknown-linux-musl", "ARM aarch64"),
+    ] {
+        assert_eq!(archive_files(&release.plugin_archive(triple)), PLUGIN_FILES);
+        assert_eq!(
+            archive_files(&release.webhook_archive(triple)),
+            WEBHOOK_FILES
+        );
+        let unpacked = tmp.path().join(triple);
+        std::fs::create_dir_all(&unpacked).unwrap();
+        for a in [
+            release.plugin_archive(triple),
+            release.webhook_archive(triple),
+        ] {
+            let o = run(Command::new("tar")
+                .arg("-xzf")
+                .arg(&a)
+                .arg("-C")
+                .arg(&unpacked));
+            assert!(o.status.success());
+        }
+        for b in [
+            "kubectl-meshscope",
+            "kubectl_complete-meshscope",
+            "meshscope-webhook",
+        ] {
+            let o = run(Command::new("file").arg("-b").arg(unpacked.join(b)));
+            let kind = text(&o.stdout);
+            assert!(
+                kind.contains(machine) && kind.contains("statically linked"),
+                "{triple}/{b}: {kind}"
+            );
+        }
+        check_sbom(&release.path(&format!(
+            "kubectl-meshscope-{}-{triple}.cdx.json",
+            release.tag
+        )));
+        if triple.starts_with("x86_64") {
+            let o = run(Command::new(unpacked.join("meshscope-webhook")).arg("--version"));
+            let version = release.tag.trim_start_matches('v');
+            assert_eq!(
+                text(&o.stdout),
+                format!("meshscope-webhook {version} (commit {commit})\n")
+            );
+        }
+    }
+    let served = tmp.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let server = FileServer::start(&release.dir);
+    let manifest = release.manifest_served_from(&server.base_url, &served);
+    validate_manifest(&krew, &manifest, tmp.path());
+    install_and_run(&krew, &release, "x86_64-unknown-linux-musl", tmp.path());
+}
+
+/// A CycloneDX document whose subject is the plugin and which lists its
+/// dependencies (kube among them).
+fn check_sbom(path: &Path) {
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert_eq!(doc["bomFormat"], "CycloneDX");
+    assert_eq!(doc["metadata"]["component"]["name"], "kubectl-meshscope");
+    let names: Vec<&str> = doc["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"kube-client"),
+        "{}: {names:?}",
+        path.display()
+    );
+}
+
+/// `validate-krew-manifest`, as krew-index's CI runs it: the manifest's
+/// structure, its platforms, and an install of each platform from its uri
+/// (with KREW_OS and KREW_ARCH) that must extract a LICENSE.
+fn validate_manifest(krew: &Krew, manifest: &Path, scratch: &Path) {
+    let root = scratch.join("krew-validate");
+    let o = run(krew
+        .command(krew.bin.join("validate-krew-manifest"), &root)
+        .arg("-manifest")
+        .arg(manifest));
+    let said = text(&o.stderr) + &text(&o.stdout);
+    assert!(o.status.success(), "validate-krew-manifest: {said}");
+    assert!(said.contains("spec.platforms installed fine"), "{said}");
+}
+
+/// `kubectl krew install --manifest --archive` into a scratch KREW_ROOT,
+/// the completer linked as the caveats say, then `kubectl meshscope
+/// version` and completion through kubectl; uninstalled, then installed
+/// again by name from an index holding the manifest (as krew-index would),
+/// which downloads the archive from the manifest's uri.
+fn install_and_run(krew: &Krew, release: &Release, triple: &str, scratch: &Path) {
+    let root = scratch.join("krew-root");
+    let manifest = release.path("meshscope.yaml");
+    let index = local_index(&manifest, &scratch.join("krew-index"));
+    let kubectl = |args: &[&str]| {
+        let o = run(krew
+            .command("kubectl", &root)
+            .env("KREW_DEFAULT_INDEX_URI", &index)
+            .args(args));
+        assert!(o.status.success(), "kubectl {args:?}: {}", text(&o.stderr));
+        o
+    };
+    kubectl(&["krew", "update"]);
+    let o = kubectl(&[
+        "krew",
+        "install",
+        &format!("--manifest={}", manifest.display()),
+        &format!("--archive={}", release.plugin_archive(triple).display()),
+    ]);
+    assert!(
+        text(&o.stderr).contains("Installed plugin: meshscope"),
+        "{}",
+        text(&o.stderr)
+    );
+    let says_version = || {
+        let o = kubectl(&["meshscope", "version", "--client"]);
+        let version = release.tag.trim_start_matches('v');
+        assert!(
+            text(&o.stdout).starts_with(&format!("Client Version: {version} (commit ")),
+            "{}",
+            text(&o.stdout)
+        );
+    };
+    says_version();
+
+    // Without the link kubectl finds no completer; with it, the commands.
+    let o = kubectl(&["__complete", "meshscope", "au"]);
+    assert!(!text(&o.stdout).contains("audit\t"), "{}", text(&o.stdout));
+    let caveat = |start: &str| {
+        let line = release.caveat_command(start);
+        let o = run(krew.command("bash", &root).args(["-c", &line]));
+        assert!(o.status.success(), "{line}: {}", text(&o.stderr));
+    };
+    caveat("ln -sf ");
+    let o = kubectl(&["__complete", "meshscope", "au"]);
+    assert!(
+        text(&o.stdout).starts_with("audit\tAudit namespaces"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = kubectl(&["__complete", "meshscope", "audit", "--fail-"]);
+    assert!(text(&o.stdout).contains("--fail-on"), "{}", text(&o.stdout));
+
+    // As the caveats say: a link krew does not know, left in its bin,
+    // would make krew take its home for an old layout and refuse to run.
+    caveat("rm -f ");
+    kubectl(&["krew", "uninstall", "meshscope"]);
+    assert!(!root.join("bin/kubectl-meshscope").exists());
+    let o = kubectl(&["krew", "install", "meshscope"]);
+    assert!(
+        text(&o.stderr).contains("Installed plugin: meshscope"),
+        "{}",
+        text(&o.stderr)
+    );
+    says_version();
+    assert_eq!(text(&kubectl(&["krew", "list"]).stdout), "meshscope\n");
+    kubectl(&["krew", "uninstall", "meshscope"]);
+}
