@@ -1,7 +1,8 @@
 //! Test-only machinery shared by every test crate of the workspace
 //! (`shared/tests`, `webhook/tests`, `tests/tests` and meshscope-e2e's
 //! library): build a snapshot from YAML, write access-log lines, find a
-//! free port, and reach the Istio inputs that live outside the repository
+//! free port, read the user documentation the examples come from
+//! ([`docs`]), and reach the Istio inputs that live outside the repository
 //! (skipping visibly when they are absent, failing under `CI=true`), and
 //! record which tests ran against a real component ([`ledger`]); and a
 //! fake API server for Sidecars ([`fake_api`], a mock the plugin's write
@@ -13,6 +14,7 @@
 
 pub mod access_log;
 pub mod audit_json;
+pub mod docs;
 pub mod fake_api;
 pub mod fixtures;
 pub mod ledger;
