@@ -252,18 +252,12 @@ fn codes_are_documented() {
     assert_eq!(run(&["codes", "MS9999"]).status.code(), Some(2));
 }
 
-/// README's "Finding codes" table lists every code, in order, with its
-/// severity, and no other: the codes are numbered without gaps.
+/// The "Finding codes" table of the docs (docs/finding-codes.md) lists
+/// every code, in order, with its severity, and no other: the codes are
+/// numbered without gaps.
 #[test]
-fn the_readme_lists_every_finding_code_with_its_severity() {
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .unwrap();
-    let section = readme
-        .split("### Finding codes")
-        .nth(1)
-        .and_then(|s| s.split("\n### ").next())
-        .expect("README has a Finding codes section");
+fn the_docs_list_every_finding_code_with_its_severity() {
+    let section = meshscope_test_support::docs::section("Finding codes");
     let listed: Vec<(String, String)> = section
         .lines()
         .filter_map(|l| {

@@ -1,5 +1,5 @@
-//! Every `kubectl meshscope` example in the README's shell blocks and in
-//! `--help` runs as written: through bash, with kubectl and the built
+//! Every `kubectl meshscope` example in the shell blocks of README.md and
+//! docs/*.md and in `--help` runs as written: through bash, with kubectl and the built
 //! plugin on PATH, from a directory that looks like the repository root, against the test control plane
 //! holding `examples/bookinfo` (the mesh the examples name), a real istiod
 //! reached through a port-forward, and a real Prometheus.
@@ -24,6 +24,7 @@ use kubectl_meshscope::args::Cli;
 use meshscope_e2e::cluster::{bin_dir, repo_root, Cluster, Prometheus};
 use meshscope_e2e::istiod::Istiod;
 use meshscope_e2e::kubelet::{Forwards, LogReply, Logs, StandInKubelet};
+use meshscope_test_support::docs;
 
 /// A working directory that looks like the repository's root (each of its
 /// entries linked), so that an example that writes a file (`> report.html`)
@@ -37,48 +38,14 @@ fn workdir() -> tempfile::TempDir {
     dir
 }
 
-/// The commands of the README's ```sh blocks that run kubectl meshscope,
-/// with continuation lines joined and trailing comments dropped.
-fn readme_commands() -> Vec<String> {
-    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let mut out = Vec::new();
-    let mut in_sh = false;
-    let mut pending = String::new();
-    for line in text.lines() {
-        if line.starts_with("```") {
-            in_sh = line.trim() == "```sh" && !in_sh;
-            continue;
-        }
-        if !in_sh {
-            continue;
-        }
-        let line = strip_comment(line);
-        if let Some(head) = line.trim_end().strip_suffix('\\') {
-            pending.push_str(head);
-            pending.push(' ');
-            continue;
-        }
-        pending.push_str(line.trim_end());
-        let cmd = std::mem::take(&mut pending).trim().to_string();
-        if cmd.contains("kubectl meshscope") && !cmd.ends_with('&') {
-            out.push(cmd);
-        }
-    }
-    out
-}
-
-/// `cmd   # comment` → `cmd` (a `#` inside quotes stays).
-fn strip_comment(line: &str) -> &str {
-    let mut quote = None;
-    for (i, ch) in line.char_indices() {
-        match (ch, quote) {
-            ('\'' | '"', None) => quote = Some(ch),
-            (q, Some(open)) if q == open => quote = None,
-            ('#', None) if i == 0 || line[..i].ends_with(' ') => return &line[..i],
-            _ => {}
-        }
-    }
-    line
+/// The commands of the ```sh blocks of README.md and docs/*.md that run
+/// kubectl meshscope (a command left running in the background, `... &`,
+/// only prepares another).
+fn doc_commands() -> Vec<String> {
+    docs::sh_commands()
+        .into_iter()
+        .filter(|c| c.contains("kubectl meshscope") && !c.ends_with('&'))
+        .collect()
 }
 
 /// The example lines of every command's help that run kubectl meshscope
@@ -146,7 +113,7 @@ fn bookinfo_lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
-fn every_example_in_the_readme_and_the_help_runs_as_written() {
+fn every_example_in_the_docs_and_the_help_runs_as_written() {
     meshscope_e2e::needs_cluster!();
     let _bookinfo = bookinfo_lock();
     let c = Cluster::shared();
@@ -246,7 +213,10 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut commands = readme_commands();
+    let mut commands = doc_commands();
+    // As many as README held before its reference moved to docs/ (40):
+    // moving a command must not lose it.
+    assert!(commands.len() >= 40, "examples in the docs: {commands:#?}");
     commands.extend(help_commands());
     assert!(commands.len() > 20, "examples found: {commands:#?}");
     let mut failures = Vec::new();
@@ -312,28 +282,19 @@ fn every_example_in_the_readme_and_the_help_runs_as_written() {
     eprintln!("{} examples ran", commands.len());
 }
 
-/// The ```sh block that follows `heading` in the README, as printed.
-fn readme_block_after(heading: &str) -> String {
-    let text = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let rest = &text[text.find(heading).expect("the heading is in the README")..];
-    let start = rest.find("```sh\n").expect("a sh block follows it") + "```sh\n".len();
-    let len = rest[start..].find("```").expect("the block ends");
-    rest[start..start + len].to_string()
-}
-
-/// README's "Held to a real istiod" block, run as printed through bash
+/// docs/fidelity.md's "Held to a real istiod" block, run as printed through bash
 /// from the repository root: it starts (or finds) the test control plane,
 /// loads the example mesh with `tests/cluster/load-example`, starts istiod
 /// and prints what it sends each of the example's pods (issue #19, item
 /// 22). Only where istiod keeps its state differs (its own directory, so
 /// that it cannot meet another test's istiod).
 #[test]
-fn the_real_istiod_recipe_in_the_readme_runs_as_written() {
+fn the_real_istiod_recipe_in_the_docs_runs_as_written() {
     meshscope_e2e::needs_cluster!();
     let _bookinfo = bookinfo_lock();
     let c = Cluster::shared();
     remove_bookinfo(c);
-    let block = readme_block_after("### Held to a real istiod");
+    let block = docs::first_sh_block(&docs::section("Held to a real istiod"));
     assert!(block.contains("tests/cluster/load-example"), "{block}");
     let state = tempfile::tempdir().unwrap();
     let istiod_dir = state.path().join("istiod");
@@ -525,7 +486,7 @@ fn the_simulated_sidecars_can_stay_connected_for_verify() {
     let printed: serde_json::Value =
         serde_json::from_str(&doc).expect("the document, printed first");
     assert_eq!(printed["proxies"].as_array().map(Vec::len), Some(6));
-    // As README says: the debug endpoints at MESHSCOPE_ISTIOD_HTTP.
+    // As docs/fidelity.md says: the debug endpoints at MESHSCOPE_ISTIOD_HTTP.
     let url = format!("http://{}", istiod.http);
     let r = meshscope_e2e::run::meshscope_at(
         &c.kubeconfig,

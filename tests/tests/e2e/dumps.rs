@@ -1,17 +1,18 @@
 //! `--manifests` dumps of a cluster: an input that lacks kinds the
 //! findings depend on is warned of, kind by kind, with the `kubectl get`
-//! that dumps them all; and the dump command README gives (section "From
-//! files") holds every kind, so that its audit has no false MS0007. Offline
-//! on manifests written here, and live: README's own command line against
-//! the test control plane.
+//! that dumps them all; and the dump command the docs give (docs/usage.md,
+//! "From files") holds every kind, so that its audit has no false MS0007.
+//! Offline on manifests written here, and live: the docs' own command line
+//! against the test control plane.
 
 use std::process::Command;
 
 use kubectl_meshscope::Outcome;
-use meshscope_e2e::cluster::{bin_dir, repo_root, Cluster};
+use meshscope_e2e::cluster::{bin_dir, Cluster};
 use meshscope_e2e::run::meshscope;
 use meshscope_shared::inputs::DUMP_KINDS;
 use meshscope_test_support::audit_json::codes_and_names;
+use meshscope_test_support::docs;
 
 /// A mesh whose Sidecar's egress hosts are a Service's and a
 /// ServiceEntry's, with its Namespace and the mesh config: each kind
@@ -116,8 +117,8 @@ fn an_input_without_the_kinds_findings_depend_on_is_warned_of_with_the_command()
         assert!(!r.stderr.contains("ServiceEntries"), "{cmd}: {}", r.stderr);
     }
 
-    // README gives the same command.
-    assert_eq!(readme_dump_line(), command);
+    // The docs give the same command.
+    assert_eq!(docs_dump_line(), command);
 
     // Every kind: no warning, and the egress hosts match.
     let r = meshscope(&["audit", "--manifests", &full, "-o", "json"]);
@@ -126,21 +127,19 @@ fn an_input_without_the_kinds_findings_depend_on_is_warned_of_with_the_command()
     assert!(!r.stderr.contains("the input holds no"), "{}", r.stderr);
 }
 
-/// The `kubectl get ... | kubectl meshscope audit --manifests -` line of
-/// README's ```sh blocks.
-fn readme_dump_line() -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let line = readme
-        .lines()
-        .find(|l| {
-            l.starts_with("kubectl get -A -o yaml ") && l.contains("| kubectl meshscope audit")
+/// The `kubectl get ... | kubectl meshscope audit --manifests -` command
+/// of the ```sh blocks of README.md and docs/*.md.
+fn docs_dump_line() -> String {
+    docs::sh_commands()
+        .into_iter()
+        .find(|c| {
+            c.starts_with("kubectl get -A -o yaml ") && c.contains("| kubectl meshscope audit")
         })
-        .expect("README has a kubectl get | audit line");
-    line.split('#').next().unwrap().trim().to_string()
+        .expect("the docs have a kubectl get | audit command")
 }
 
 #[test]
-fn the_readme_dump_of_a_real_cluster_gives_audit_every_kind_and_no_false_ms0007() {
+fn the_docs_dump_of_a_real_cluster_gives_audit_every_kind_and_no_false_ms0007() {
     meshscope_e2e::needs_cluster!();
     let c = Cluster::shared();
     let ns = Cluster::unique_ns("dump");
@@ -150,7 +149,7 @@ fn the_readme_dump_of_a_real_cluster_gives_audit_every_kind_and_no_false_ms0007(
         .map(|(_, d)| d)
         .collect();
     c.apply(&docs.join("---\n"));
-    let line = readme_dump_line();
+    let line = docs_dump_line();
     let path = format!(
         "{}:{}",
         bin_dir().display(),
@@ -177,7 +176,7 @@ fn the_readme_dump_of_a_real_cluster_gives_audit_every_kind_and_no_false_ms0007(
     assert_eq!(codes_and_names(&stdout), Vec::new(), "{stdout}");
     assert!(!stderr.contains("the input holds no"), "{stderr}");
 
-    // The command README used to give dumps no ServiceEntries, Namespaces
+    // The command the README used to give dumps no ServiceEntries, Namespaces
     // or mesh config: a false MS0007, and the warnings that say why.
     let (code, stdout, stderr) = run(
         "kubectl get -A -o yaml pods,deployments,services,sidecars | kubectl meshscope audit --manifests -",

@@ -2,7 +2,7 @@
 //! put between the watcher and the component by a [`FaultProxy`] (the
 //! component itself keeps serving the simulated sidecars): istiod hung,
 //! then down through a failover between two replicas; the API server hung
-//! at SIGTERM. Each case asserts what README's "what `--watch`
+//! at SIGTERM. Each case asserts what docs/watch.md's "what `--watch`
 //! guarantees" says: nothing lost, nothing written that was not
 //! confirmed, every wait bounded, health as documented, exit codes.
 //! (A Prometheus that fails, a hand edit and rotation are in
