@@ -52,9 +52,50 @@ fn krew_installs_the_release_and_kubectl_runs_it() {
     assert_eq!(archive_files(&release.plugin_archive(HOST)), PLUGIN_FILES);
     assert_eq!(archive_files(&release.webhook_archive(HOST)), WEBHOOK_FILES);
     check_sbom(&release.path(&format!("kubectl-meshscope-{tag}-{HOST}.cdx.json")));
+    caveats_name_every_shipped_role(&release);
 
     validate_manifest(&krew, &release.path("meshscope.yaml"), tmp.path());
     install_and_run(&krew, &release, HOST, tmp.path());
+}
+
+/// The forge's workflows pass actionlint, and run what they say: CI the
+/// README's test command (`.ci/run`), a release `scripts/release` and then
+/// `tests/release/check` on its output.
+#[test]
+fn the_workflows_pass_actionlint_and_run_the_projects_commands() {
+    let krew = Krew::build();
+    let root = meshscope_e2e::cluster::repo_root();
+    let o = run(Command::new(krew.bin.join("actionlint")).current_dir(&root));
+    assert!(
+        o.status.success(),
+        "actionlint:\n{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let runs = |file: &str| -> Vec<String> {
+        let y = std::fs::read_to_string(root.join(".github/workflows").join(file)).unwrap();
+        let v: serde_yaml::Value = serde_yaml::from_str(&y).unwrap();
+        let jobs = v["jobs"].as_mapping().expect("jobs");
+        jobs.values()
+            .flat_map(|j| j["steps"].as_sequence().cloned().unwrap_or_default())
+            .filter_map(|s| s["run"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(
+        runs("ci.yml").iter().any(|r| r.trim() == ".ci/run"),
+        "ci.yml runs .ci/run"
+    );
+    let release = runs("release.yml");
+    let at = |what: &str| release.iter().position(|r| r.trim().starts_with(what));
+    let (build, check, publish) = (
+        at("scripts/release ").expect("release.yml runs scripts/release"),
+        at("tests/release/check ").expect("release.yml runs tests/release/check"),
+        at("gh release create ").expect("release.yml publishes the release"),
+    );
+    assert!(
+        build < check && check < publish,
+        "build, check, then publish: {release:?}"
+    );
 }
 
 /// The full release in `$MESHSCOPE_RELEASE_DIR` (`tests/release/check`):
@@ -126,6 +167,27 @@ fn the_release_in_meshscope_release_dir_checks_out() {
     let manifest = release.manifest_served_from(&server.base_url, &served);
     validate_manifest(&krew, &manifest, tmp.path());
     install_and_run(&krew, &release, "x86_64-unknown-linux-musl", tmp.path());
+}
+
+/// The manifest's caveats name every role `deploy/rbac/` ships, which a
+/// user binds before reading or applying.
+fn caveats_name_every_shipped_role(release: &Release) {
+    let text = std::fs::read_to_string(release.path("meshscope.yaml")).unwrap();
+    let v: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let caveats = v["spec"]["caveats"].as_str().expect("caveats");
+    let rbac = meshscope_e2e::cluster::repo_root().join("deploy/rbac");
+    for entry in std::fs::read_dir(rbac).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if let Some(role) = name
+            .strip_suffix(".yaml")
+            .filter(|r| r.starts_with("meshscope-"))
+        {
+            assert!(
+                caveats.contains(role),
+                "the krew caveats do not name {role}: {caveats}"
+            );
+        }
+    }
 }
 
 /// A CycloneDX document whose subject is the plugin and which lists its
