@@ -15,7 +15,9 @@ use std::path::Path;
 use std::process::Command;
 
 use meshscope_e2e::cluster::bin_dir;
+use meshscope_e2e::images::{files_under, Registry};
 use meshscope_e2e::release::{archive_files, local_index, run, text, FileServer, Krew, Release};
+use meshscope_e2e::webhook_process::Webhook;
 
 /// Each archive's files, in the order `scripts/release` writes them.
 const PLUGIN_FILES: [&str; 4] = [
@@ -167,6 +169,75 @@ fn the_release_in_meshscope_release_dir_checks_out() {
     let manifest = release.manifest_served_from(&server.base_url, &served);
     validate_manifest(&krew, &manifest, tmp.path());
     install_and_run(&krew, &release, "x86_64-unknown-linux-musl", tmp.path());
+    check_images(&release, &commit, tmp.path());
+}
+
+/// Each image pushed to a registry and pulled back: one index of amd64
+/// and arm64, each non-root with its binary as entrypoint and the OCI
+/// labels of the release, holding nothing but the binary and the CA
+/// certificates (no shell); the amd64 entrypoints run from the unpacked
+/// filesystem, the webhook's answering an AdmissionReview over TLS.
+fn check_images(release: &Release, commit: &str, scratch: &Path) {
+    let registry = Registry::start();
+    let version = release.tag.trim_start_matches('v');
+    for name in ["meshscope-webhook", "kubectl-meshscope"] {
+        let name_tag = format!("meshscope/{name}:{}", release.tag);
+        registry.push(
+            &release.path(&format!("{name}-{}.oci.tar", release.tag)),
+            &name_tag,
+        );
+        let index = registry.index(&name_tag);
+        let mut arches: Vec<&str> = index["manifests"]
+            .as_array()
+            .expect("an image index")
+            .iter()
+            .filter_map(|m| m["platform"]["architecture"].as_str())
+            .collect();
+        arches.sort_unstable();
+        assert_eq!(arches, ["amd64", "arm64"], "{name}: {index}");
+        for arch in ["amd64", "arm64"] {
+            let config = registry.config(&name_tag, arch);
+            assert_eq!(
+                (config["os"].as_str(), config["architecture"].as_str()),
+                (Some("linux"), Some(arch))
+            );
+            let c = &config["config"];
+            assert_eq!(c["User"], "65532:65532", "{name} {arch}");
+            assert_eq!(
+                c["Entrypoint"],
+                serde_json::json!([format!("/usr/local/bin/{name}")])
+            );
+            let labels = &c["Labels"];
+            for (key, want) in [
+                ("org.opencontainers.image.revision", commit),
+                ("org.opencontainers.image.version", version),
+                (
+                    "org.opencontainers.image.source",
+                    "https://github.com/meshscope/meshscope",
+                ),
+                ("org.opencontainers.image.title", name),
+            ] {
+                assert_eq!(labels[key], want, "{name} {arch}: {key}");
+            }
+            let rootfs = scratch.join(format!("{name}-{arch}"));
+            registry.unpack(&name_tag, arch, &rootfs);
+            assert_eq!(
+                files_under(&rootfs),
+                [
+                    "etc/ssl/certs/ca-certificates.crt".to_string(),
+                    format!("usr/local/bin/{name}")
+                ]
+            );
+        }
+        let entrypoint = scratch.join(format!("{name}-amd64/usr/local/bin/{name}"));
+        let o = run(Command::new(&entrypoint).arg("--help"));
+        assert!(o.status.success(), "{name} --help: {}", text(&o.stderr));
+    }
+    let webhook = scratch.join("meshscope-webhook-amd64/usr/local/bin/meshscope-webhook");
+    let wh = Webhook::start_binary(&webhook, &[]);
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(wh.still_serves());
 }
 
 /// The manifest's caveats name every role `deploy/rbac/` ships, which a
