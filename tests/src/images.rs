@@ -72,6 +72,7 @@ impl Registry {
         skopeo(&[
             "copy",
             "--all",
+            "--preserve-digests",
             "--quiet",
             "--dest-tls-verify=false",
             &format!("oci-archive:{}", archive.display()),
@@ -87,6 +88,22 @@ impl Registry {
             "--tls-verify=false",
             &self.reference(name_tag),
         ]))
+    }
+
+    /// The digest the registry serves `name_tag` under, as a client
+    /// resolving the tag reads it (`Docker-Content-Digest`).
+    pub fn digest(&self, name_tag: &str) -> String {
+        let (name, tag) = name_tag.rsplit_once(':').expect("name:tag");
+        let url = format!("http://{}/v2/{name}/manifests/{tag}", self.host);
+        let r = ureq::head(&url)
+            .header("Accept", "application/vnd.oci.image.index.v1+json")
+            .call()
+            .unwrap_or_else(|e| panic!("HEAD {url}: {e}"));
+        r.headers()
+            .get("Docker-Content-Digest")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("HEAD {url}: no Docker-Content-Digest"))
+            .to_string()
     }
 
     /// The configuration of the `arch` image of `name_tag`.

@@ -195,6 +195,16 @@ fn check_images(release: &Release, commit: &str, scratch: &Path) {
             .collect();
         arches.sort_unstable();
         assert_eq!(arches, ["amd64", "arm64"], "{name}: {index}");
+        let listed = std::fs::read_to_string(release.path("images.txt")).unwrap();
+        let by_digest = format!(
+            "ghcr.io/meshscope/{name}:{}@{}\n",
+            release.tag,
+            registry.digest(&name_tag)
+        );
+        assert!(
+            listed.contains(&by_digest),
+            "images.txt lacks {by_digest}: {listed}"
+        );
         for arch in ["amd64", "arm64"] {
             let config = registry.config(&name_tag, arch);
             assert_eq!(
