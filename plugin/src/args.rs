@@ -832,7 +832,7 @@ pub struct ManifestsArgs {
     /// Namespace to install the webhook into
     #[arg(short = 'n', long, default_value = install::BASE_NAMESPACE)]
     pub namespace: String,
-    /// The meshscope-webhook image (build it from deploy/Dockerfile and push it; the default name is not published)
+    /// The meshscope-webhook image, by tag or digest (a release's images.txt names them; scripts/release builds them)
     #[arg(long)]
     pub image: Option<String>,
     /// Policy of namespaces without a meshscope.io/policy label: enforce, warn or off

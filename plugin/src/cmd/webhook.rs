@@ -23,7 +23,7 @@ pub fn run(r: &WebhookRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             if m.default_image {
                 writeln!(
                     p.err,
-                    "warning: no --image given: {DEFAULT_IMAGE} is not published; build deploy/Dockerfile, push it, and pass --image REGISTRY/meshscope-webhook:TAG"
+                    "warning: no --image given: {DEFAULT_IMAGE} is not published yet; build it with scripts/release, push it (docs/install.md), and pass --image REGISTRY/meshscope-webhook:TAG"
                 )?;
             }
             print(&manifests(m)?, p.out)?;
