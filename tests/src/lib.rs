@@ -29,6 +29,7 @@ pub mod run;
 pub mod setup;
 pub mod traffic;
 pub mod upstream_cases;
+pub mod watch_rbac;
 pub mod watcher;
 pub mod world;
 pub mod xds;
