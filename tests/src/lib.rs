@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod dist;
 pub mod faults;
 pub mod fidelity;
+pub mod helm;
 pub mod help;
 pub mod injector;
 pub mod istiod;
