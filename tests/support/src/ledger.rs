@@ -1,6 +1,6 @@
 //! Which tests ran against a real component, so that a green run says what
 //! it exercised (issue #32). Each use of the test control plane, istiod,
-//! Prometheus, Istio's own test inputs or krew appends one line,
+//! Prometheus, Istio's own test inputs, krew or helm appends one line,
 //! `test\tcomponent`, to `<target>/meshscope-ledger/<test binary>.tsv`;
 //! `scripts/test` clears
 //! the directory before `cargo test` and `scripts/real-components` prints a
@@ -31,6 +31,9 @@ pub enum Component {
     IstioTestdata,
     /// The real krew (`tests/tools/build`), installing a release.
     Krew,
+    /// The real helm (`tests/tools/build`), rendering or installing
+    /// `deploy/helm/meshscope`.
+    Helm,
 }
 
 impl Component {
@@ -43,6 +46,7 @@ impl Component {
             Component::Prometheus => "prometheus",
             Component::IstioTestdata => "istio-testdata",
             Component::Krew => "krew",
+            Component::Helm => "helm",
         }
     }
 }

@@ -23,7 +23,7 @@ test result: ok. 10 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fin
 test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
 ";
 
-/// Every component reached by istiod's tests; `extra` appended to its ledger.
+/// Every component reached (by istiod's tests, and a krew and a helm test); `extra` appended to its ledger.
 fn ledger(dir: &Path, extra: &str) {
     let mut istiod = String::new();
     for t in ["fixed_scenarios_match_istiod", "commit_seeds_match_istiod"] {
@@ -32,6 +32,7 @@ fn ledger(dir: &Path, extra: &str) {
         }
     }
     istiod += "prometheus_test\tprometheus\nupstream_case\tistio-testdata\n";
+    istiod += "release_test\tkrew\nhelm_test\thelm\n";
     istiod += extra;
     std::fs::write(dir.join("istiod.tsv"), istiod).unwrap();
 }
@@ -103,6 +104,8 @@ fn under_ci_a_run_that_reached_no_component_fails() {
         "istiod",
         "Prometheus",
         "Istio's test inputs",
+        "krew",
+        "helm",
     ] {
         assert!(
             err.contains(&format!("FAILED: no test ran against {c}")),
