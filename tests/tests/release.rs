@@ -55,7 +55,13 @@ fn krew_installs_the_release_and_kubectl_runs_it() {
     caveats_name_every_shipped_role(&release);
 
     validate_manifest(&krew, &release.path("meshscope.yaml"), tmp.path());
-    install_and_run(&krew, &release, HOST, tmp.path());
+    install_and_run(
+        &krew,
+        &release,
+        &release.path("meshscope.yaml"),
+        HOST,
+        tmp.path(),
+    );
 }
 
 /// The forge's workflows pass actionlint, and run what they say: CI the
@@ -166,7 +172,8 @@ fn the_release_in_meshscope_release_dir_checks_out() {
     let server = FileServer::start(&release.dir);
     let manifest = release.manifest_served_from(&server.base_url, &served);
     validate_manifest(&krew, &manifest, tmp.path());
-    install_and_run(&krew, &release, "x86_64-unknown-linux-musl", tmp.path());
+    let amd64 = "x86_64-unknown-linux-musl";
+    install_and_run(&krew, &release, &manifest, amd64, tmp.path());
     check_images(&release, &commit, tmp.path());
 }
 
@@ -307,10 +314,12 @@ fn validate_manifest(krew: &Krew, manifest: &Path, scratch: &Path) {
 /// version` and completion through kubectl; uninstalled, then installed
 /// again by name from an index holding the manifest (as krew-index would),
 /// which downloads the archive from the manifest's uri.
-fn install_and_run(krew: &Krew, release: &Release, triple: &str, scratch: &Path) {
+///
+/// `manifest` is the release's, or a copy naming where its archives are
+/// served when the release's own addresses are not reachable yet.
+fn install_and_run(krew: &Krew, release: &Release, manifest: &Path, triple: &str, scratch: &Path) {
     let root = scratch.join("krew-root");
-    let manifest = release.path("meshscope.yaml");
-    let index = local_index(&manifest, &scratch.join("krew-index"));
+    let index = local_index(manifest, &scratch.join("krew-index"));
     let kubectl = |args: &[&str]| {
         let o = run(krew
             .command("kubectl", &root)

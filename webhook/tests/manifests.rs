@@ -354,19 +354,3 @@ fn the_cert_manager_overlay_injects_the_ca_and_issues_the_mounted_secret() {
         base().len()
     );
 }
-
-#[test]
-fn the_dockerfile_builds_this_binary_and_runs_it_as_non_root() {
-    let text = std::fs::read_to_string(deploy().join("Dockerfile")).unwrap();
-    assert!(text.contains("cargo build --release --locked -p meshscope-webhook"));
-    assert!(text.contains("USER 65532:65532"));
-    let exposed: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("EXPOSE "))
-        .flat_map(str::split_whitespace)
-        .collect();
-    let docs = base();
-    for name in ["https", "admin"] {
-        assert!(exposed.contains(&container_port(&docs, name).to_string().as_str()));
-    }
-}
