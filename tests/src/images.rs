@@ -6,12 +6,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use meshscope_test_support::net::free_port;
 use serde_json::Value;
 
-use crate::release::{run, text};
+use crate::release::{run, text, wait_listening};
 
 /// A registry on 127.0.0.1, storing into a scratch directory; stopped
 /// when dropped.
@@ -47,14 +46,7 @@ impl Registry {
             .stderr(Stdio::null())
             .spawn()
             .expect("docker-registry starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the registry never listened on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_listening(port, "the registry");
         Registry {
             child,
             host: format!("127.0.0.1:{port}"),

@@ -204,14 +204,7 @@ impl FileServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("python3 -m http.server starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the file server never listened on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_listening(port, "the file server");
         FileServer {
             child,
             base_url: format!("http://127.0.0.1:{port}"),
@@ -223,6 +216,16 @@ impl Drop for FileServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Waits (20 s at most) until `what`, just started, accepts connections on
+/// 127.0.0.1:`port`.
+pub fn wait_listening(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} never listened on {port}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
