@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::Command;
 
 use meshscope_e2e::cluster::bin_dir;
+use meshscope_e2e::helm::Helm;
 use meshscope_e2e::images::{files_under, Registry};
 use meshscope_e2e::release::{archive_files, local_index, run, text, FileServer, Krew, Release};
 use meshscope_e2e::webhook_process::Webhook;
@@ -202,8 +203,7 @@ fn check_images(release: &Release, commit: &str, scratch: &Path) {
         assert_eq!(arches, ["amd64", "arm64"], "{name}: {index}");
         let listed = std::fs::read_to_string(release.path("images.txt")).unwrap();
         let by_digest = format!(
-            "ghcr.io/meshscope/{name}:{}@{}\n",
-            release.tag,
+            "ghcr.io/meshscope/{name}:{version}@{}\n",
             registry.digest(&name_tag)
         );
         assert!(
@@ -248,6 +248,7 @@ fn check_images(release: &Release, commit: &str, scratch: &Path) {
         let o = run(Command::new(&entrypoint).arg("--help"));
         assert!(o.status.success(), "{name} --help: {}", text(&o.stderr));
     }
+    chart_installs_the_listed_images(release);
     let webhook = scratch.join("meshscope-webhook-amd64/usr/local/bin/meshscope-webhook");
     let wh = Webhook::start_binary(&webhook, &[]);
     tokio::runtime::Runtime::new()
@@ -274,6 +275,36 @@ fn caveats_name_every_shipped_role(release: &Release) {
             );
         }
     }
+}
+
+/// The chart, given the release's `values-images.yaml`, runs exactly the
+/// images `images.txt` lists, by tag and digest.
+fn chart_installs_the_listed_images(release: &Release) {
+    let values = release.path("values-images.yaml");
+    let values = values.to_str().unwrap();
+    let docs = Helm::build().template(
+        "meshscope-system",
+        &["-f", values, "--set", "watch.enabled=true"],
+    );
+    let mut images: Vec<String> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Deployment")
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["image"].as_str().map(str::to_string))
+        .collect();
+    images.sort();
+    let mut listed: Vec<String> = std::fs::read_to_string(release.path("images.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    listed.sort();
+    assert_eq!(images, listed);
 }
 
 /// A CycloneDX document whose subject is the plugin and which lists its
