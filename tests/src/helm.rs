@@ -37,13 +37,7 @@ impl Helm {
     /// Builds helm with `tests/tools/build` (cached by version), or fails
     /// the test saying why (also outside CI: it needs only Go).
     pub fn build() -> Helm {
-        let o = Command::new(repo_root().join("tests/tools/build"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("tests/tools/build runs");
-        assert!(o.status.success(), "tests/tools/build failed (above)");
-        let dir = PathBuf::from(String::from_utf8(o.stdout).unwrap().lines().last().unwrap());
-        let bin = dir.join("helm");
+        let bin = crate::tools::bin_dir().join("helm");
         assert!(bin.is_file(), "{} missing", bin.display());
         Helm {
             bin,

@@ -29,6 +29,7 @@ pub mod rbac;
 pub mod release;
 pub mod run;
 pub mod setup;
+pub mod tools;
 pub mod traffic;
 pub mod upstream_cases;
 pub mod watch_rbac;
