@@ -57,22 +57,35 @@ fn read_gateways(
     if m.gateways == GatewayRead::No {
         return Ok(false);
     }
-    match rt.block_on(live.gateways(m.gateways == GatewayRead::Needed))? {
+    let unknown = match rt.block_on(live.gateways(m.gateways == GatewayRead::Needed))? {
         Some(gateways) => {
             for g in gateways {
                 inputs.add(g)?;
             }
-            Ok(false)
+            false
         }
         None => {
             writeln!(
                 err,
-                "warning: gateways unknown: cannot list gateways.networking.istio.io in all namespaces, so the discoverySelectors advice (MS0020) is left out; grant {}",
+                "warning: gateways unknown: cannot list gateways.networking.istio.io in all namespaces, so the discoverySelectors advice (MS0020) and the routes of Istio Gateways are left out; grant {}",
                 live::READER_FILE
             )?;
-            Ok(true)
+            true
         }
+    };
+    match rt.block_on(live.envoy_filters())? {
+        Some(filters) => {
+            for f in filters {
+                inputs.add(f)?;
+            }
+        }
+        None => writeln!(
+            err,
+            "warning: envoyfilters unknown: cannot list envoyfilters.networking.istio.io in all namespaces, so the Services they name are left out of gateways' filtered clusters; grant {}",
+            live::READER_FILE
+        )?,
     }
+    Ok(unknown)
 }
 
 pub struct LiveCtx {

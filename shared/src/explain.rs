@@ -118,6 +118,11 @@ pub struct Explanation {
     /// `None` when no such sidecar exists or the two agree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outbound_clusters_if_shared: Option<Vec<String>>,
+    /// For a gateway's router proxy: what it gets with istiod's
+    /// `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true`
+    /// ([`crate::gateway_clusters`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_filter: Option<crate::gateway_clusters::Filtered>,
     /// The outbound listeners istiod sends this proxy, by name (see
     /// [`MeshSnapshot::outbound_listeners`]; the virtual ones aside).
     pub outbound_listeners: Vec<String>,
@@ -313,6 +318,22 @@ pub fn explain(
             Some(_) => eval.gateway_alternative(ns, labels),
             None => None,
         },
+        gateway_filter: match injection.gateway {
+            Some(crate::inject::Gateway::Router) => {
+                let shared = eval
+                    .gateway_alternative(ns, labels)
+                    .map(|_| eval.visible_for(ScopeSource::Implicit, ns));
+                Some(crate::gateway_clusters::filtered(
+                    snap,
+                    &vis,
+                    shared.as_deref(),
+                    labels,
+                    own_ip,
+                    wl.inbound,
+                ))
+            }
+            _ => None,
+        },
         routes: crate::gateway_routes::routes_for(
             snap,
             &vis,
@@ -369,6 +390,7 @@ pub fn explain(
 fn as_waypoint(e: &mut Explanation, v: crate::waypoint::WaypointView) {
     e.outbound_clusters = v.clusters;
     e.outbound_clusters_if_shared = None;
+    e.gateway_filter = None;
     e.outbound_listeners = crate::waypoint::LISTENERS.map(String::from).to_vec();
     e.outbound_routes.clear();
     e.estimate = v.estimate;

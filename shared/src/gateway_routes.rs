@@ -636,6 +636,94 @@ pub fn routes_for(
             );
         }
         routes.extend(served_routes(snap, &vis.namespace, labels));
+        routes.extend(istio_gateway_routes(snap, &vis.namespace, labels));
     }
     routes
+}
+
+/// The VirtualServices bound to the Istio Gateways a router proxy with
+/// `labels` in `ns` serves: each host a server of such a Gateway admits
+/// gets a virtual host, if the VirtualService is exported to `ns`
+/// (`VirtualServicesForGateway`, push_context.go; `buildGatewayHTTPRouteConfig`,
+/// `pilot/pkg/networking/core/gateway.go`, istio 1.31). A server host
+/// `ns/host` admits VirtualServices of that namespace only (`.`: the
+/// Gateway's, `*`: any).
+pub fn istio_gateway_routes(
+    snap: &MeshSnapshot,
+    ns: &str,
+    labels: &crate::labels::Labels,
+) -> Vec<RouteSeen> {
+    let served: Vec<&crate::snapshot::GatewayInfo> =
+        crate::gateway_clusters::served_gateways(snap, ns, labels)
+            .into_iter()
+            .filter(|g| !g.kube)
+            .collect();
+    let mut out = Vec::new();
+    for vs in snap.virtual_services.iter().filter(|v| v.route.is_none()) {
+        let bound: Vec<_> = served
+            .iter()
+            .filter(|g| vs.gateways.contains(&g.key()))
+            .collect();
+        if bound.is_empty() {
+            continue;
+        }
+        let hidden = (!vs.export.visible_to(ns))
+            .then(|| format!("its exportTo keeps it from the gateway's namespace {ns}"));
+        for h in &vs.hosts {
+            let domain = bound
+                .iter()
+                .flat_map(|g| g.server_hosts.iter().map(move |sh| (*g, sh)))
+                .find_map(|(g, sh)| server_admits(sh, &g.namespace, &vs.namespace, h));
+            let reason = hidden.clone().or_else(|| {
+                domain
+                    .is_none()
+                    .then(|| format!("no server of {} admits host {h}", join_keys(&bound)))
+            });
+            out.push(RouteSeen {
+                route: vs.label(),
+                host: domain.unwrap_or_else(|| h.clone()),
+                applies: reason.is_none(),
+                reason,
+                clusters: backend_clusters(vs).into_iter().collect(),
+                port: None,
+                http: true,
+                listeners: Vec::new(),
+                tls: false,
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));
+    out
+}
+
+fn join_keys(gws: &[&&crate::snapshot::GatewayInfo]) -> String {
+    let keys: Vec<String> = gws.iter().map(|g| format!("Gateway {}", g.key())).collect();
+    keys.join(", ")
+}
+
+/// The virtual host's domain when server host `server` (`[ns/]host`) of
+/// a Gateway in `gw_ns` admits host `host` of a VirtualService in
+/// `vs_ns`: the more specific of the two.
+fn server_admits(server: &str, gw_ns: &str, vs_ns: &str, host: &str) -> Option<String> {
+    let (ns, sh) = server.split_once('/').unwrap_or(("*", server));
+    let ns_ok = match ns {
+        "*" => true,
+        "." => vs_ns == gw_ns,
+        n => n == vs_ns,
+    };
+    if !ns_ok {
+        return None;
+    }
+    let covers = |wide: &str, narrow: &str| {
+        wide == "*"
+            || wide == narrow
+            || wide
+                .strip_prefix('*')
+                .is_some_and(|suffix| narrow.ends_with(suffix) && narrow.len() > suffix.len())
+    };
+    match (covers(sh, host), covers(host, sh)) {
+        (true, _) => Some(host.to_string()),
+        (false, true) => Some(sh.to_string()),
+        _ => None,
+    }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::gateway_api::{RouteKind, GATEWAY_API_GROUP};
 use crate::istio::{
-    AuthorizationPolicy, DestinationRule, Gateway, ServiceEntry, Sidecar, Telemetry,
+    AuthorizationPolicy, DestinationRule, EnvoyFilter, Gateway, ServiceEntry, Sidecar, Telemetry,
     VirtualService, NETWORKING_GROUP, SECURITY_GROUP, TELEMETRY_GROUP,
 };
 
@@ -451,6 +451,9 @@ pub struct Inputs {
     /// `networking.istio.io` Gateways (which namespaces' gateway pods a
     /// VirtualService's `gateways` reach).
     pub gateways: Vec<Gateway>,
+    /// `networking.istio.io` EnvoyFilters (the Services a gateway keeps
+    /// for them with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`).
+    pub envoy_filters: Vec<EnvoyFilter>,
     /// `telemetry.istio.io` Telemetries (which extension providers apply).
     pub telemetries: Vec<Telemetry>,
     /// `security.istio.io` AuthorizationPolicies (CUSTOM ones name an
@@ -528,6 +531,7 @@ const READ_KINDS: &[(&str, Option<&str>)] = &[
     ("VirtualService", Some(NETWORKING_GROUP)),
     ("DestinationRule", Some(NETWORKING_GROUP)),
     ("Gateway", Some(NETWORKING_GROUP)),
+    ("EnvoyFilter", Some(NETWORKING_GROUP)),
     ("Telemetry", Some(TELEMETRY_GROUP)),
     ("AuthorizationPolicy", Some(SECURITY_GROUP)),
     ("EndpointSlice", Some(DISCOVERY_GROUP)),
@@ -683,6 +687,7 @@ impl Inputs {
             ("VirtualService", true) => self.virtual_services.push(decode(&kind, v)?),
             ("DestinationRule", true) => self.destination_rules.push(decode(&kind, v)?),
             ("Gateway", true) => self.gateways.push(decode(&kind, v)?),
+            ("EnvoyFilter", true) => self.envoy_filters.push(decode(&kind, v)?),
             ("ConfigMap", false) if self.manifest_hints => {
                 let mut cm: ConfigMap = decode(&kind, v)?;
                 cm.binary_data = None;
@@ -758,6 +763,7 @@ impl Inputs {
             + self.virtual_services.len()
             + self.destination_rules.len()
             + self.gateways.len()
+            + self.envoy_filters.len()
             + self.telemetries.len()
             + self.authorization_policies.len()
             + self.mesh_config_maps.len()

@@ -227,7 +227,8 @@ pub struct DestinationRuleSpec {
 }
 
 /// `networking.istio.io` Gateway: which pods serve it (its `selector`,
-/// over every namespace). Its servers do not decide any scope.
+/// over every namespace), and the hosts its servers admit. Its servers do
+/// not decide any scope.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Gateway {
     #[serde(default)]
@@ -240,6 +241,37 @@ pub struct Gateway {
 pub struct GatewaySpec {
     #[serde(default)]
     pub selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub servers: Vec<GatewayServer>,
+}
+
+/// One server of an Istio Gateway: the hosts whose VirtualServices it
+/// admits (`[namespace/]host`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct GatewayServer {
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+/// `networking.istio.io` EnvoyFilter: which proxies it applies to and the
+/// Services it says its patches use (the annotation
+/// [`crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION`]). Its
+/// patches are kept as written, to find the clusters they name.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct EnvoyFilter {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: EnvoyFilterSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvoyFilterSpec {
+    #[serde(default)]
+    pub workload_selector: Option<WorkloadSelector>,
+    #[serde(default)]
+    pub config_patches: Vec<Value>,
 }
 
 pub const TELEMETRY_GROUP: &str = "telemetry.istio.io";

@@ -28,6 +28,7 @@ pub mod explain;
 pub mod exports;
 pub mod finding;
 pub mod gateway_api;
+pub mod gateway_clusters;
 pub mod gateway_listeners;
 pub mod gateway_routes;
 pub mod graph;

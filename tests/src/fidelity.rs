@@ -6,7 +6,8 @@
 //! with every kind of egress host.
 //!
 //! [`Scenario`] and its [`Builder`] are in `scenario`, the YAML builders
-//! of Istio objects in `docs`, the fixed scenarios in `fixed`, the random
+//! of Istio objects in `docs`, the fixed scenarios in `fixed` (and, for
+//! gateways' cluster filtering, `filtering`), the random
 //! generator in `random` (with the steps it draws from streams of their
 //! own in `features`, `gateway` and `unusual`, and what they share in
 //! `draw`).
@@ -14,6 +15,7 @@
 mod docs;
 mod draw;
 mod features;
+mod filtering;
 mod fixed;
 mod gateway;
 mod random;
@@ -23,6 +25,7 @@ mod unusual;
 pub use docs::{
     labelled, Dest, DestinationRuleDoc, Egress, ServiceEntryDoc, SidecarDoc, VirtualServiceDoc,
 };
+pub use filtering::gateway_filtering;
 pub use fixed::{fixed, waypoints};
 pub use random::{random, random_ambient};
 pub use scenario::{fqdn, Builder, Scenario, DEFAULT_MESH, DOMAIN, ROOT_NS};

@@ -56,6 +56,19 @@ impl Istiod {
         Istiod::start_env(cluster, &[("MESHSCOPE_ISTIOD_GATEWAY_API", "true")])
     }
 
+    /// As [`Istiod::start_with_gateway_api`], with
+    /// `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true`: a gateway gets only the
+    /// clusters its routes, providers and EnvoyFilters name.
+    pub fn start_filtering_gateways(cluster: &Cluster) -> Result<Istiod> {
+        Istiod::start_env(
+            cluster,
+            &[
+                ("MESHSCOPE_ISTIOD_GATEWAY_API", "true"),
+                (meshscope_shared::gateway_clusters::FILTER_FLAG, "true"),
+            ],
+        )
+    }
+
     /// As [`Istiod::start_with_gateway_api`], with ambient on
     /// (`PILOT_ENABLE_AMBIENT=true`): istiod binds services to waypoints
     /// and builds waypoints' config.

@@ -141,6 +141,9 @@ fn applied_sidecar(sidecarz: &serde_json::Value) -> Option<String> {
 
 #[derive(Default)]
 struct Tally {
+    /// istiod runs with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true`: a
+    /// gateway's clusters are held to explain's `gateway_filter`.
+    filter_gateways: bool,
     proxies: usize,
     clusters: usize,
     listeners: usize,
@@ -213,17 +216,23 @@ fn check_proxy(
         .filter(|n| n.starts_with("outbound|") || n.starts_with("inbound-vip|"))
         .collect();
     tally.clusters += clusters.len();
-    let mut predicted = string_set(&e, "outbound_clusters")?;
+    let router = p.gateway == Some(meshscope_shared::inject::Gateway::Router);
+    let filtered = tally.filter_gateways && router;
+    let clusters_of = |field: &str| match filtered {
+        true => string_set(&e["gateway_filter"], field),
+        false => string_set(&e, field),
+    };
+    let mut predicted = clusters_of("outbound_clusters")?;
     // A gateway's pod gets either its own scope or, by the order of
     // istiod's push, its namespace's sidecar default (explain names both).
-    if let Ok(shared) = string_set(&e, "outbound_clusters_if_shared") {
+    if let Ok(shared) = clusters_of("outbound_clusters_if_shared") {
         if shared == clusters {
             tally.gateway_shared_scopes += 1;
             predicted = shared;
         }
     }
     compare_sets(tally, &at, "clusters", &clusters, &predicted);
-    if p.gateway == Some(meshscope_shared::inject::Gateway::Router) {
+    if router {
         tally.gateways += 1;
         // A gateway's pod: its clusters (above), the routes of its
         // Gateways (HTTP ones in RDS, TCP and TLS ones in the filter
@@ -616,7 +625,13 @@ fn cleanup(c: &Cluster, sc: &Scenario) {
 }
 
 fn run_all(scenarios: Vec<Scenario>) {
-    run_with(scenarios, Istiod::start_with_gateway_api, |_| {});
+    run_with(scenarios, Istiod::start_with_gateway_api, |_| {}, false);
+}
+
+/// [`run_all`] on an istiod with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true`:
+/// gateways' clusters are held to what explain predicts with the flag on.
+fn run_filtering_gateways(scenarios: Vec<Scenario>) {
+    run_with(scenarios, Istiod::start_filtering_gateways, |_| {}, true);
 }
 
 /// The GatewayClass istiod creates with ambient on, and only then: left
@@ -628,17 +643,22 @@ const WAYPOINT_CLASS: &str = "istio-waypoint";
 /// deleted afterwards, also when the run fails (random ambient seed 33:
 /// left behind, it made the next test's engine predict an ambient mesh).
 fn run_ambient(scenarios: Vec<Scenario>) {
-    run_with(scenarios, Istiod::start_ambient, |c| {
-        let _ = c.kubectl(
-            &[
-                "delete",
-                "gatewayclass",
-                WAYPOINT_CLASS,
-                "--ignore-not-found",
-            ],
-            None,
-        );
-    });
+    run_with(
+        scenarios,
+        Istiod::start_ambient,
+        |c| {
+            let _ = c.kubectl(
+                &[
+                    "delete",
+                    "gatewayclass",
+                    WAYPOINT_CLASS,
+                    "--ignore-not-found",
+                ],
+                None,
+            );
+        },
+        false,
+    );
 }
 
 /// Runs `cleanup` on the cluster when dropped: a failed assertion does not
@@ -652,17 +672,22 @@ impl Drop for OnDrop<'_> {
 }
 
 /// Checks `scenarios` on an istiod `start` starts, holding the test lock;
-/// `after` runs before it is released.
+/// `after` runs before it is released. `filter_gateways`: that istiod
+/// filters gateways' clusters.
 fn run_with(
     scenarios: Vec<Scenario>,
     start: fn(&Cluster) -> anyhow::Result<Istiod>,
     after: fn(&Cluster),
+    filter_gateways: bool,
 ) {
     let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = Cluster::shared();
     let _after = OnDrop(c, after);
     let mut istiod = start(c).expect("istiod starts");
-    let mut tally = Tally::default();
+    let mut tally = Tally {
+        filter_gateways,
+        ..Tally::default()
+    };
     let started = Instant::now();
     for sc in &scenarios {
         // A scenario that crashed istiod fails alone: the next gets a new one.
@@ -758,6 +783,24 @@ fn run_seeds(seeds: Vec<u64>) {
             .map(|s| fidelity::random(s, run))
             .collect(),
     );
+}
+
+/// Gateways' clusters with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true` on
+/// a real istiod: the fixed scenarios, and the random ones of [`seeds`]
+/// (CI's first five, or those the variables name) and of the commit.
+#[test]
+fn filtered_gateway_clusters_match_istiod() {
+    meshscope_e2e::needs_cluster!();
+    let mut seeds = seeds();
+    if std::env::var_os("MESHSCOPE_FIDELITY_SEEDS").is_none() {
+        seeds.truncate(5);
+        seeds.extend(commit_seeds());
+    }
+    eprintln!("fidelity with gateway cluster filtering: random seeds {seeds:?}");
+    let run = run_tag();
+    let mut scenarios = fidelity::fixed(run);
+    scenarios.extend(seeds.into_iter().map(|s| fidelity::random(s, run)));
+    run_filtering_gateways(scenarios);
 }
 
 #[test]

@@ -39,6 +39,7 @@ pub fn run(r: &ExplainRequest, p: &mut Printer<'_>) -> Result<Outcome> {
             if identity(&e, out)? {
                 scope_part(&e, wide, out)?;
                 cost(&e, wide, out)?;
+                gateway_filter(&e, wide, out)?;
                 rest(&e, out)?;
             }
         }
@@ -84,7 +85,51 @@ fn resolve(world: &World, r: &ExplainRequest) -> Result<(WorkloadId, Option<PodI
             }
         }
         Explained::Workload(spec) => (world.find_workload(spec, ns)?, None),
+        Explained::Gateway(name) => {
+            let p = gateway_pod(world, name, ns)?;
+            (snap.pods[p].workload, Some(p))
+        }
     })
+}
+
+/// The first pod (by namespace and name) serving the Gateway `name` in
+/// `ns` (any namespace when `None`): its pods share its config.
+fn gateway_pod(world: &World, name: &str, ns: Option<&str>) -> Result<PodId> {
+    let snap = &world.snap;
+    let hits: Vec<&scope::snapshot::GatewayInfo> = snap
+        .gateways
+        .iter()
+        .filter(|g| g.name == name && ns.is_none_or(|n| g.namespace == n))
+        .collect();
+    let g = match hits.as_slice() {
+        [g] => *g,
+        [] => bail!(
+            "gateway {name:?} not found{} (Istio Gateways are read only where RBAC allows listing gateways.networking.istio.io)",
+            ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
+        ),
+        many => bail!(
+            "{} gateways are named {name:?} ({}); pass -n",
+            many.len(),
+            many.iter()
+                .map(|g| format!("{} {}", if g.kube { "Gateway API" } else { "Istio" }, g.key()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    if let Some(c) = &g.foreign {
+        bail!(
+            "gateway {} belongs to controller {c}, not istiod: no proxy of the mesh serves it",
+            g.key()
+        );
+    }
+    match scope::gateway_clusters::pods_serving(snap, g).first() {
+        Some(p) => Ok(*p),
+        None => bail!(
+            "gateway {} has no pod running a router proxy (an istio-proxy container running `proxy router`) that serves it{}",
+            g.key(),
+            if g.kube { ", labelled gateway.networking.k8s.io/gateway-name with its name in its namespace" } else { ", matching its selector" }
+        ),
+    }
 }
 
 /// Pod, workload and injection; `false` when there is no proxy, so
@@ -216,6 +261,43 @@ fn scope_part(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
 }
 
 /// The estimated xDS and what pushes to the proxy.
+/// A gateway's clusters with istiod's `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`
+/// on, and the Services that stay (each, with why, under `-o wide`).
+fn gateway_filter(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
+    let Some(f) = &e.gateway_filter else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "With {}=true: {}, {} (now {}); {} kept, {} dropped",
+        scope::gateway_clusters::FILTER_FLAG,
+        plural(f.estimate.clusters as usize, "cluster", "clusters"),
+        bytes(f.estimate.bytes),
+        bytes(e.estimate.bytes),
+        plural(f.kept.len(), "service", "services"),
+        f.dropped_services
+    )?;
+    writeln!(
+        out,
+        "  serves:         {}",
+        match f.gateways.is_empty() {
+            true => "no Gateway (istiod routes nothing through it)".to_string(),
+            false => f.gateways.join(", "),
+        }
+    )?;
+    if wide {
+        for k in &f.kept {
+            let why: Vec<String> = k
+                .kept_by
+                .iter()
+                .map(|w| format!("{} {}", w.kind, w.by))
+                .collect();
+            writeln!(out, "  keeps {}: {}", k.service, why.join("; "))?;
+        }
+    }
+    Ok(())
+}
+
 fn cost(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,

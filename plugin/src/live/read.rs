@@ -646,17 +646,47 @@ impl Live {
     /// forbids listing them is an error naming the grant when `needed`,
     /// else `None`; a cluster without the CRD has none.
     pub async fn gateways(&self, needed: bool) -> anyhow::Result<Option<Vec<serde_json::Value>>> {
+        self.networking_everywhere("Gateway", "gateways", needed)
+            .await
+    }
+
+    /// Every EnvoyFilter, read beside the Gateways: which Services a
+    /// gateway keeps for them with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`.
+    /// `None` when RBAC forbids listing them.
+    pub async fn envoy_filters(&self) -> anyhow::Result<Option<Vec<serde_json::Value>>> {
+        self.networking_everywhere("EnvoyFilter", "envoyfilters", false)
+            .await
+    }
+
+    /// Every networking.istio.io `kind` in all namespaces, as
+    /// [`Live::gateways`] reads them.
+    async fn networking_everywhere(
+        &self,
+        kind: &'static str,
+        plural: &'static str,
+        needed: bool,
+    ) -> anyhow::Result<Option<Vec<serde_json::Value>>> {
+        // EnvoyFilter is served at v1alpha3 only (Istio 1.31's CRDs).
+        let version = match kind {
+            "EnvoyFilter" => "v1alpha3",
+            _ => "v1",
+        };
         let g = meshscope_shared::istio::NETWORKING_GROUP;
-        let need = Need::new("list", g, "gateways", None);
+        let need = Need::new("list", g, plural, None);
         if !self.check(std::slice::from_ref(&need)).await?.is_empty() {
             if !needed {
                 return Ok(None);
             }
             anyhow::bail!(
-                "RBAC forbids list on gateways.networking.istio.io in all namespaces: --exports keeps each object exported to the namespaces of the gateways that route to it, so it reads them; grant {READER_FILE}"
+                "RBAC forbids list on {plural}.{g} in all namespaces: --exports keeps each object exported to the namespaces of the gateways that route to it, so it reads them; grant {READER_FILE}"
             );
         }
-        let ar = istio("Gateway", "gateways");
+        let g = meshscope_shared::istio::NETWORKING_GROUP;
+        let ar = ApiResource {
+            version: version.into(),
+            api_version: format!("{g}/{version}"),
+            ..istio(kind, plural)
+        };
         let items = match self.list_dynamic(&ar, None, Select::ALL).await {
             Err(ApiFailure {
                 kind: FailureKind::NotFound(_),

@@ -623,6 +623,9 @@ pub enum Explained {
     Pod(String),
     /// `workload KIND/NAME`, or `KIND NAME`.
     Workload(String),
+    /// `gateway/NAME`: a pod serving that Gateway (Istio's or the
+    /// Gateway API's).
+    Gateway(String),
 }
 
 #[derive(Debug)]
@@ -658,10 +661,15 @@ impl ExplainRequest {
         let target = match what.to_ascii_lowercase().as_str() {
             "pod" | "pods" | "po" => Explained::Pod(name),
             "workload" => Explained::Workload(name),
+            "gateway" | "gateways" | "gw" | "gtw" => Explained::Gateway(name),
             other => Explained::Workload(format!("{other}/{name}")),
         };
+        let mut mesh = MeshRequest::parse(c)?.everywhere();
+        // A gateway's pod gets the routes of the Istio Gateways it serves,
+        // and keeps clusters for EnvoyFilters (read beside them).
+        mesh.gateways = GatewayRead::IfAllowed;
         Ok(ExplainRequest {
-            mesh: MeshRequest::parse(c)?.everywhere(),
+            mesh,
             namespace: c.namespace.clone(),
             all_namespaces: c.all_namespaces,
             target,

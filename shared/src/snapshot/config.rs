@@ -2,8 +2,8 @@
 //! namespace's default), VirtualServices and DestinationRules.
 
 use super::model::{
-    managed_by_meshscope, DrId, DrInfo, GatewayInfo, Listener, PodInfo, Protocol, SidecarId,
-    SidecarInfo, VsDest, VsId, VsInfo, WaypointInfo,
+    managed_by_meshscope, DrId, DrInfo, EnvoyFilterInfo, GatewayInfo, Listener, PodInfo, Protocol,
+    SidecarId, SidecarInfo, VsDest, VsId, VsInfo, WaypointInfo,
 };
 use crate::hash::HashMap;
 use crate::host::{resolve_short_name, Export, HostEntry};
@@ -57,6 +57,68 @@ pub(super) fn declared(export_to: Option<&[String]>) -> Option<Vec<String>> {
     export_to.filter(|l| !l.is_empty()).map(<[String]>::to_vec)
 }
 
+/// The EnvoyFilters, with what they say they use and what they name.
+pub(super) fn envoy_filters(inputs: &Inputs) -> Vec<EnvoyFilterInfo> {
+    inputs
+        .envoy_filters
+        .iter()
+        .map(|f| {
+            let referenced_services = f
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION))
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|r| !r.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut named_clusters = std::collections::BTreeSet::new();
+            for p in &f.spec.config_patches {
+                named_clusters_in(p, &mut named_clusters);
+            }
+            EnvoyFilterInfo {
+                name: name_of(&f.metadata),
+                namespace: ns_of(&f.metadata),
+                selector: f
+                    .spec
+                    .workload_selector
+                    .as_ref()
+                    .map(|s| s.labels.clone().into_iter().collect()),
+                referenced_services,
+                named_clusters: named_clusters.into_iter().collect(),
+            }
+        })
+        .collect()
+}
+
+/// Every `outbound|PORT|SUBSET|HOST` spelled in `v`'s strings, alone or
+/// inside code (a Lua `httpCall`).
+fn named_clusters_in(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::String(s) => {
+            let mut rest = s.as_str();
+            while let Some(i) = rest.find("outbound|") {
+                let tail = &rest[i..];
+                let end = tail
+                    .find(|c: char| c.is_whitespace() || "\"'`,;()[]{}<>".contains(c))
+                    .unwrap_or(tail.len());
+                let name = &tail[..end];
+                if name.split('|').count() == 4 && !name.ends_with('|') {
+                    out.insert(name.to_string());
+                }
+                rest = &tail[end.max(1)..];
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| named_clusters_in(x, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|x| named_clusters_in(x, out)),
+        _ => {}
+    }
+}
+
 /// The Gateways, with the namespaces of the pods each selects.
 pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
     let istio = inputs.gateways.iter().map(|g| {
@@ -71,6 +133,12 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             namespace: ns_of(&g.metadata),
             selector,
             pod_namespaces,
+            server_hosts: g
+                .spec
+                .servers
+                .iter()
+                .flat_map(|s| s.hosts.clone())
+                .collect(),
             kube: false,
             foreign: None,
         }
@@ -87,6 +155,7 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             .into_iter()
             .collect(),
             pod_namespaces: [ns.clone()].into_iter().collect(),
+            server_hosts: Vec::new(),
             foreign: crate::gateway_api::foreign_controller(g, &inputs.gateway_classes),
             name,
             namespace: ns,

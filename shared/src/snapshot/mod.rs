@@ -31,9 +31,10 @@ pub use config::sidecar_listeners;
 pub use destination_rules::{Consolidated, DrIndex, EntryId};
 pub use model::managed_by_meshscope;
 pub use model::{
-    DrId, DrInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo, Protocol, Resolution,
-    RouteOrigin, SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId, SvcKind, VsDest, VsId,
-    VsInfo, WaypointInfo, Workload, WorkloadId, WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    DrId, DrInfo, EnvoyFilterInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo,
+    Protocol, Resolution, RouteOrigin, SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId,
+    SvcKind, VsDest, VsId, VsInfo, WaypointInfo, Workload, WorkloadId, WorkloadKind,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 pub use services::{catch_all_ports, EXPORT_TO_ANNOTATION};
 
@@ -52,6 +53,8 @@ pub struct MeshSnapshot {
     pub service_entries: Vec<SeInfo>,
     /// networking.istio.io Gateways.
     pub gateways: Vec<GatewayInfo>,
+    /// EnvoyFilters.
+    pub envoy_filters: Vec<EnvoyFilterInfo>,
     /// Gateway API Gateways istiod can use as waypoints.
     pub waypoints: Vec<WaypointInfo>,
     /// istiod runs with ambient on, as the input shows (`config::ambient`:
@@ -127,6 +130,7 @@ impl MeshSnapshot {
 
         MeshSnapshot {
             gateways: config::gateways(inputs, &pods),
+            envoy_filters: config::envoy_filters(inputs),
             waypoints: config::waypoints(inputs),
             ambient: config::ambient(inputs),
             telemetries: crate::telemetry::telemetries(&inputs.telemetries),
@@ -283,6 +287,23 @@ impl MeshSnapshot {
         self.workloads_in(ns).iter().copied().find(|w| {
             let w = &self.workloads[*w];
             &w.kind == kind && w.name == name
+        })
+    }
+
+    /// The EnvoyFilters applying to a proxy with `labels` in `ns`: those of
+    /// the root namespace and of `ns` whose workloadSelector its labels
+    /// hold (none: all) (`EnvoyFilters`, `pilot/pkg/model/push_context.go`,
+    /// istio 1.31).
+    pub fn envoy_filters_for<'a>(
+        &'a self,
+        ns: &'a str,
+        labels: &'a Labels,
+    ) -> impl Iterator<Item = &'a EnvoyFilterInfo> + 'a {
+        self.envoy_filters.iter().filter(move |f| {
+            (f.namespace == ns || f.namespace == self.mesh.root_namespace)
+                && f.selector
+                    .as_ref()
+                    .is_none_or(|s| selector_matches(s, labels))
         })
     }
 

@@ -545,6 +545,9 @@ pub struct GatewayInfo {
     pub namespace: String,
     pub selector: Labels,
     pub pod_namespaces: std::collections::BTreeSet<String>,
+    /// An Istio Gateway's servers' hosts, as written (`[namespace/]host`);
+    /// empty for a Gateway API one.
+    pub server_hosts: Vec<String>,
     /// A Gateway API Gateway (`gateway.networking.k8s.io`), not istio's.
     pub kube: bool,
     /// The controller of a Gateway API Gateway's class when it is not one
@@ -569,6 +572,22 @@ pub struct WaypointInfo {
     /// may use it: the HBONE one on 15008 (`makeAllowedRoutes`); `None`
     /// without one (its own namespace only).
     pub hbone: Option<crate::gateway_api::Listener>,
+}
+
+/// An EnvoyFilter, as a gateway's clusters depend on it.
+#[derive(Clone, Debug)]
+pub struct EnvoyFilterInfo {
+    pub name: String,
+    pub namespace: String,
+    /// `workloadSelector.labels`; `None` applies to every proxy of its
+    /// namespace (of the mesh, in the root namespace).
+    pub selector: Option<Labels>,
+    /// The annotation's entries, `host` or `namespace/host`
+    /// ([`crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION`]).
+    pub referenced_services: Vec<String>,
+    /// The cluster names (`outbound|PORT|SUBSET|HOST`) its patches
+    /// spell out anywhere, in Lua code too, sorted.
+    pub named_clusters: Vec<String>,
 }
 
 impl GatewayInfo {

@@ -14,6 +14,7 @@ pub fn fixed(slot: u64) -> Vec<Scenario> {
         root_and_defaults(slot),
         istiod_found(slot),
         listener_keys(slot),
+        super::filtering::gateway_filtering(slot),
     ]
 }
 
