@@ -720,7 +720,8 @@ pub fn audit(
     for w in 0..snap.workloads.len() {
         let wl = &snap.workloads[w];
         if scope.ns(&wl.namespace) && scope.workload(w) {
-            let found = workload_findings(snap, obs, w, &mut eval);
+            let mut found = workload_findings(snap, obs, w, &mut eval);
+            found.extend(crate::gateway_readiness::readiness(snap, obs, w, &mut eval));
             out.extend(marked(found, &wl.exemption));
         }
     }

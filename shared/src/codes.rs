@@ -57,6 +57,8 @@ codes! {
     WebhookNotReady = "MS0022",
     RouteToHiddenService = "MS0023",
     RouteWithoutReferenceGrant = "MS0024",
+    GatewayFilterDropsNeededCluster = "MS0025",
+    GatewayFilterSafe = "MS0026",
 }
 
 impl Code {
@@ -299,6 +301,20 @@ pub const CODES: &[CodeDoc] = &[
         description: "A Gateway API route (HTTPRoute, GRPCRoute, TCPRoute, TLSRoute) bound to a Gateway names a backend in another namespace than the route's, and no ReferenceGrant in the backend's namespace permits routes of that kind from the route's namespace to it (by name, or to every Service). istiod refuses such a backend (reason RefNotPermitted in the route's status) and routes its share of the requests to a cluster named UnknownService: requests through the gateway that the route would send there fail. A grant permits Services only, so a ServiceEntry in another namespace is always refused. Routes whose parent is a Service (mesh routes) are not checked, as istiod does not check them.",
         fix: "Add a ReferenceGrant in the backend's namespace: spec.from [{group: gateway.networking.k8s.io, kind: <the route's kind>, namespace: <the route's namespace>}], spec.to [{group: \"\", kind: Service, name: <the backend>}] (omit name for every Service there); or move the route to the backend's namespace.",
     },
+    CodeDoc {
+        code: Code::GatewayFilterDropsNeededCluster,
+        severity: Severity::Warning,
+        title: "Gateway would lose a cluster it needs with PILOT_FILTER_GATEWAY_CLUSTER_CONFIG",
+        description: "With istiod's PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true, a gateway's router proxy gets only the clusters of the Services its Gateways' routes send requests to, the mesh's extension providers name, and the EnvoyFilters applying to it list in their envoyfilter.istio.io/referenced-services annotation. This gateway needs a cluster that is none of those: an EnvoyFilter applying to it names the cluster in its patches (a Lua httpCall, say) without listing the Service in that annotation, or its observed traffic went to that Service. With the flag on, those requests would fail (no cluster). The flag is one setting for the whole mesh, so this gateway blocks turning it on. Reported for gateway workloads only (pods whose istio-proxy runs `proxy router`).",
+        fix: "Add each Service, as namespace/host, to the annotation envoyfilter.istio.io/referenced-services of the EnvoyFilter that uses it, or route the traffic through a VirtualService or Gateway API route bound to the gateway; then check again.",
+    },
+    CodeDoc {
+        code: Code::GatewayFilterSafe,
+        severity: Severity::Info,
+        title: "Gateway ready for PILOT_FILTER_GATEWAY_CLUSTER_CONFIG",
+        description: "Nothing this gateway uses, as far as meshscope can see (its routes, the EnvoyFilters applying to it, the mesh's extension providers and, when given, its observed traffic), would be dropped by istiod's PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true. The message gives the gateway's estimated clusters and bytes with the flag on and off, per replica. meshscope cannot see cluster names compiled into Wasm modules or configuration outside the cluster's API.",
+        fix: "None needed. When no gateway of the mesh has MS0025, the flag can be turned on in istiod's environment (meshConfig does not hold it): pilot.env.PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true with istioctl or Helm.",
+    },
 ];
 
 // `Code::doc` indexes CODES by the code: entry `i` must document `ALL[i]`.
@@ -338,7 +354,7 @@ mod tests {
             assert_eq!(Code::parse(code.as_str()), Some(code));
             assert_eq!(Code::parse(&code.as_str().to_lowercase()), Some(code));
         }
-        for s in ["", "MS0000", "MS0025", "MS9999", "MS001", " MS0001", "0001"] {
+        for s in ["", "MS0000", "MS0027", "MS9999", "MS001", " MS0001", "0001"] {
             assert_eq!(Code::parse(s), None, "{s:?}");
         }
     }

@@ -759,6 +759,11 @@ pub struct Impact {
     pub total_proxies: usize,
     pub now: ImpactSide,
     pub after: ImpactSide,
+    /// The gateways' router proxies the change reaches when istiod runs
+    /// with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true` (workload key ->
+    /// proxies): a Service or ServiceEntry change reaches a gateway only
+    /// when the gateway keeps it ([`crate::gateway_clusters`]).
+    pub gateways_if_filtered: BTreeMap<String, usize>,
     /// With a traffic source, for a Service or ServiceEntry: `kind/ns/name`
     /// -> requests, of the workloads seen calling it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -793,6 +798,7 @@ pub fn impact(
         total_proxies: 0,
         now: ImpactSide::default(),
         after: ImpactSide::default(),
+        gateways_if_filtered: BTreeMap::new(),
         observed_callers: match (&keys, obs) {
             (Keys::Services(ids), Some(obs)) => Some(observed_callers(snap, ids, obs)),
             _ => None,
@@ -829,7 +835,10 @@ pub fn impact(
 /// namespace's default scope sees it (`proxyDependentOnConfig`,
 /// `pilot/pkg/xds/proxy_dependencies.go`, istio 1.31); a Gateway's change
 /// reaches them all and no sidecar (`UnAffectedConfigKinds`, there). No
-/// Sidecar applies to them: the same now and after.
+/// Sidecar applies to them: the same now and after. With
+/// `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG=true`, a Service's or
+/// ServiceEntry's change reaches only gateways that keep it
+/// (`ServiceAttachedToGateway`, push_context.go, there).
 fn count_routers(
     snap: &MeshSnapshot,
     keys: &Keys,
@@ -853,6 +862,20 @@ fn count_routers(
         let bytes = snap.estimate(&vis, wl.inbound).bytes;
         for side in [&mut out.now, &mut out.after] {
             side.count_gateway(wl.key(), n, bytes, reached, serves);
+        }
+        let kept = match keys {
+            Keys::Services(ids) => {
+                let wanted =
+                    crate::gateway_clusters::wanted(snap, &wl.namespace, snap.workload_labels(w));
+                ids.iter().any(|&i| {
+                    let s = &snap.services[i];
+                    vis.imports_service(i) && !wanted.why(&s.namespace, &s.hostname).is_empty()
+                })
+            }
+            _ => reached,
+        };
+        if kept {
+            out.gateways_if_filtered.insert(wl.key(), n);
         }
     }
 }

@@ -222,7 +222,7 @@ pub fn filtered(
 ) -> Filtered {
     let wanted = wanted(snap, &vis.namespace, labels);
     let on = filter(snap, vis, &wanted);
-    let kept = on
+    let mut kept: Vec<KeptService> = on
         .services
         .keys()
         .map(|&id| {
@@ -233,6 +233,7 @@ pub fn filtered(
             }
         })
         .collect();
+    kept.sort_by(|a, b| a.service.cmp(&b.service));
     Filtered {
         gateways: served_gateways(snap, &vis.namespace, labels)
             .iter()

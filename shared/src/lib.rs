@@ -30,6 +30,7 @@ pub mod finding;
 pub mod gateway_api;
 pub mod gateway_clusters;
 pub mod gateway_listeners;
+pub mod gateway_readiness;
 pub mod gateway_routes;
 pub mod graph;
 mod hash;

@@ -196,6 +196,16 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
         ]);
     }
     p.table(&t)?;
+    if !imp.now.gateways.is_empty() || !imp.gateways_if_filtered.is_empty() {
+        let n: usize = imp.gateways_if_filtered.values().sum();
+        writeln!(
+            p.out,
+            "with {}=true: pushed to {} of gateways ({})",
+            scope::gateway_clusters::FILTER_FLAG,
+            plural(n, "proxy", "proxies"),
+            names(&imp.gateways_if_filtered)
+        )?;
+    }
     // Who calls it, as the traffic shows, apart from who merely imports it.
     if let Some(seen) = &imp.observed_callers {
         let calls: Vec<String> = seen

@@ -57,6 +57,7 @@ pub fn run(r: &RecommendRequest, p: &mut Printer<'_>) -> Result<Outcome> {
         )?,
     }
     world.summarize_recommendations(&recs, p)?;
+    world.gateway_readiness(p)?;
     Ok(Outcome::Ok)
 }
 

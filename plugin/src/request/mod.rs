@@ -328,6 +328,10 @@ impl RecommendSpec {
             // and traffic.
             mesh.all_namespaces = true;
             mesh.gateways = GatewayRead::Needed;
+        } else {
+            // A gateway's readiness for cluster filtering (MS0025, MS0026)
+            // follows its Gateways' routes and EnvoyFilters.
+            mesh.gateways = GatewayRead::IfAllowed;
         }
         Ok(RecommendSpec {
             exports,
@@ -573,10 +577,10 @@ impl AuditRequest {
             args::FailOn::None => None,
         };
         let mut mesh = MeshRequest::parse(c)?;
-        if !mesh.sources.is_empty() {
-            // MS0020 never proposes dropping a namespace that holds a Gateway.
-            mesh.gateways = GatewayRead::IfAllowed;
-        }
+        // MS0020 never proposes dropping a namespace that holds a Gateway,
+        // and a gateway's readiness for cluster filtering (MS0025, MS0026)
+        // follows its Gateways' routes and EnvoyFilters.
+        mesh.gateways = GatewayRead::IfAllowed;
         Ok(AuditRequest {
             mesh,
             output: a.output.get(),

@@ -715,12 +715,12 @@ fn apply_exports_checks_get_and_patch_on_the_four_kinds_of_the_namespace() {
 }
 
 #[test]
-fn audit_with_traffic_reads_gateways_if_allowed_for_the_discovery_advice() {
+fn audit_reads_gateways_if_allowed_for_gateway_readiness_and_the_discovery_advice() {
     let gateways = |args: &[&str]| match parse(args).unwrap() {
         Request::Audit(a) => a.mesh.gateways,
         other => panic!("not an audit request: {other:?}"),
     };
-    assert_eq!(gateways(&["audit"]), GatewayRead::No);
+    assert_eq!(gateways(&["audit"]), GatewayRead::IfAllowed);
     assert_eq!(
         gateways(&["audit", "--access-log", "x"]),
         GatewayRead::IfAllowed

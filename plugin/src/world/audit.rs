@@ -36,8 +36,17 @@ impl World {
             found.extend(world.installed_webhook(p)?);
         }
         // Without the Gateways, a namespace holding one could be proposed for
-        // dropping.
-        found.retain(|f| !(world.gateways_unknown && f.code == Code::NamespaceNotNeeded));
+        // dropping, and a gateway's routes are unknown: whether it is ready
+        // for cluster filtering (MS0025, MS0026) cannot be told.
+        found.retain(|f| {
+            !(world.gateways_unknown
+                && matches!(
+                    f.code,
+                    Code::NamespaceNotNeeded
+                        | Code::GatewayFilterDropsNeededCluster
+                        | Code::GatewayFilterSafe
+                ))
+        });
         Ok(found)
     }
 

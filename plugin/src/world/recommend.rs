@@ -129,6 +129,38 @@ impl World {
     }
 
     /// The recommendation summary, on stderr.
+    /// The readiness of the gateways in scope for istiod's cluster
+    /// filtering (MS0025, MS0026), judged with the traffic read, on
+    /// stderr: a gateway gets no Sidecar, but its traffic says what it
+    /// needs. Nothing when the Gateways could not be read.
+    pub fn gateway_readiness(&self, p: &mut Printer<'_>) -> Result<()> {
+        if self.gateways_unknown {
+            return Ok(());
+        }
+        let snap = &self.snap;
+        let mut eval = meshscope_shared::scope::Evaluator::new(snap);
+        for w in 0..snap.workloads.len() {
+            let wl = &snap.workloads[w];
+            if self
+                .namespaces
+                .as_ref()
+                .is_some_and(|n| !n.contains(&wl.namespace))
+            {
+                continue;
+            }
+            let found = meshscope_shared::gateway_readiness::readiness(
+                snap,
+                self.obs.as_ref(),
+                w,
+                &mut eval,
+            );
+            if let Some(f) = found {
+                writeln!(p.err, "note: {}: {}: {}", wl.key(), f.code, f.message)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn summarize_recommendations(
         &self,
         recs: &[Recommendation],
