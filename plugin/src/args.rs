@@ -44,7 +44,7 @@ pub enum Command {
     Audit(AuditArgs),
     /// Explain which Sidecar scope a pod or workload has, and why
     #[command(
-        after_help = "Examples:\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo\n  kubectl meshscope explain deployment/reviews-v1 -n bookinfo --access-log examples/bookinfo/access.log -o wide\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo --manifests examples/bookinfo -o json"
+        after_help = "Examples:\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo\n  kubectl meshscope explain deployment/reviews-v1 -n bookinfo --access-log examples/bookinfo/access.log -o wide\n  kubectl meshscope explain pod productpage-v1-6b746f74dc-x7k2p -n bookinfo --manifests examples/bookinfo -o json\n  kubectl meshscope explain gateway/public -n istio-ingress --manifests examples/gateways -o wide"
     )]
     Explain(ExplainArgs),
     /// Show which proxies a change to a service or routing object is pushed to
@@ -701,7 +701,7 @@ pub struct ExplainArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mesh: MeshFlags,
-    /// What to explain: pod NAME, KIND NAME (deployment, statefulset, daemonset, replicaset, job, cronjob), workload KIND/NAME, or kubectl's pod/NAME and KIND/NAME
+    /// What to explain: pod NAME, KIND NAME (deployment, statefulset, daemonset, replicaset, job, cronjob), workload KIND/NAME, kubectl's pod/NAME and KIND/NAME, or gateway/NAME (a pod serving that Istio or Gateway API Gateway: its clusters with and without PILOT_FILTER_GATEWAY_CLUSTER_CONFIG)
     #[arg(value_name = "TYPE[/NAME]")]
     pub what: String,
     /// The pod or workload name (not with TYPE/NAME)

@@ -336,6 +336,19 @@ pub fn classify_cluster(name: &str) -> Cluster<'_> {
             _ => Cluster::Other,
         };
     }
+    // An east-west gateway's SNI-DNAT cluster,
+    // `outbound_.<port>_.<subset>_.<fqdn>` (`BuildDNSSrvSubsetKey`,
+    // `pilot/pkg/model/service.go`, istio 1.31): a caller in another
+    // network reached `<fqdn>:<port>` through the gateway.
+    if let Some(rest) = name.strip_prefix("outbound_.") {
+        let mut parts = rest.splitn(3, "_.");
+        let port = parts.next().and_then(|p| p.parse().ok());
+        let _subset = parts.next();
+        return match (port, parts.next()) {
+            (Some(port), Some(host)) if !host.is_empty() => Cluster::Outbound { port, host },
+            _ => Cluster::Other,
+        };
+    }
     if name.starts_with("inbound|") {
         return Cluster::Inbound;
     }
@@ -574,6 +587,13 @@ mod tests {
 
     #[test]
     fn cluster_names() {
+        assert_eq!(
+            classify_cluster("outbound_.8000_.v1_.httpbin.foo.svc.cluster.local"),
+            Cluster::Outbound {
+                port: 8000,
+                host: "httpbin.foo.svc.cluster.local"
+            }
+        );
         assert_eq!(
             classify_cluster("outbound|8000|v1|httpbin.foo.svc.cluster.local"),
             Cluster::Outbound {

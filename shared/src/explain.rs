@@ -123,6 +123,11 @@ pub struct Explanation {
     /// ([`crate::gateway_clusters`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gateway_filter: Option<crate::gateway_clusters::Filtered>,
+    /// For an east-west gateway's pod (an `AUTO_PASSTHROUGH` server): its
+    /// SNI-DNAT clusters, with the flag on or off
+    /// ([`crate::gateway_clusters::sni_dnat_clusters`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sni_dnat_clusters: Vec<String>,
     /// The outbound listeners istiod sends this proxy, by name (see
     /// [`MeshSnapshot::outbound_listeners`]; the virtual ones aside).
     pub outbound_listeners: Vec<String>,
@@ -333,6 +338,12 @@ pub fn explain(
                 ))
             }
             _ => None,
+        },
+        sni_dnat_clusters: match injection.gateway {
+            Some(crate::inject::Gateway::Router) => {
+                crate::gateway_clusters::sni_dnat_clusters(snap, &vis, labels)
+            }
+            _ => Vec::new(),
         },
         routes: crate::gateway_routes::routes_for(
             snap,
@@ -863,10 +874,16 @@ fn count_routers(
         for side in [&mut out.now, &mut out.after] {
             side.count_gateway(wl.key(), n, bytes, reached, serves);
         }
+        let labels = snap.workload_labels(w);
+        // An east-west gateway (an AUTO_PASSTHROUGH server) counts every
+        // Service as attached (`ServiceAttachedToGateway`).
+        let east_west = crate::gateway_clusters::served_gateways(snap, &wl.namespace, labels)
+            .iter()
+            .any(|g| g.auto_passthrough);
         let kept = match keys {
+            Keys::Services(_) if east_west => reached,
             Keys::Services(ids) => {
-                let wanted =
-                    crate::gateway_clusters::wanted(snap, &wl.namespace, snap.workload_labels(w));
+                let wanted = crate::gateway_clusters::wanted(snap, &wl.namespace, labels);
                 ids.iter().any(|&i| {
                     let s = &snap.services[i];
                     vis.imports_service(i) && !wanted.why(&s.namespace, &s.hostname).is_empty()

@@ -268,3 +268,40 @@ pub fn pods_serving(snap: &MeshSnapshot, g: &GatewayInfo) -> Vec<crate::snapshot
     });
     out
 }
+
+/// The SNI-DNAT clusters (`outbound_.PORT_.SUBSET_.HOST`) of a router
+/// proxy with `labels` whose scope is `vis`, when it serves an Istio
+/// Gateway with an `AUTO_PASSTHROUGH` server (an east-west gateway): one
+/// per port but UDP, and per subset, of every Service it sees that is
+/// not `MESH_EXTERNAL` (`buildOutboundSniDnatClusters`,
+/// `pilot/pkg/networking/core/cluster.go`, istio 1.31). The flag does not
+/// filter these: there, exportTo is the only lever. Empty for other
+/// gateways.
+pub fn sni_dnat_clusters(snap: &MeshSnapshot, vis: &Visible, labels: &Labels) -> Vec<String> {
+    let east_west = served_gateways(snap, &vis.namespace, labels)
+        .iter()
+        .any(|g| g.auto_passthrough);
+    if !east_west {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (&id, ports) in &vis.services {
+        let s = &snap.services[id];
+        if s.mesh_external {
+            continue;
+        }
+        let subsets = snap.subsets_for(vis, id, Some(labels));
+        for p in s.ports.iter().filter(|p| ports.contains(&p.number)) {
+            if p.protocol == crate::snapshot::Protocol::Udp || !snap.has_cluster(id, p.number) {
+                continue;
+            }
+            out.push(format!("outbound_.{}_._.{}", p.number, s.hostname));
+            for sub in &subsets {
+                out.push(format!("outbound_.{}_.{sub}_.{}", p.number, s.hostname));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}

@@ -63,8 +63,17 @@ pub fn dropped_needs(
                 .push(Need::EnvoyFilter(format!("{}/{}", f.namespace, f.name)));
         }
     }
+    // An east-west gateway's SNI-DNAT clusters stay with the flag on:
+    // traffic they carry needs no other cluster.
+    let sni: std::collections::BTreeSet<String> =
+        gateway_clusters::sni_dnat_clusters(snap, &vis, labels)
+            .into_iter()
+            .collect();
     let traffic = obs.and_then(|o| o.of(w)).map(|t| &t.outbound);
     for ((host, port), e) in traffic.into_iter().flatten() {
+        if sni.contains(&format!("outbound_.{port}_._.{host}")) {
+            continue;
+        }
         for c in off.iter().filter(|c| dropped(c)) {
             // The edge's cluster: its host's, on its port (0: any).
             let hit = parse_cluster(c).is_some_and(|(p, subset, h)| {

@@ -511,7 +511,7 @@ pub struct InputKinds {
 
 /// The kinds the findings read, as `kubectl get` names them, in one list
 /// to dump them with (docs/usage.md, section "From files", shows the command).
-pub const DUMP_KINDS: &str = "namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,services,endpointslices,serviceentries,sidecars,virtualservices,destinationrules,gateways.networking.istio.io,telemetries,authorizationpolicies,configmaps";
+pub const DUMP_KINDS: &str = "namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs,services,endpointslices,serviceentries,sidecars,virtualservices,destinationrules,gateways.networking.istio.io,envoyfilters,telemetries,authorizationpolicies,configmaps";
 
 /// The kinds [`Inputs::add`] reads, and the Istio API group of each
 /// Istio kind (`None`: a Kubernetes kind).

@@ -251,6 +251,16 @@ pub struct GatewaySpec {
 pub struct GatewayServer {
     #[serde(default)]
     pub hosts: Vec<String>,
+    #[serde(default)]
+    pub tls: Option<ServerTls>,
+}
+
+/// A Gateway server's `tls`: its `mode` (`AUTO_PASSTHROUGH` makes the
+/// gateway an east-west one).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct ServerTls {
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// `networking.istio.io` EnvoyFilter: which proxies it applies to and the

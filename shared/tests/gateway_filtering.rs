@@ -231,3 +231,106 @@ fn with_the_flag_a_service_change_reaches_only_the_gateways_that_keep_it() {
     // A routing change reaches it either way.
     assert_eq!(reached("virtualservice/shop"), (vec![gw.clone()], vec![gw]));
 }
+
+// === east-west gateways ===
+
+/// [`mesh`] with an east-west gateway in `ew`: an Istio Gateway whose
+/// server passes TLS through by SNI (`AUTO_PASSTHROUGH`).
+fn with_east_west() -> String {
+    mesh("")
+        + r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ew, labels: {istio-injection: enabled}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: eastwest-0
+  namespace: ew
+  labels: {istio: eastwestgateway}
+spec:
+  containers: [{name: istio-proxy, image: proxyv2, args: [proxy, router]}]
+status:
+  podIP: 10.0.9.2
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: cross-network, namespace: ew}
+spec:
+  selector: {istio: eastwestgateway}
+  servers: [{port: {number: 15443, name: tls, protocol: TLS}, tls: {mode: AUTO_PASSTHROUGH}, hosts: ["*.local"]}]
+"#
+}
+
+#[test]
+fn an_east_west_gateway_gets_an_sni_dnat_cluster_per_port_of_every_service_it_sees() {
+    let s = snap(&with_east_west());
+    let ew = s
+        .find_workload(&WorkloadKind::Pod, "ew", "eastwest-0")
+        .unwrap();
+    let e = explain(&s, ew, None, None);
+    assert_eq!(
+        e.sni_dnat_clusters,
+        ["api", "auth", "lua", "web"].map(|n| format!("outbound_.80_._.{n}.app.svc.cluster.local"))
+    );
+    // The ingress gateway passes nothing through.
+    assert!(explain(&s, ingress(&s), None, None)
+        .sni_dnat_clusters
+        .is_empty());
+}
+
+#[test]
+fn exports_keep_the_east_west_gateways_namespace_only_for_services_called_through_it() {
+    use meshscope_shared::exports::{recommend_exports, ExportOptions};
+    let s = snap(&with_east_west());
+    // A caller in another network reached web through the gateway.
+    let log = line(
+        "10.0.9.2",
+        "web.app.svc.cluster.local",
+        "outbound_.80_._.web.app.svc.cluster.local",
+        "10.0.1.1:80",
+    );
+    let obs = observe(&s, &log);
+    let recs = recommend_exports(&s, &obs, ExportOptions::default());
+    let of = |name: &str| {
+        recs.iter()
+            .find(|r| r.namespace == "app" && r.name == name)
+            .map(|r| r.recommended.clone())
+            .unwrap()
+    };
+    assert!(of("web").contains(&"ew".to_string()), "{:?}", of("web"));
+    assert!(!of("api").contains(&"ew".to_string()), "{:?}", of("api"));
+}
+
+#[test]
+fn traffic_an_east_west_gateway_passes_through_does_not_block_the_flag() {
+    let s = snap(&with_east_west());
+    let log = line(
+        "10.0.9.2",
+        "web.app.svc.cluster.local",
+        "outbound_.80_._.web.app.svc.cluster.local",
+        "10.0.1.1:80",
+    );
+    // Both gateways, the east-west one judged with its traffic.
+    let found = readiness(&s, Some(&log));
+    assert!(
+        found.iter().all(|(c, _)| *c == Code::GatewayFilterSafe),
+        "{found:?}"
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found
+        .iter()
+        .any(|(_, m)| m.contains("and observed traffic: 0 outbound clusters instead of 4")));
+}
+
+#[test]
+fn with_the_flag_every_service_change_still_reaches_an_east_west_gateway() {
+    use meshscope_shared::explain::{impact, Target};
+    use std::collections::HashMap;
+    let s = snap(&with_east_west());
+    let t = Target::parse("service/api", "app").unwrap();
+    let imp = impact(&s, &t, &HashMap::new(), &|_| true, None).unwrap();
+    let filtered: Vec<&String> = imp.gateways_if_filtered.keys().collect();
+    assert_eq!(filtered, ["Pod/ew/eastwest-0"]);
+}

@@ -160,6 +160,8 @@ struct Tally {
     gateway_shared_scopes: usize,
     /// Waypoints' pods compared.
     waypoints: usize,
+    /// East-west gateways' SNI-DNAT clusters compared.
+    sni_dnat_clusters: usize,
     failures: Vec<String>,
 }
 
@@ -234,6 +236,15 @@ fn check_proxy(
     compare_sets(tally, &at, "clusters", &clusters, &predicted);
     if router {
         tally.gateways += 1;
+        // An east-west gateway's SNI-DNAT clusters, the flag on or off.
+        let sni: BTreeSet<String> = proxy
+            .cluster_names()
+            .into_iter()
+            .filter(|n| n.starts_with("outbound_."))
+            .collect();
+        tally.sni_dnat_clusters += sni.len();
+        let predicted = string_set(&e, "sni_dnat_clusters").unwrap_or_default();
+        compare_sets(tally, &at, "SNI-DNAT clusters", &sni, &predicted);
         // A gateway's pod: its clusters (above), the routes of its
         // Gateways (HTTP ones in RDS, TCP and TLS ones in the filter
         // chains of its listeners) and the scope istiod applied. Its
@@ -701,13 +712,14 @@ fn run_with(
         }
     }
     eprintln!(
-        "fidelity: {} scenarios, {} proxies ({} gateway pods, {} given their namespace's sidecar scope, {} waypoint pods), {} outbound clusters, {} outbound listeners and their routes, {} Gateway API route hosts ({} routed), {} TCP and TLS route hosts compared in {:.1} s, {} disagreements",
+        "fidelity: {} scenarios, {} proxies ({} gateway pods, {} given their namespace's sidecar scope, {} waypoint pods), {} outbound clusters ({} SNI-DNAT), {} outbound listeners and their routes, {} Gateway API route hosts ({} routed), {} TCP and TLS route hosts compared in {:.1} s, {} disagreements",
         scenarios.len(),
         tally.proxies,
         tally.gateways,
         tally.gateway_shared_scopes,
         tally.waypoints,
         tally.clusters,
+        tally.sni_dnat_clusters,
         tally.listeners,
         tally.gateway_routes,
         tally.gateway_routes_applied,

@@ -209,7 +209,16 @@ fn scope_part(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(out, "Egress hosts:     {}", e.egress_hosts.join(", "))?;
     if !e.routes.is_empty() {
-        writeln!(out, "Gateway API routes:")?;
+        // A gateway's pod gets its Istio Gateways' VirtualServices too.
+        let header = match e
+            .routes
+            .iter()
+            .any(|r| r.route.starts_with("VirtualService "))
+        {
+            true => "Gateway routes:",
+            false => "Gateway API routes:",
+        };
+        writeln!(out, "{header}")?;
         for r in &e.routes {
             match &r.reason {
                 None if !r.listeners.is_empty() => writeln!(
@@ -285,6 +294,13 @@ fn gateway_filter(e: &Explanation, wide: bool, out: &mut dyn Write) -> Result<()
             false => f.gateways.join(", "),
         }
     )?;
+    if !e.sni_dnat_clusters.is_empty() {
+        writeln!(
+            out,
+            "  SNI-DNAT:       {} (an east-west gateway passes TLS through to every Service it sees, the flag on or off: only exportTo narrows them)",
+            plural(e.sni_dnat_clusters.len(), "cluster", "clusters")
+        )?;
+    }
     if wide {
         for k in &f.kept {
             let why: Vec<String> = k

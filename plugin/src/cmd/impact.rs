@@ -200,9 +200,9 @@ fn table(r: &ImpactRequest, ns: &str, imp: &explain::Impact, p: &mut Printer<'_>
         let n: usize = imp.gateways_if_filtered.values().sum();
         writeln!(
             p.out,
-            "with {}=true: pushed to {} of gateways ({})",
+            "with {}=true: pushed to {} ({})",
             scope::gateway_clusters::FILTER_FLAG,
-            plural(n, "proxy", "proxies"),
+            plural(n, "gateway proxy", "gateway proxies"),
             names(&imp.gateways_if_filtered)
         )?;
     }

@@ -139,6 +139,9 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
                 .iter()
                 .flat_map(|s| s.hosts.clone())
                 .collect(),
+            auto_passthrough: g.spec.servers.iter().any(|s| {
+                s.tls.as_ref().and_then(|t| t.mode.as_deref()) == Some("AUTO_PASSTHROUGH")
+            }),
             kube: false,
             foreign: None,
         }
@@ -156,6 +159,7 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             .collect(),
             pod_namespaces: [ns.clone()].into_iter().collect(),
             server_hosts: Vec::new(),
+            auto_passthrough: false,
             foreign: crate::gateway_api::foreign_controller(g, &inputs.gateway_classes),
             name,
             namespace: ns,

@@ -548,6 +548,9 @@ pub struct GatewayInfo {
     /// An Istio Gateway's servers' hosts, as written (`[namespace/]host`);
     /// empty for a Gateway API one.
     pub server_hosts: Vec<String>,
+    /// An Istio Gateway with a server in `tls.mode: AUTO_PASSTHROUGH`: its
+    /// pods get an SNI-DNAT cluster per port of every Service they see.
+    pub auto_passthrough: bool,
     /// A Gateway API Gateway (`gateway.networking.k8s.io`), not istio's.
     pub kube: bool,
     /// The controller of a Gateway API Gateway's class when it is not one

@@ -2,8 +2,9 @@
 //! `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG`: an Istio ingress Gateway whose
 //! VirtualServices route and mirror to some Services, one bound to a
 //! Gateway nobody serves, an EnvoyFilter naming one Service in its
-//! annotation and another only in its Lua code, and mesh providers of a
-//! kept type (zipkin) and an ignored one (lightstep).
+//! annotation and another only in its Lua code, mesh providers of a kept
+//! type (zipkin) and an ignored one (lightstep), and an east-west gateway
+//! (an `AUTO_PASSTHROUGH` server) with its SNI-DNAT clusters.
 
 use super::docs::VirtualServiceDoc;
 use super::scenario::{fqdn, Builder, Scenario, DEFAULT_MESH};
@@ -57,10 +58,34 @@ pub fn gateway_filtering(slot: u64) -> Scenario {
         fqdn("auth", &a),
         fqdn("lua", &a)
     ));
+    east_west(&mut b, &t);
     let mesh = format!(
         "{DEFAULT_MESH}extensionProviders:\n- name: zipkin\n  zipkin: {{service: {}, port: 9411}}\n- name: lightstep\n  lightstep: {{service: {}, port: 8360, accessToken: x}}\n",
         fqdn("zipkin", &t),
         fqdn("lightstep", &t)
     );
     b.finish("fixed-gateway-filtering".into(), mesh)
+}
+
+/// An east-west gateway in `ns`: its pod, its Service's port 15443 and an
+/// Istio Gateway passing TLS through by SNI; and a DestinationRule with
+/// subsets, whose SNI-DNAT clusters it gets too.
+fn east_west(b: &mut Builder, ns: &str) {
+    b.service(ns, "eastwest", vec![SvcPort::new("tls", 15443)], false);
+    b.pod(
+        ns,
+        "eastwest-0",
+        labels(&[("app", "eastwest"), ("istio", "eastwestgateway")]),
+    );
+    if let Some(p) = b.world.pods.last_mut() {
+        p.gateway = Some(meshscope_shared::inject::Gateway::Router);
+    }
+    b.istio(format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: cross-network\n  namespace: {ns}\nspec:\n  selector:\n    istio: eastwestgateway\n  servers:\n  - port: {{number: 15443, name: tls, protocol: TLS}}\n    tls: {{mode: AUTO_PASSTHROUGH}}\n    hosts: [\"*.local\"]\n"
+    ));
+    b.istio(
+        super::docs::DestinationRuleDoc::new(ns, "zipkin", &fqdn("zipkin", ns))
+            .subsets(&["v1"])
+            .yaml(),
+    );
 }
