@@ -9,8 +9,8 @@
 //! of Istio objects in `docs`, the fixed scenarios in `fixed` (and, for
 //! gateways' cluster filtering, `filtering`), the random
 //! generator in `random` (with the steps it draws from streams of their
-//! own in `features`, `gateway` and `unusual`, and what they share in
-//! `draw`).
+//! own in `features`, `gateway`, `istio_gateway` and `unusual`, and what
+//! they share in `draw`).
 
 mod docs;
 mod draw;
@@ -18,6 +18,7 @@ mod features;
 mod filtering;
 mod fixed;
 mod gateway;
+mod istio_gateway;
 mod random;
 mod scenario;
 mod unusual;

@@ -1,15 +1,16 @@
 //! Random scenarios, the same for the same seed: namespaces of Services
 //! and pods, ServiceEntries, VirtualServices, DestinationRules and
 //! Sidecars from one stream, then the rest ([`features`], shapes the
-//! first seeds predate, a waypoint) each from a stream of its own. The
-//! order of the draws is the scenario: a step moved or a draw added
-//! changes every seed after it.
+//! first seeds predate, a waypoint, Istio gateways) each from a stream of
+//! its own. The order of the draws is the scenario: a step moved or a
+//! draw added changes every seed after it.
 
 use super::docs::{
     Dest, DestinationRuleDoc, Egress, ServiceEntryDoc, SidecarDoc, VirtualServiceDoc,
 };
 use super::draw::{chance, pick, SvcRef, PORTS};
 use super::features::features;
+use super::istio_gateway::istio_gateways;
 use super::scenario::{fqdn, Builder, Scenario, DEFAULT_MESH, DOMAIN, ROOT_NS};
 use super::unusual::{unusual_entries, unusual_host};
 use crate::bench::Rng;
@@ -66,6 +67,14 @@ fn random_scenario(seed: u64, run: u64, ambient: bool) -> Scenario {
             &svcs,
         );
     }
+    // Istio gateways, after every other pod (whose IPs stay as they were).
+    istio_gateways(
+        &mut Rng::new(seed ^ 0x15e0_9a7e_0041_0008),
+        &mut b,
+        &mut mesh,
+        &nss,
+        &svcs,
+    );
     if chance(&mut rng, 0.25) {
         mesh.push_str("defaultServiceExportTo: [\".\"]\n");
     }
