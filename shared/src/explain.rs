@@ -392,7 +392,29 @@ pub fn explain(
     if injection.gateway == Some(crate::inject::Gateway::Waypoint) {
         as_waypoint(&mut e, snap.waypoint_view(ns, labels, &vis));
     }
+    if injection.gateway == Some(crate::inject::Gateway::Router) {
+        as_router(&mut e, snap, labels);
+    }
     e
+}
+
+/// A gateway's listeners and route configurations come from the servers
+/// of the Gateways it serves, not from a scope
+/// ([`crate::gateway_servers`]).
+fn as_router(e: &mut Explanation, snap: &MeshSnapshot, labels: &Labels) {
+    let cfg = crate::gateway_servers::gateway_config(
+        snap,
+        &e.namespace,
+        labels,
+        &e.routes,
+        &e.sni_dnat_clusters,
+    );
+    e.outbound_listeners = cfg.listeners;
+    if snap.ambient {
+        e.outbound_listeners.push("connect_originate".into());
+        e.outbound_listeners.sort();
+    }
+    e.outbound_routes = cfg.routes;
 }
 
 /// What istiod sends a waypoint instead of a scope: its clusters, its

@@ -470,10 +470,10 @@ pub fn served_routes(
 /// `pilot/pkg/model/gateway.go`, istio 1.31). `None` when no Service in
 /// the input selects the pod: each listener's own port, more in scope,
 /// never less.
-struct PodPorts(Option<BTreeMap<u32, BTreeSet<u32>>>);
+pub(crate) struct PodPorts(pub(crate) Option<BTreeMap<u32, BTreeSet<u32>>>);
 
 impl PodPorts {
-    fn of(snap: &MeshSnapshot, ns: &str, labels: &crate::labels::Labels) -> Self {
+    pub(crate) fn of(snap: &MeshSnapshot, ns: &str, labels: &crate::labels::Labels) -> Self {
         let mut by_port: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
         let mut any = false;
         for &id in snap.services_in(ns) {
@@ -670,26 +670,37 @@ pub fn istio_gateway_routes(
         let hidden = (!vs.export.visible_to(ns))
             .then(|| format!("its exportTo keeps it from the gateway's namespace {ns}"));
         for h in &vs.hosts {
-            let domain = bound
+            // Every host of an HTTP server that intersects it.
+            let domains: BTreeSet<String> = bound
                 .iter()
-                .flat_map(|g| g.server_hosts.iter().map(move |sh| (*g, sh)))
-                .find_map(|(g, sh)| server_admits(sh, &g.namespace, &vs.namespace, h));
+                .flat_map(|g| {
+                    g.servers
+                        .iter()
+                        .filter(|s| crate::gateway_servers::routes_http(s))
+                        .flat_map(move |s| s.hosts.iter().map(move |sh| (*g, sh)))
+                })
+                .filter_map(|(g, sh)| server_admits(sh, &g.namespace, &vs.namespace, h))
+                .collect();
             let reason = hidden.clone().or_else(|| {
-                domain
-                    .is_none()
-                    .then(|| format!("no server of {} admits host {h}", join_keys(&bound)))
+                domains
+                    .is_empty()
+                    .then(|| format!("no HTTP server of {} admits host {h}", join_keys(&bound)))
             });
-            out.push(RouteSeen {
+            let seen = |host: String| RouteSeen {
                 route: vs.label(),
-                host: domain.unwrap_or_else(|| h.clone()),
+                host,
                 applies: reason.is_none(),
-                reason,
+                reason: reason.clone(),
                 clusters: backend_clusters(vs).into_iter().collect(),
                 port: None,
                 http: true,
                 listeners: Vec::new(),
                 tls: false,
-            });
+            };
+            match domains.is_empty() {
+                true => out.push(seen(h.clone())),
+                false => out.extend(domains.into_iter().map(seen)),
+            }
         }
     }
     out.sort_by(|a, b| (&a.route, &a.host).cmp(&(&b.route, &b.host)));

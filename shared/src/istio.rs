@@ -176,8 +176,17 @@ pub struct HttpMatch {
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct L4Route {
+    #[serde(default, rename = "match")]
+    pub matches: Vec<L4Match>,
     #[serde(default)]
     pub route: Vec<RouteDestination>,
+}
+
+/// A `tcp` or `tls` route's match: the port it is for (none: any).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct L4Match {
+    #[serde(default)]
+    pub port: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -253,6 +262,19 @@ pub struct GatewayServer {
     pub hosts: Vec<String>,
     #[serde(default)]
     pub tls: Option<ServerTls>,
+    #[serde(default)]
+    pub port: Option<ServerPort>,
+}
+
+/// A Gateway server's `port`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct ServerPort {
+    #[serde(default)]
+    pub number: u32,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub protocol: String,
 }
 
 /// A Gateway server's `tls`: its `mode` (`AUTO_PASSTHROUGH` makes the

@@ -32,6 +32,7 @@ pub mod gateway_clusters;
 pub mod gateway_listeners;
 pub mod gateway_readiness;
 pub mod gateway_routes;
+pub mod gateway_servers;
 pub mod graph;
 mod hash;
 pub mod hints;

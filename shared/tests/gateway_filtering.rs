@@ -334,3 +334,17 @@ fn with_the_flag_every_service_change_still_reaches_an_east_west_gateway() {
     let filtered: Vec<&String> = imp.gateways_if_filtered.keys().collect();
     assert_eq!(filtered, ["Pod/ew/eastwest-0"]);
 }
+
+#[test]
+fn a_gateways_listeners_and_route_configurations_follow_its_servers() {
+    let s = snap(&with_east_west());
+    let e = explain(&s, ingress(&s), None, None);
+    assert_eq!(e.outbound_listeners, ["0.0.0.0_80"]);
+    assert_eq!(e.outbound_routes, ["http.80"]);
+    let ew = s
+        .find_workload(&WorkloadKind::Pod, "ew", "eastwest-0")
+        .unwrap();
+    let e = explain(&s, ew, None, None);
+    assert_eq!(e.outbound_listeners, ["0.0.0.0_15443"]);
+    assert!(e.outbound_routes.is_empty(), "{:?}", e.outbound_routes);
+}

@@ -245,11 +245,27 @@ fn check_proxy(
         tally.sni_dnat_clusters += sni.len();
         let predicted = string_set(&e, "sni_dnat_clusters").unwrap_or_default();
         compare_sets(tally, &at, "SNI-DNAT clusters", &sni, &predicted);
-        // A gateway's pod: its clusters (above), the routes of its
-        // Gateways (HTTP ones in RDS, TCP and TLS ones in the filter
-        // chains of its listeners) and the scope istiod applied. Its
-        // listeners and route configurations by name follow its
-        // Gateways' servers, which explain does not predict (issue #38).
+        // A gateway's pod: its clusters (above), its listeners and route
+        // configurations by name (from its Gateways' servers), the routes
+        // of its Gateways (HTTP ones in RDS, TCP and TLS ones in the
+        // filter chains of its listeners) and the scope istiod applied.
+        let listeners: BTreeSet<String> = snapshot
+            .names("lds")
+            .into_iter()
+            .filter(|n| !n.starts_with("virtual"))
+            .collect();
+        tally.listeners += listeners.len();
+        let predicted = string_set(&e, "outbound_listeners")?;
+        compare_sets(tally, &at, "gateway listeners", &listeners, &predicted);
+        let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
+        let predicted = string_set(&e, "outbound_routes")?;
+        compare_sets(
+            tally,
+            &at,
+            "gateway route configurations",
+            &routes,
+            &predicted,
+        );
         check_gateway_routes(istiod, p, &e, &at, tally)?;
         check_gateway_domains(istiod, p, &e, &at, tally)?;
         check_stream_routes(istiod, p, &e, &at, tally)?;

@@ -3,7 +3,7 @@
 
 use super::model::{
     managed_by_meshscope, DrId, DrInfo, EnvoyFilterInfo, GatewayInfo, Listener, PodInfo, Protocol,
-    SidecarId, SidecarInfo, VsDest, VsId, VsInfo, WaypointInfo,
+    ServerInfo, SidecarId, SidecarInfo, VsDest, VsId, VsInfo, WaypointInfo,
 };
 use crate::hash::HashMap;
 use crate::host::{resolve_short_name, Export, HostEntry};
@@ -57,6 +57,20 @@ pub(super) fn declared(export_to: Option<&[String]>) -> Option<Vec<String>> {
     export_to.filter(|l| !l.is_empty()).map(<[String]>::to_vec)
 }
 
+/// The ports `vs`'s `tcp` and `tls` routes match: each match's `port`,
+/// `None` for a route without one.
+fn stream_ports(vs: &VirtualService) -> Vec<Option<u32>> {
+    let mut out = Vec::new();
+    for r in vs.spec.tcp.iter().chain(vs.spec.tls.iter()) {
+        let ports: Vec<Option<u32>> = r.matches.iter().map(|m| m.port).collect();
+        match ports.is_empty() || ports.contains(&None) {
+            true => out.push(None),
+            false => out.extend(ports),
+        }
+    }
+    out
+}
+
 /// The EnvoyFilters, with what they say they use and what they name.
 pub(super) fn envoy_filters(inputs: &Inputs) -> Vec<EnvoyFilterInfo> {
     inputs
@@ -69,8 +83,8 @@ pub(super) fn envoy_filters(inputs: &Inputs) -> Vec<EnvoyFilterInfo> {
                 .as_ref()
                 .and_then(|a| a.get(crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION))
                 .map(|v| {
+                    // Split as istiod splits it, spaces kept.
                     v.split(',')
-                        .map(str::trim)
                         .filter(|r| !r.is_empty())
                         .map(String::from)
                         .collect()
@@ -133,11 +147,20 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             namespace: ns_of(&g.metadata),
             selector,
             pod_namespaces,
-            server_hosts: g
+            servers: g
                 .spec
                 .servers
                 .iter()
-                .flat_map(|s| s.hosts.clone())
+                .filter_map(|s| {
+                    let p = s.port.as_ref()?;
+                    Some(ServerInfo {
+                        port: p.number,
+                        name: p.name.clone(),
+                        protocol: p.protocol.clone(),
+                        tls_mode: s.tls.as_ref().and_then(|t| t.mode.clone()),
+                        hosts: s.hosts.clone(),
+                    })
+                })
                 .collect(),
             auto_passthrough: g.spec.servers.iter().any(|s| {
                 s.tls.as_ref().and_then(|t| t.mode.as_deref()) == Some("AUTO_PASSTHROUGH")
@@ -158,7 +181,18 @@ pub(super) fn gateways(inputs: &Inputs, pods: &[PodInfo]) -> Vec<GatewayInfo> {
             .into_iter()
             .collect(),
             pod_namespaces: [ns.clone()].into_iter().collect(),
-            server_hosts: Vec::new(),
+            servers: g
+                .spec
+                .listeners
+                .iter()
+                .map(|l| ServerInfo {
+                    port: l.port,
+                    name: l.name.clone(),
+                    protocol: l.protocol.clone(),
+                    tls_mode: l.tls.as_ref().and_then(|t| t.mode.clone()),
+                    hosts: Vec::new(),
+                })
+                .collect(),
             auto_passthrough: false,
             foreign: crate::gateway_api::foreign_controller(g, &inputs.gateway_classes),
             name,
@@ -442,6 +476,7 @@ fn vs_info(vs: &VirtualService, mesh: &MeshConfig, domain: &str) -> VsInfo {
             &ns,
         ),
         dests,
+        stream_ports: stream_ports(vs),
         delegates,
         created: created(&vs.metadata),
         namespace: ns,

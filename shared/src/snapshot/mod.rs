@@ -32,9 +32,9 @@ pub use destination_rules::{Consolidated, DrIndex, EntryId};
 pub use model::managed_by_meshscope;
 pub use model::{
     DrId, DrInfo, EnvoyFilterInfo, GatewayInfo, Inbound, Listener, PodId, PodInfo, PortInfo,
-    Protocol, Resolution, RouteOrigin, SeId, SeInfo, ServiceInfo, SidecarId, SidecarInfo, SvcId,
-    SvcKind, VsDest, VsId, VsInfo, WaypointInfo, Workload, WorkloadId, WorkloadKind,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    Protocol, Resolution, RouteOrigin, SeId, SeInfo, ServerInfo, ServiceInfo, SidecarId,
+    SidecarInfo, SvcId, SvcKind, VsDest, VsId, VsInfo, WaypointInfo, Workload, WorkloadId,
+    WorkloadKind, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 pub use services::{catch_all_ports, EXPORT_TO_ANNOTATION};
 

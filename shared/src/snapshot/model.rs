@@ -425,6 +425,9 @@ pub struct VsInfo {
     /// meshscope wrote that exportTo ([`crate::meta::export_to_is_ours`]).
     pub declared_ours: bool,
     pub dests: Vec<VsDest>,
+    /// The ports its `tcp` and `tls` routes match (`None`: a route
+    /// matching any port); empty when it has none.
+    pub stream_ports: Vec<Option<u32>>,
     /// The VirtualServices its HTTP routes delegate to, as (namespace, name).
     pub delegates: Vec<(String, String)>,
     pub created: Created,
@@ -545,9 +548,9 @@ pub struct GatewayInfo {
     pub namespace: String,
     pub selector: Labels,
     pub pod_namespaces: std::collections::BTreeSet<String>,
-    /// An Istio Gateway's servers' hosts, as written (`[namespace/]host`);
-    /// empty for a Gateway API one.
-    pub server_hosts: Vec<String>,
+    /// Its servers (an Istio Gateway's) or listeners (a Gateway API one's),
+    /// as istiod turns them into listeners ([`crate::gateway_servers`]).
+    pub servers: Vec<ServerInfo>,
     /// An Istio Gateway with a server in `tls.mode: AUTO_PASSTHROUGH`: its
     /// pods get an SNI-DNAT cluster per port of every Service they see.
     pub auto_passthrough: bool,
@@ -575,6 +578,21 @@ pub struct WaypointInfo {
     /// may use it: the HBONE one on 15008 (`makeAllowedRoutes`); `None`
     /// without one (its own namespace only).
     pub hbone: Option<crate::gateway_api::Listener>,
+}
+
+/// One server of a Gateway (a Gateway API listener becomes one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    pub port: u32,
+    pub name: String,
+    /// As written (`HTTP`, `HTTPS`, `TLS`, `TCP`, `GRPC`, `HTTP2`).
+    pub protocol: String,
+    /// `tls.mode` as written (`SIMPLE`, `PASSTHROUGH`, `AUTO_PASSTHROUGH`;
+    /// a Gateway API listener's `Terminate` or `Passthrough`).
+    pub tls_mode: Option<String>,
+    /// An Istio Gateway server's hosts, as written (`[namespace/]host`);
+    /// empty for a Gateway API listener.
+    pub hosts: Vec<String>,
 }
 
 /// An EnvoyFilter, as a gateway's clusters depend on it.

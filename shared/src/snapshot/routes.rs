@@ -62,6 +62,8 @@ pub(super) fn virtual_services(inputs: &Inputs, mesh: &MeshConfig, domain: &str)
                 declared: None,
                 declared_ours: false,
                 dests,
+                // A Gateway API route's listeners are in its origin.
+                stream_ports: Vec::new(),
                 delegates: Vec::new(),
                 created: created(&r.metadata),
                 route: Some(RouteOrigin {
