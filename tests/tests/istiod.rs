@@ -249,23 +249,7 @@ fn check_proxy(
         // configurations by name (from its Gateways' servers), the routes
         // of its Gateways (HTTP ones in RDS, TCP and TLS ones in the
         // filter chains of its listeners) and the scope istiod applied.
-        let listeners: BTreeSet<String> = snapshot
-            .names("lds")
-            .into_iter()
-            .filter(|n| !n.starts_with("virtual"))
-            .collect();
-        tally.listeners += listeners.len();
-        let predicted = string_set(&e, "outbound_listeners")?;
-        compare_sets(tally, &at, "gateway listeners", &listeners, &predicted);
-        let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
-        let predicted = string_set(&e, "outbound_routes")?;
-        compare_sets(
-            tally,
-            &at,
-            "gateway route configurations",
-            &routes,
-            &predicted,
-        );
+        compare_listeners_and_routes(&snapshot, &e, &at, tally)?;
         check_gateway_routes(istiod, p, &e, &at, tally)?;
         check_gateway_domains(istiod, p, &e, &at, tally)?;
         check_stream_routes(istiod, p, &e, &at, tally)?;
@@ -274,28 +258,33 @@ fn check_proxy(
     if p.gateway == Some(meshscope_shared::inject::Gateway::Waypoint) {
         return check_waypoint(&snapshot, &e, &at, tally);
     }
-    // The outbound listeners (the virtual ones aside) and their routes,
-    // by name.
+    compare_listeners_and_routes(&snapshot, &e, &at, tally)?;
+    compare_counts(&snapshot, &e, &at, tally);
+    check_gateway_routes(istiod, p, &e, &at, tally)?;
+    check_stream_routes(istiod, p, &e, &at, tally)?;
+    check_istiod_views(istiod, p, &e, &at, tally)
+}
+
+/// The outbound listeners (the virtual ones aside) and route
+/// configurations istiod sent, by name, against explain's.
+fn compare_listeners_and_routes(
+    snapshot: &meshscope_e2e::xds::ProxyConfig,
+    e: &serde_json::Value,
+    at: &str,
+    tally: &mut Tally,
+) -> Result<()> {
     let listeners: BTreeSet<String> = snapshot
         .names("lds")
         .into_iter()
         .filter(|n| !n.starts_with("virtual"))
         .collect();
     tally.listeners += listeners.len();
-    let predicted = string_set(&e, "outbound_listeners")?;
-    compare_sets(tally, &at, "listeners", &listeners, &predicted);
+    let predicted = string_set(e, "outbound_listeners")?;
+    compare_sets(tally, at, "listeners", &listeners, &predicted);
     let routes: BTreeSet<String> = snapshot.names("rds").into_iter().collect();
-    compare_sets(
-        tally,
-        &at,
-        "routes",
-        &routes,
-        &string_set(&e, "outbound_routes")?,
-    );
-    compare_counts(&snapshot, &e, &at, tally);
-    check_gateway_routes(istiod, p, &e, &at, tally)?;
-    check_stream_routes(istiod, p, &e, &at, tally)?;
-    check_istiod_views(istiod, p, &e, &at, tally)
+    let predicted = string_set(e, "outbound_routes")?;
+    compare_sets(tally, at, "routes", &routes, &predicted);
+    Ok(())
 }
 
 /// A waypoint's pod, beside its clusters (compared above): its listeners
