@@ -20,7 +20,7 @@ mod topology;
 pub use control_plane::{cleanup, deploy, set_mesh};
 pub use realistic::{realistic, realistic_sized};
 pub use social::{social_network, SOCIAL_NETWORK_CALLS, SOCIAL_NETWORK_SERVICES};
-pub use topology::{Edge, External, Kind, Port, Target, Topology, Workload, DOMAIN};
+pub use topology::{port, Edge, External, Kind, Port, Target, Topology, Workload, DOMAIN};
 
 /// The scenario `name` at `scale`.
 pub fn by_name(name: &str, scale: usize, seed: u64) -> Option<Topology> {

@@ -97,7 +97,10 @@ pub fn deploy(c: &Cluster, t: &Topology) -> Result<Vec<(usize, Pod)>> {
                 ready: true,
                 terminating: false,
                 proxied: true,
-                gateway: None,
+                gateway: wl
+                    .router
+                    .as_ref()
+                    .map(|_| meshscope_shared::inject::Gateway::Router),
             };
             world.pods.push(pod.clone());
             out.push((w, pod));

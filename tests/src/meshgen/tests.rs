@@ -250,3 +250,45 @@ fn pod_ips_are_unique() {
         }
     }
 }
+
+#[test]
+fn router_workloads_run_proxy_router_with_their_labels() {
+    let plain = realistic(1, 5);
+    assert!(plain.workloads.iter().all(|w| w.router.is_none()));
+    assert!(!plain.yaml().contains("proxy, router"));
+    let mut t = plain.clone();
+    let egress = t.find("rl-egress", "istio-egressgateway").unwrap();
+    t.make_router(egress, labels(&[("istio", "egressgateway")]));
+    let ingress = t.add_router(
+        "istio-ingress",
+        "istio-ingressgateway",
+        2,
+        vec![port("http2", 80)],
+        labels(&[("istio", "ingressgateway")]),
+    );
+    assert_eq!(t.namespaces.last(), Some(&("istio-ingress".into(), false)));
+    assert!(!t.workloads[ingress].injected);
+    // The workloads before keep their IPs.
+    assert_eq!(t.pod_ips(egress), plain.pod_ips(egress));
+    let mut routers = 0;
+    for doc in serde_yaml::Deserializer::from_str(&t.yaml()) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v["kind"] != "Deployment" {
+            continue;
+        }
+        let pod = &v["spec"]["template"];
+        let proxy = pod["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "istio-proxy");
+        let Some(proxy) = proxy else { continue };
+        routers += 1;
+        assert_eq!(proxy["args"], serde_json::json!(["proxy", "router"]));
+        assert!(pod["metadata"]["labels"]["istio"]
+            .as_str()
+            .unwrap()
+            .ends_with("gateway"));
+    }
+    assert_eq!(routers, 2);
+}

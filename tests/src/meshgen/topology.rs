@@ -7,8 +7,10 @@ use std::fmt::Write as _;
 
 use crate::bench::Rng;
 use crate::fidelity::{ServiceEntryDoc, DEFAULT_MESH, ROOT_NS};
+use crate::injector::PROXY_IMAGE;
 use crate::world::{labels, Labels, Service, SvcPort};
-use crate::{inbound_text_line, outbound_text_line, routed_text_line};
+use crate::{inbound_text_line, json_str, outbound_text_line, routed_text_line};
+use meshscope_shared::inject::PROXY_CONTAINER;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -23,7 +25,7 @@ pub struct Port {
     pub number: u32,
 }
 
-pub(super) fn port(name: &str, number: u32) -> Port {
+pub fn port(name: &str, number: u32) -> Port {
     Port {
         name: name.into(),
         number,
@@ -43,6 +45,10 @@ pub struct Workload {
     pub headless: bool,
     /// Its pods run a sidecar (its namespace is injected).
     pub injected: bool,
+    /// Its pods run `proxy router` (a gateway, no sidecar) and carry these
+    /// labels besides `app` and `version`; `None` for every workload of
+    /// the generated scenarios until [`Topology::make_router`].
+    pub router: Option<Labels>,
 }
 
 /// A host outside the mesh, registered by a DNS ServiceEntry.
@@ -136,8 +142,33 @@ impl Topology {
             headless: kind == Kind::StatefulSet && !ports.is_empty(),
             ports,
             injected,
+            router: None,
         });
         self.workloads.len() - 1
+    }
+
+    /// A gateway Deployment in namespace `ns` (added, not injected, when
+    /// missing): its pods run `proxy router` with `labels`.
+    pub fn add_router(
+        &mut self,
+        ns: &str,
+        name: &str,
+        replicas: usize,
+        ports: Vec<Port>,
+        labels: Labels,
+    ) -> usize {
+        if !self.namespaces.iter().any(|(n, _)| n == ns) {
+            self.namespaces.push((ns.into(), false));
+        }
+        let w = self.add(ns, name, Kind::Deployment, replicas, ports);
+        self.make_router(w, labels);
+        w
+    }
+
+    /// Workload `w`'s pods run `proxy router` with `labels` from now on.
+    pub fn make_router(&mut self, w: usize, labels: Labels) {
+        self.workloads[w].router = Some(labels);
+        self.workloads[w].injected = false;
     }
 
     pub(super) fn call(&mut self, from: usize, to: Target, rng: &mut Rng) {
@@ -388,7 +419,15 @@ impl Topology {
             }
             let _ = writeln!(
                 out,
-                "  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n        version: v1\n    spec:\n      containers:\n      - name: app\n        image: registry.invalid/{name}:1",
+                "  selector:\n    matchLabels:\n      app: {name}\n  template:\n    metadata:\n      labels:\n        app: {name}\n        version: v1",
+                name = w.name
+            );
+            for (k, v) in w.router.iter().flatten() {
+                let _ = writeln!(out, "        {}: {}", json_str(k), json_str(v));
+            }
+            let _ = writeln!(
+                out,
+                "    spec:\n      containers:\n      - name: app\n        image: registry.invalid/{name}:1",
                 name = w.name
             );
             if !w.ports.is_empty() {
@@ -396,6 +435,12 @@ impl Topology {
                 for p in &w.ports {
                     let _ = writeln!(out, "        - containerPort: {}", p.number);
                 }
+            }
+            if w.router.is_some() {
+                let _ = writeln!(
+                    out,
+                    "      - name: {PROXY_CONTAINER}\n        image: {PROXY_IMAGE}\n        args: [proxy, router]"
+                );
             }
         }
         for s in self.services() {
