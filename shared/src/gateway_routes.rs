@@ -715,7 +715,7 @@ fn join_keys(gws: &[&&crate::snapshot::GatewayInfo]) -> String {
 /// The virtual host's domain when server host `server` (`[ns/]host`) of
 /// a Gateway in `gw_ns` admits host `host` of a VirtualService in
 /// `vs_ns`: the more specific of the two.
-fn server_admits(server: &str, gw_ns: &str, vs_ns: &str, host: &str) -> Option<String> {
+pub(crate) fn server_admits(server: &str, gw_ns: &str, vs_ns: &str, host: &str) -> Option<String> {
     let (ns, sh) = server.split_once('/').unwrap_or(("*", server));
     let ns_ok = match ns {
         "*" => true,

@@ -98,7 +98,7 @@ pub fn gateway_config(
                             s.port, s.name, g.name, g.namespace
                         ));
                     }
-                    Kind::Stream if !chained(snap, g, s, p, &listener, routes, sni_dnat) => {
+                    Kind::Stream if !chained(snap, ns, g, s, &listener, routes, sni_dnat) => {
                         continue;
                     }
                     Kind::Stream => {}
@@ -113,16 +113,19 @@ pub fn gateway_config(
     }
 }
 
-/// Whether stream server `s` of `g` on pod port `p` gets a filter chain:
-/// passing TLS through by SNI, when there is a Service to send to; for a
-/// Gateway API listener, when a route applies on it; for an Istio
-/// Gateway's, when a VirtualService bound to it has a `tcp` or `tls`
-/// route for its port.
+/// Whether stream server `s` of `g` gets a filter chain on `listener` of
+/// a proxy in `ns`: passing TLS through by SNI, when there is a Service to
+/// send to; for a Gateway API listener, when a route applies on it; for an
+/// Istio Gateway's, when a VirtualService bound to it, exported to `ns`,
+/// with a host the server admits, has a `tcp` or `tls` route for its port
+/// (`VirtualServicesForGateway`, push_context.go;
+/// `buildGatewayNetworkFiltersFromTCPRoutes`, `networking/core/gateway.go`,
+/// istio 1.31; random seed 5006).
 fn chained(
     snap: &MeshSnapshot,
+    ns: &str,
     g: &GatewayInfo,
     s: &ServerInfo,
-    _p: u32,
     listener: &str,
     routes: &[RouteSeen],
     sni_dnat: &[String],
@@ -137,7 +140,14 @@ fn chained(
     }
     let key = g.key();
     snap.virtual_services.iter().any(|vs| {
+        let admitted = vs.hosts.iter().any(|h| {
+            s.hosts.iter().any(|sh| {
+                crate::gateway_routes::server_admits(sh, &g.namespace, &vs.namespace, h).is_some()
+            })
+        });
         vs.gateways.contains(&key)
+            && vs.export.visible_to(ns)
+            && admitted
             && vs
                 .stream_ports
                 .iter()

@@ -30,8 +30,9 @@ struct Draw<'a> {
 /// Istio gateways, from a stream of their own: six seeds in ten get an
 /// ingress gateway ([`ingress`]), three in ten an egress one ([`egress`]);
 /// four in ten an EnvoyFilter naming Services in its annotation
-/// ([`envoy_filter`]), and one in three extension providers calling a
-/// Service ([`providers`]).
+/// ([`envoy_filter`]), one in three extension providers calling a
+/// Service ([`providers`]), and one in four an east-west gateway
+/// ([`east_west`]).
 pub(super) fn istio_gateways(
     g: &mut Rng,
     b: &mut Builder,
@@ -53,6 +54,28 @@ pub(super) fn istio_gateways(
     if chance(g, 0.33) {
         providers(g, mesh, &d);
     }
+    if chance(g, 0.25) {
+        east_west(g, b, &d);
+    }
+}
+
+/// An east-west gateway: a router pod in a random namespace with its
+/// Service on 15443, and an Istio Gateway there passing TLS through by
+/// SNI (`AUTO_PASSTHROUGH`), so that its pod gets an SNI-DNAT cluster per
+/// port of every Service it sees (`buildOutboundSniDnatClusters`,
+/// `pilot/pkg/networking/core/cluster.go`, istio 1.31).
+fn east_west(g: &mut Rng, b: &mut Builder, d: &Draw<'_>) {
+    let ns = pick(g, d.nss).clone();
+    router_pod(
+        b,
+        &ns,
+        "eastwest",
+        "eastwestgateway",
+        vec![SvcPort::new("tls", 15443)],
+    );
+    b.istio(format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: cross-network\n  namespace: {ns}\nspec:\n  selector:\n    istio: eastwestgateway\n  servers:\n  - port: {{number: 15443, name: tls, protocol: TLS}}\n    tls: {{mode: AUTO_PASSTHROUGH}}\n    hosts: [\"*.local\"]\n"
+    ));
 }
 
 /// A router pod `NAME-0` in `ns` with labels `app: NAME` and `istio:
