@@ -348,3 +348,25 @@ fn a_gateways_listeners_and_route_configurations_follow_its_servers() {
     assert_eq!(e.outbound_listeners, ["0.0.0.0_15443"]);
     assert!(e.outbound_routes.is_empty(), "{:?}", e.outbound_routes);
 }
+
+/// [`mesh`] with a TCP server on 9000 and a VirtualService in `app`
+/// routing it, exported to `export`.
+fn with_tcp(export: &str) -> String {
+    mesh("").replace(
+        "  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}]",
+        "  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}, {port: {number: 9000, name: tcp, protocol: TCP}, hosts: [\"*\"]}]",
+    ) + &format!(
+        "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: db, namespace: app}}\nspec:\n  hosts: [db.example.com]\n  gateways: [gw/public]\n  exportTo: [\"{export}\"]\n  tcp: [{{route: [{{destination: {{host: api, port: {{number: 80}}}}}}]}}]\n"
+    )
+}
+
+#[test]
+fn a_tcp_server_gets_a_listener_only_from_a_route_the_gateways_namespace_sees() {
+    let listeners = |yaml: &str| {
+        let s = snap(yaml);
+        explain(&s, ingress(&s), None, None).outbound_listeners
+    };
+    assert_eq!(listeners(&with_tcp("*")), ["0.0.0.0_80", "0.0.0.0_9000"]);
+    assert_eq!(listeners(&with_tcp(".")), ["0.0.0.0_80"]);
+    assert_eq!(listeners(&mesh("")), ["0.0.0.0_80"]);
+}
