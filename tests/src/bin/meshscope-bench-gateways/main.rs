@@ -77,6 +77,8 @@ fn main() -> std::process::ExitCode {
 
 fn try_main() -> Result<()> {
     let a = args()?;
+    // The tree the run starts from (a commit made during the run is not it).
+    let commit = meshscope_e2e::bench::commit();
     let c = Cluster::shared();
     let work = tempfile::tempdir()?;
     // The would-break corpus at scale 1 (or the first scale asked for).
@@ -94,7 +96,6 @@ fn try_main() -> Result<()> {
     let rows: Vec<[String; 5]> = sums.iter().flat_map(report::targets).collect();
     let met = rows.iter().all(|r| r[4] != "no");
     report::print_tables(&sums, &rows);
-    let commit = meshscope_e2e::bench::commit();
     let json = serde_json::json!({
         "benchmark": "gateways",
         "scenario": "realistic",

@@ -213,6 +213,8 @@ fn print_engine(sums: &[ScaleResult]) {
                 s.scale, r.code, r.message
             );
         }
+    }
+    for s in sums {
         if let Some(w) = &s.would_break {
             print_would_break(s.scale, w);
         }
