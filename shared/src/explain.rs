@@ -128,6 +128,11 @@ pub struct Explanation {
     /// ([`crate::gateway_clusters::sni_dnat_clusters`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sni_dnat_clusters: Vec<String>,
+    /// Those SNI-DNAT clusters when istiod gives the gateway its
+    /// namespace's sidecar scope instead (as `outbound_clusters_if_shared`;
+    /// random seed 5008).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni_dnat_clusters_if_shared: Option<Vec<String>>,
     /// The outbound listeners istiod sends this proxy, by name (see
     /// [`MeshSnapshot::outbound_listeners`]; the virtual ones aside).
     pub outbound_listeners: Vec<String>,
@@ -247,6 +252,15 @@ pub fn explain(
         None => eval.visible_for(sel.source, ns),
     };
     let unscoped = eval.unscoped(ns);
+    // A router proxy may get its namespace's sidecar scope instead
+    // ([`Evaluator::gateway_alternative`]).
+    let router = injection.gateway == Some(crate::inject::Gateway::Router);
+    let router_shared = match router {
+        true => eval
+            .gateway_alternative(ns, labels)
+            .map(|_| eval.visible_for(ScopeSource::Implicit, ns)),
+        false => None,
+    };
     let listeners = snap.outbound_listeners(&vis.egress, own_ip);
     let mut listener_names = listeners.names();
     if snap.ambient {
@@ -323,28 +337,23 @@ pub fn explain(
             Some(_) => eval.gateway_alternative(ns, labels),
             None => None,
         },
-        gateway_filter: match injection.gateway {
-            Some(crate::inject::Gateway::Router) => {
-                let shared = eval
-                    .gateway_alternative(ns, labels)
-                    .map(|_| eval.visible_for(ScopeSource::Implicit, ns));
-                Some(crate::gateway_clusters::filtered(
-                    snap,
-                    &vis,
-                    shared.as_deref(),
-                    labels,
-                    own_ip,
-                    wl.inbound,
-                ))
-            }
-            _ => None,
+        gateway_filter: router.then(|| {
+            crate::gateway_clusters::filtered(
+                snap,
+                &vis,
+                router_shared.as_deref(),
+                labels,
+                own_ip,
+                wl.inbound,
+            )
+        }),
+        sni_dnat_clusters: match router {
+            true => crate::gateway_clusters::sni_dnat_clusters(snap, &vis, labels),
+            false => Vec::new(),
         },
-        sni_dnat_clusters: match injection.gateway {
-            Some(crate::inject::Gateway::Router) => {
-                crate::gateway_clusters::sni_dnat_clusters(snap, &vis, labels)
-            }
-            _ => Vec::new(),
-        },
+        sni_dnat_clusters_if_shared: router_shared
+            .as_deref()
+            .map(|s| crate::gateway_clusters::sni_dnat_clusters(snap, s, labels)),
         routes: crate::gateway_routes::routes_for(
             snap,
             &vis,

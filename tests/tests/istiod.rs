@@ -227,10 +227,12 @@ fn check_proxy(
     let mut predicted = clusters_of("outbound_clusters")?;
     // A gateway's pod gets either its own scope or, by the order of
     // istiod's push, its namespace's sidecar default (explain names both).
+    let mut shared_scope = false;
     if let Ok(shared) = clusters_of("outbound_clusters_if_shared") {
         if shared == clusters {
             tally.gateway_shared_scopes += 1;
             predicted = shared;
+            shared_scope = true;
         }
     }
     compare_sets(tally, &at, "clusters", &clusters, &predicted);
@@ -243,7 +245,11 @@ fn check_proxy(
             .filter(|n| n.starts_with("outbound_."))
             .collect();
         tally.sni_dnat_clusters += sni.len();
-        let predicted = string_set(&e, "sni_dnat_clusters").unwrap_or_default();
+        let field = match shared_scope {
+            true => "sni_dnat_clusters_if_shared",
+            false => "sni_dnat_clusters",
+        };
+        let predicted = string_set(&e, field).unwrap_or_default();
         compare_sets(tally, &at, "SNI-DNAT clusters", &sni, &predicted);
         // A gateway's pod: its clusters (above), its listeners and route
         // configurations by name (from its Gateways' servers), the routes
