@@ -24,11 +24,7 @@ use crate::snapshot::{GatewayInfo, MeshSnapshot, VsInfo};
 /// istiod's environment variable.
 pub const FILTER_FLAG: &str = "PILOT_FILTER_GATEWAY_CLUSTER_CONFIG";
 
-/// The annotation on an EnvoyFilter naming the Services its patches use:
-/// with the flag on, a gateway keeps their clusters only when named here
-/// (`convertToEnvoyFilterWrapper`, `pilot/pkg/model/envoyfilter.go`,
-/// istio 1.31).
-pub const REFERENCED_SERVICES_ANNOTATION: &str = "envoyfilter.istio.io/referenced-services";
+pub use crate::istio::REFERENCED_SERVICES_ANNOTATION;
 
 /// The provider types whose service istiod keeps for a gateway
 /// (`extraServicesForProxy`, 1.31): not `lightstep` or `opencensus`,

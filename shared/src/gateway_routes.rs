@@ -676,7 +676,7 @@ pub fn istio_gateway_routes(
                 .flat_map(|g| {
                     g.servers
                         .iter()
-                        .filter(|s| crate::gateway_servers::routes_http(s))
+                        .filter(|s| s.routes_http())
                         .flat_map(move |s| s.hosts.iter().map(move |sh| (*g, sh)))
                 })
                 .filter_map(|(g, sh)| server_admits(sh, &g.namespace, &vs.namespace, h))

@@ -35,22 +35,10 @@ enum Kind {
     Stream,
 }
 
-/// Whether istiod builds HTTP routes for server `s` (plain HTTP, or
-/// HTTPS it terminates): only those servers' hosts admit a
-/// VirtualService's HTTP routes (`buildGatewayHTTPRouteConfig`,
-/// `pilot/pkg/networking/core/gateway.go`, istio 1.31).
-pub fn routes_http(s: &ServerInfo) -> bool {
-    matches!(kind(s), Kind::Http | Kind::Https)
-}
-
 fn kind(s: &ServerInfo) -> Kind {
-    let passthrough = matches!(
-        s.tls_mode.as_deref(),
-        Some("PASSTHROUGH" | "AUTO_PASSTHROUGH" | "Passthrough")
-    );
-    match s.protocol.to_ascii_uppercase().as_str() {
-        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" => Kind::Http,
-        "HTTPS" if !passthrough => Kind::Https,
+    match (s.plain_http(), s.terminated_https()) {
+        (true, _) => Kind::Http,
+        (_, true) => Kind::Https,
         _ => Kind::Stream,
     }
 }

@@ -285,9 +285,15 @@ pub struct ServerTls {
     pub mode: Option<String>,
 }
 
+/// The annotation on an EnvoyFilter naming the Services its patches use:
+/// with `PILOT_FILTER_GATEWAY_CLUSTER_CONFIG` on, a gateway keeps their
+/// clusters only when named here (`convertToEnvoyFilterWrapper`,
+/// `pilot/pkg/model/envoyfilter.go`, istio 1.31).
+pub const REFERENCED_SERVICES_ANNOTATION: &str = "envoyfilter.istio.io/referenced-services";
+
 /// `networking.istio.io` EnvoyFilter: which proxies it applies to and the
 /// Services it says its patches use (the annotation
-/// [`crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION`]). Its
+/// [`REFERENCED_SERVICES_ANNOTATION`]). Its
 /// patches are kept as written, to find the clusters they name.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct EnvoyFilter {

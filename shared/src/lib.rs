@@ -54,6 +54,7 @@ pub mod report;
 pub mod required;
 pub mod scope;
 pub mod snapshot;
+pub mod target;
 pub mod telemetry;
 pub mod units;
 pub mod verify;

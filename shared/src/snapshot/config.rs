@@ -81,7 +81,7 @@ pub(super) fn envoy_filters(inputs: &Inputs) -> Vec<EnvoyFilterInfo> {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION))
+                .and_then(|a| a.get(crate::istio::REFERENCED_SERVICES_ANNOTATION))
                 .map(|v| {
                     // Split as istiod splits it, spaces kept.
                     v.split(',')

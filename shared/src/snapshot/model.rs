@@ -595,6 +595,31 @@ pub struct ServerInfo {
     pub hosts: Vec<String>,
 }
 
+impl ServerInfo {
+    /// Whether istiod builds HTTP routes for it: plain HTTP (HTTP, HTTP2,
+    /// gRPC), or HTTPS it terminates (`gatewayRDSRouteName`,
+    /// `pilot/pkg/model/gateway.go`, istio 1.31).
+    pub fn routes_http(&self) -> bool {
+        self.plain_http() || self.terminated_https()
+    }
+
+    pub fn plain_http(&self) -> bool {
+        matches!(
+            self.protocol.to_ascii_uppercase().as_str(),
+            "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB"
+        )
+    }
+
+    /// HTTPS not passed through.
+    pub fn terminated_https(&self) -> bool {
+        let passthrough = matches!(
+            self.tls_mode.as_deref(),
+            Some("PASSTHROUGH" | "AUTO_PASSTHROUGH" | "Passthrough")
+        );
+        self.protocol.eq_ignore_ascii_case("HTTPS") && !passthrough
+    }
+}
+
 /// An EnvoyFilter, as a gateway's clusters depend on it.
 #[derive(Clone, Debug)]
 pub struct EnvoyFilterInfo {
@@ -604,7 +629,7 @@ pub struct EnvoyFilterInfo {
     /// namespace (of the mesh, in the root namespace).
     pub selector: Option<Labels>,
     /// The annotation's entries, `host` or `namespace/host`
-    /// ([`crate::gateway_clusters::REFERENCED_SERVICES_ANNOTATION`]).
+    /// ([`crate::istio::REFERENCED_SERVICES_ANNOTATION`]).
     pub referenced_services: Vec<String>,
     /// The cluster names (`outbound|PORT|SUBSET|HOST`) its patches
     /// spell out anywhere, in Lua code too, sorted.

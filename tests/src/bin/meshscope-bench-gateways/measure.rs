@@ -127,3 +127,37 @@ pub fn outbound_clusters(sim: &Sim, routers: &Routers, w: usize) -> Vec<BTreeSet
         })
         .collect()
 }
+
+/// An istiod with the flag `on` or off, the router proxies connected.
+pub fn connect(
+    c: &meshscope_e2e::cluster::Cluster,
+    t: &meshscope_e2e::meshgen::Topology,
+    routers: &Routers,
+    on: bool,
+) -> anyhow::Result<(meshscope_e2e::istiod::Istiod, Sim)> {
+    // Both with the Gateway API on, so that the flag is the only difference.
+    let istiod = if on {
+        meshscope_e2e::istiod::Istiod::start_filtering_gateways(c)?
+    } else {
+        meshscope_e2e::istiod::Istiod::start_with_gateway_api(c)?
+    };
+    istiod.wait_for(
+        &t.registry_hosts(),
+        &t.configs(),
+        std::time::Duration::from_secs(300),
+    )?;
+    let options = meshscope_e2e::xds::SimOptions {
+        concurrency: 16,
+        ..meshscope_e2e::xds::SimOptions::default()
+    };
+    let specs = routers.iter().map(|(_, p)| p.proxy_spec()).collect();
+    let sim = Sim::connect_with(&istiod.grpc_url(), specs, options)?;
+    sim.wait_stable(
+        std::time::Duration::from_secs(3),
+        std::time::Duration::from_secs(300),
+    )?;
+    if let Some(p) = sim.proxies().iter().find(|p| !p.ready()) {
+        anyhow::bail!("{} got no config: {:?}", p.key(), p.errors());
+    }
+    Ok((istiod, sim))
+}

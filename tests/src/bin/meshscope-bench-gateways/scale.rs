@@ -4,19 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{bail, Result};
 use meshscope_e2e::cluster::Cluster;
-use meshscope_e2e::istiod::Istiod;
 use meshscope_e2e::meshgen::{self, Topology};
 use meshscope_e2e::world::{service_yaml, SvcPort};
-use meshscope_e2e::xds::{Sim, SimOptions};
+use meshscope_e2e::xds::Sim;
 use meshscope_e2e::xdsbench::measured_push;
 use serde::Serialize;
 
 use crate::layout::{self, Layout};
-use crate::measure::{self, Group, Routers};
+use crate::measure::{self, connect, Group, Routers};
 use crate::plugin::{self, ImpactGateways, Readiness};
 use crate::wouldbreak::{self, WouldBreakResult};
 
@@ -180,28 +178,6 @@ fn with_port(t: &Topology, w: usize, extra: u32) -> String {
     let mut out = String::new();
     service_yaml(&mut out, &svc);
     out
-}
-
-/// An istiod with the flag `on` or off, the router proxies connected.
-pub fn connect(c: &Cluster, t: &Topology, routers: &Routers, on: bool) -> Result<(Istiod, Sim)> {
-    // Both with the Gateway API on, so that the flag is the only difference.
-    let istiod = if on {
-        Istiod::start_filtering_gateways(c)?
-    } else {
-        Istiod::start_with_gateway_api(c)?
-    };
-    istiod.wait_for(&t.registry_hosts(), &t.configs(), Duration::from_secs(300))?;
-    let options = SimOptions {
-        concurrency: 16,
-        ..SimOptions::default()
-    };
-    let specs = routers.iter().map(|(_, p)| p.proxy_spec()).collect();
-    let sim = Sim::connect_with(&istiod.grpc_url(), specs, options)?;
-    sim.wait_stable(Duration::from_secs(3), Duration::from_secs(300))?;
-    if let Some(p) = sim.proxies().iter().find(|p| !p.ready()) {
-        bail!("{} got no config: {:?}", p.key(), p.errors());
-    }
-    Ok((istiod, sim))
 }
 
 fn run_flag(

@@ -12,9 +12,9 @@ use meshscope_e2e::meshgen::Topology;
 use serde::Serialize;
 
 use crate::layout::{self, Layout, WouldBreak};
+use crate::measure::connect;
 use crate::measure::{key, Routers};
 use crate::plugin;
-use crate::scale::connect;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct WouldBreakResult {
