@@ -705,11 +705,10 @@ impl ImpactRequest {
         let mut mesh = MeshRequest::parse(c)?;
         mesh.all_namespaces = true;
         mesh.narrowable = true;
-        if matches!(target, Target::Gateway { .. }) {
-            // The target may be istio's Gateway (the Gateway API's are
-            // always read).
-            mesh.gateways = GatewayRead::IfAllowed;
-        }
+        // The target may be istio's Gateway (the Gateway API's are always
+        // read), and which gateways a change reaches with cluster filtering
+        // on follows their Gateways' routes and EnvoyFilters.
+        mesh.gateways = GatewayRead::IfAllowed;
         Ok(ImpactRequest {
             mesh,
             namespace: c.namespace.clone(),

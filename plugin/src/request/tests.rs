@@ -721,6 +721,11 @@ fn audit_reads_gateways_if_allowed_for_gateway_readiness_and_the_discovery_advic
         other => panic!("not an audit request: {other:?}"),
     };
     assert_eq!(gateways(&["audit"]), GatewayRead::IfAllowed);
+    let Request::Impact(i) = parse(&["impact", "service/reviews", "-n", "bookinfo"]).unwrap()
+    else {
+        panic!("an impact request")
+    };
+    assert_eq!(i.mesh.gateways, GatewayRead::IfAllowed);
     assert_eq!(
         gateways(&["audit", "--access-log", "x"]),
         GatewayRead::IfAllowed
