@@ -90,10 +90,14 @@ pub fn routes_seen(
 /// chain follows the first one whose rule fits the listener's port
 /// (`buildSidecarOutboundTCPFilterChainOpts`, `networking/core/tls.go`,
 /// istio 1.31). So a later route loses every listener an earlier one
-/// holds, and applies nowhere when it holds none.
+/// holds, and applies nowhere when it holds none. TLS routes of one
+/// parent the same way among themselves: their filter chains match the
+/// parent's name, so the first one's chain takes it (random commit seed
+/// 427122: two TLSRoutes for one Service, the later one's backends in no
+/// chain).
 fn tcp_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
     let mut order: Vec<usize> = (0..routes.len())
-        .filter(|&i| !routes[i].1.http && !routes[i].1.tls && routes[i].1.applies)
+        .filter(|&i| !routes[i].1.http && routes[i].1.applies)
         .collect();
     order.sort_by_key(|&i| {
         let vs = routes[i].0;
@@ -105,26 +109,29 @@ fn tcp_first(routes: &mut [(&VsInfo, RouteSeen)], ns: &str) {
             &vs.namespace,
         )
     });
-    // (parent, listener) -> the route whose chain it is.
-    let mut held: BTreeMap<(String, String), String> = Default::default();
+    // (parent, listener, TLS) -> the route whose chain it is.
+    let mut held: BTreeMap<(String, String, bool), String> = Default::default();
     for i in order {
         let r = &mut routes[i].1;
         let mut lost = None;
-        r.listeners
-            .retain(|l| match held.get(&(r.host.clone(), l.clone())) {
+        r.listeners.retain(|l| {
+            let key = (r.host.clone(), l.clone(), r.tls);
+            match held.get(&key) {
                 Some(first) => {
                     lost = Some(first.clone());
                     false
                 }
                 None => {
-                    held.insert((r.host.clone(), l.clone()), r.route.clone());
+                    held.insert(key, r.route.clone());
                     true
                 }
-            });
+            }
+        });
         if let (Some(first), true) = (lost, r.listeners.is_empty()) {
             r.applies = false;
             r.reason = Some(format!(
-                "{first} comes first on the TCP listeners of {}: istiod's filter chain follows the first route",
+                "{first} comes first on the {} listeners of {}: istiod's filter chain follows the first route",
+                if r.tls { "TLS" } else { "TCP" },
                 r.host
             ));
         }
